@@ -1,0 +1,129 @@
+# pos — build, test, demo and install. See README.md.
+#
+#   make            build everything into build/
+#   make test       build and run every test that needs no GPU
+#   make demo       run the main job on the simulated GPU (or a real one, if present)
+#   make install    install under $(DESTDIR)$(PREFIX)
+#   make bench      run the benchmarks that write docs/results/
+#
+# As root, missing Debian packages are installed on the first build (scripts/deps.sh).
+
+CUDA_HOME ?= /usr/local/cuda
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+B         := build
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -I. -I$(CUDA_HOME)/include
+ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -MMD -MP
+
+CUDA_STUB := $(CUDA_HOME)/lib64/stubs
+
+# --- dependencies -----------------------------------------------------------------------
+DEPS_STAMP := $(B)/.deps-ok
+$(DEPS_STAMP): scripts/deps.sh
+	@mkdir -p $(B)
+	@CUDA_HOME=$(CUDA_HOME) bash scripts/deps.sh
+	@touch $@
+
+# --- objects --------------------------------------------------------------------------
+$(B)/obj/%.o: %.c $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+# The virtual-GPU model: pure code, shared by the simulated driver and the tests.
+SIM_MODEL_SRCS := sim/gpu_model.c sim/device_presets.c
+# The simulated CUDA driver (libcuda.so.1).
+SIM_DRIVER_SRCS := $(wildcard sim/driver/*.c)
+# Model workload files, read by posapp and the tests.
+SIM_WORKLOAD_SRCS := sim/model_file.c
+
+INIH_LIBS := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
+
+# --- products ---------------------------------------------------------------------------
+SIM_LIB := $(B)/sim/libcuda.so.1
+POSAPP  := $(B)/posapp
+
+all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP)
+
+$(SIM_LIB): $(call obj,$(SIM_DRIVER_SRCS) $(SIM_MODEL_SRCS)) sim/driver/libcuda.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=sim/driver/libcuda.map \
+	    -Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) -lrt -lm -pthread
+
+$(B)/sim/libcuda.so: $(SIM_LIB)
+	ln -sf libcuda.so.1 $@
+
+POSAPP_SRCS := $(wildcard tools/posapp*.c)
+$(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS))
+	$(CC) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
+
+# --- tests ----------------------------------------------------------------------------
+# Each tests/unit/test_NAME.c is one CUnit binary; TEST_LINK_test_NAME adds what it needs.
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
+INTEG_SRCS := $(wildcard tests/integration/test_*.c)
+INTEG_BINS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
+
+# TEST_DEPS_test_NAME: what the binary links (objects, libraries); the rule below uses it.
+TEST_OBJS_model := $(call obj,$(SIM_MODEL_SRCS))
+SIM_LIB_LINK := $(SIM_LIB) -Wl,-rpath,'$$ORIGIN/../sim'
+TEST_DEPS_test_gpu_model      := $(TEST_OBJS_model)
+TEST_DEPS_test_device_presets := $(TEST_OBJS_model)
+TEST_DEPS_test_model_file     := $(call obj,$(SIM_WORKLOAD_SRCS))
+TEST_DEPS_test_posapp_arrival := $(call obj,tools/posapp_arrival.c)
+TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
+TEST_DEPS_test_sim_driver     := $(SIM_LIB)
+TEST_DEPS_test_sim_module     := $(SIM_LIB)
+TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
+
+.SECONDEXPANSION:
+$(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP),$(TEST_DEPS_$*))) \
+	    $(INIH_LIBS) -lcunit -lrt -lm -pthread
+
+$(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP),$(TEST_DEPS_$*))) \
+	    $(INIH_LIBS) -lcunit -lrt -lm -pthread
+
+test: all $(UNIT_BINS) $(INTEG_BINS)
+	@B=$(B) bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+
+# --- demo, benchmarks -----------------------------------------------------------------
+demo: all
+	@bash scripts/demo.sh
+
+bench: all
+	@bash bench/testbed.sh
+
+# --- install --------------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
+	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/doc/pos
+	install -m 0755 $(POSAPP) $(DESTDIR)$(PREFIX)/bin/posapp
+	install -m 0755 $(SIM_LIB) $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so.1
+	ln -sf libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so
+	install -m 0644 sim/models/*.model $(DESTDIR)$(PREFIX)/share/pos/models/
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/pos/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/posapp
+	rm -rf $(DESTDIR)$(PREFIX)/lib/pos $(DESTDIR)$(PREFIX)/share/pos $(DESTDIR)$(PREFIX)/share/doc/pos
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(B)
+
+.PHONY: all test demo bench install uninstall format clean
+.SECONDARY:
+.DELETE_ON_ERROR:
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
