@@ -38,7 +38,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 # The virtual-GPU model: pure code, shared by the simulated driver and the tests.
 SIM_MODEL_SRCS := sim/gpu_model.c sim/device_presets.c
 # The simulated CUDA driver (libcuda.so.1).
-SIM_DRIVER_SRCS := $(wildcard sim/driver/*.c)
+SIM_DRIVER_SRCS := $(wildcard sim/driver/*.c) sim/module_text.c
 # Model workload files, read by posapp and the tests.
 SIM_WORKLOAD_SRCS := sim/model_file.c
 
@@ -49,6 +49,15 @@ SIM_LIB := $(B)/sim/libcuda.so.1
 POSAPP  := $(B)/posapp
 
 all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP)
+
+# CUresult names and texts, generated from the toolkit's own cuda.h
+$(B)/gen/cu_errors.h: scripts/gen_cu_errors.sh $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	bash scripts/gen_cu_errors.sh $(CUDA_HOME)/include/cuda.h $@
+
+$(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(B)/gen $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
 $(SIM_LIB): $(call obj,$(SIM_DRIVER_SRCS) $(SIM_MODEL_SRCS)) sim/driver/libcuda.map
 	@mkdir -p $(dir $@)

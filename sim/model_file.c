@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 /* CUDA launch limits that a line must respect (after scaling, for grid X). */
-#define GRID_X_MAX       2147483647u
-#define GRID_YZ_MAX      65535u
-#define BLOCK_XY_MAX     1024u
-#define BLOCK_Z_MAX      64u
+#define GRID_X_MAX        2147483647u
+#define GRID_YZ_MAX       65535u
+#define BLOCK_XY_MAX      1024u
+#define BLOCK_Z_MAX       64u
 #define BLOCK_THREADS_MAX 1024u
 
 #define OP_FIELDS 8 /* op NAME GRID BLOCK SMEM FLOPS WEIGHT_BYTES ACT_BYTES */
@@ -150,22 +150,18 @@ static int parse_op(const struct parser *p, char **f, int nf, uint32_t batch,
                     "NAME GX,GY,GZ BX,BY,BZ SMEM FLOPS WEIGHT_BYTES ACT_BYTES",
                     nf, OP_FIELDS - 1);
     if (!valid_name(f[0], sizeof op->name - 1))
-        return fail(p, -EINVAL,
-                    "op name '%.*s' must be 1-%zu characters of [A-Za-z0-9_.$/:<>,-]", 64, f[0],
-                    sizeof op->name - 1);
+        return fail(p, -EINVAL, "op name '%.*s' must be 1-%zu characters of [A-Za-z0-9_.$/:<>,-]",
+                    64, f[0], sizeof op->name - 1);
     snprintf(op->name, sizeof op->name, "%s", f[0]);
 
     uint32_t grid[3], block[3];
     if (parse_dims(f[1], grid) < 0)
-        return fail(p, -EINVAL, "op %s: grid must be GX,GY,GZ, three integers >= 1",
-                    op->name);
+        return fail(p, -EINVAL, "op %s: grid must be GX,GY,GZ, three integers >= 1", op->name);
     if (parse_dims(f[2], block) < 0)
-        return fail(p, -EINVAL, "op %s: block must be BX,BY,BZ, three integers >= 1",
-                    op->name);
+        return fail(p, -EINVAL, "op %s: block must be BX,BY,BZ, three integers >= 1", op->name);
     if (grid[0] > GRID_X_MAX || grid[1] > GRID_YZ_MAX || grid[2] > GRID_YZ_MAX)
-        return fail(p, -EINVAL, "op %s: grid %u,%u,%u is over the CUDA limits %u,%u,%u",
-                    op->name, grid[0], grid[1], grid[2], GRID_X_MAX, GRID_YZ_MAX,
-                    GRID_YZ_MAX);
+        return fail(p, -EINVAL, "op %s: grid %u,%u,%u is over the CUDA limits %u,%u,%u", op->name,
+                    grid[0], grid[1], grid[2], GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX);
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
     if (block[0] > BLOCK_XY_MAX || block[1] > BLOCK_XY_MAX || block[2] > BLOCK_Z_MAX ||
         threads > BLOCK_THREADS_MAX)
@@ -229,11 +225,13 @@ static int check_unique(struct parser *p, const struct sim_model *m, const unsig
     return rc;
 }
 
+/* Which header directives a file has had (each may appear once). */
+enum { SEEN_MODEL = 1, SEEN_SOURCE = 2, SEEN_DTYPE = 4, SEEN_PARAMS = 8 };
+
 /* Handles one directive line (comments and blank lines are filtered out already). */
-static int parse_line(struct parser *p, char *s, struct sim_model *m, size_t *cap,
-                      unsigned **lines, int *seen)
+static int parse_line(struct parser *p, char *s, struct sim_model *m, size_t *cap, unsigned **lines,
+                      int *seen)
 {
-    enum { SEEN_MODEL = 1, SEEN_SOURCE = 2, SEEN_DTYPE = 4, SEEN_PARAMS = 8 };
     char *kw = s;
     while (*s && !is_blank(*s))
         s++;
@@ -244,16 +242,17 @@ static int parse_line(struct parser *p, char *s, struct sim_model *m, size_t *ca
     /* S is now the rest of the line, trailing blanks already stripped. */
 
     if (!(*seen & SEEN_MODEL) && strcmp(kw, "model") != 0)
-        return fail(p, -EINVAL, "'%.32s' before the 'model NAME' directive, which must come "
-                                "first", kw);
+        return fail(p, -EINVAL, "'%.32s' before the 'model NAME' directive, which must come first",
+                    kw);
 
     if (strcmp(kw, "model") == 0) {
         char *f[2];
         if (*seen & SEEN_MODEL)
             return fail(p, -EINVAL, "second 'model' directive");
         if (split_fields(s, f, 2) != 1 || !valid_name(f[0], sizeof m->name - 1))
-            return fail(p, -EINVAL, "'model' takes one name of 1-%zu characters of "
-                                    "[A-Za-z0-9_.$/:<>,-]", sizeof m->name - 1);
+            return fail(p, -EINVAL,
+                        "'model' takes one name of 1-%zu characters of [A-Za-z0-9_.$/:<>,-]",
+                        sizeof m->name - 1);
         snprintf(m->name, sizeof m->name, "%s", f[0]);
         *seen |= SEEN_MODEL;
     } else if (strcmp(kw, "source") == 0) {
@@ -304,8 +303,7 @@ static int parse_line(struct parser *p, char *s, struct sim_model *m, size_t *ca
         (*lines)[m->nops++] = p->line;
     } else {
         return fail(p, -EINVAL,
-                    "unknown directive '%.32s' (expected model, source, dtype, params or op)",
-                    kw);
+                    "unknown directive '%.32s' (expected model, source, dtype, params or op)", kw);
     }
     return 0;
 }
@@ -339,8 +337,7 @@ int sim_model_load(const char *path, uint32_t batch, struct sim_model *out, char
             rc = fail(&p, -EINVAL, "NUL byte in the line");
             break;
         }
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
-                           is_blank(buf[len - 1])))
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || is_blank(buf[len - 1])))
             buf[--len] = '\0';
         char *s = buf;
         while (is_blank(*s))
@@ -357,7 +354,7 @@ int sim_model_load(const char *path, uint32_t batch, struct sim_model *out, char
     fclose(f);
 
     p.line = 0;
-    if (rc == 0 && !(seen & 1))
+    if (rc == 0 && !(seen & SEEN_MODEL))
         rc = fail(&p, -EINVAL, "no 'model NAME' directive");
     if (rc == 0 && m.nops == 0)
         rc = fail(&p, -EINVAL, "no op lines");

@@ -53,8 +53,11 @@ static void __attribute__((noreturn, format(printf, 2, 3))) die(int status, cons
 static void __attribute__((noreturn)) cu_fail(const char *call, CUresult rc, const char *ctx)
 {
     const char *name = NULL, *desc = NULL;
-    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
-        name = "CUDA_ERROR_UNKNOWN";
+    char code[32];
+    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name) {
+        snprintf(code, sizeof code, "CUresult %d", (int)rc);
+        name = code;
+    }
     if (cuGetErrorString(rc, &desc) != CUDA_SUCCESS || !desc)
         desc = "unrecognized error code";
     die(1, "%.*s failed: %s (%s)%s%s", (int)strcspn(call, "("), call, name, desc,
@@ -62,17 +65,17 @@ static void __attribute__((noreturn)) cu_fail(const char *call, CUresult rc, con
 }
 
 /* A direct driver call, named by its own text; CUN names a call made through a pointer. */
-#define CU(call)                                                                          \
-    do {                                                                                  \
-        CUresult rc_ = (call);                                                            \
-        if (rc_ != CUDA_SUCCESS)                                                          \
-            cu_fail(#call, rc_, NULL);                                                    \
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        CUresult rc_ = (call);                                                                     \
+        if (rc_ != CUDA_SUCCESS)                                                                   \
+            cu_fail(#call, rc_, NULL);                                                             \
     } while (0)
-#define CUN(name, call)                                                                   \
-    do {                                                                                  \
-        CUresult rc_ = (call);                                                            \
-        if (rc_ != CUDA_SUCCESS)                                                          \
-            cu_fail((name), rc_, NULL);                                                   \
+#define CUN(name, call)                                                                            \
+    do {                                                                                           \
+        CUresult rc_ = (call);                                                                     \
+        if (rc_ != CUDA_SUCCESS)                                                                   \
+            cu_fail((name), rc_, NULL);                                                            \
     } while (0)
 
 /* --- options ----------------------------------------------------------------------------- */
@@ -119,8 +122,8 @@ static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_
     errno = 0;
     unsigned long long v = isdigit((unsigned char)s[0]) ? strtoull(s, &end, 10) : 0;
     if (!isdigit((unsigned char)s[0]) || errno || *end || v < min || v > max)
-        die(2, "bad --%s '%s' (want an integer in [%llu, %llu])", opt, s,
-            (unsigned long long)min, (unsigned long long)max);
+        die(2, "bad --%s '%s' (want an integer in [%llu, %llu])", opt, s, (unsigned long long)min,
+            (unsigned long long)max);
     return v;
 }
 
@@ -135,13 +138,19 @@ static double parse_positive(const char *opt, const char *s)
 }
 
 static const struct option long_options[] = {
-    {"model", required_argument, NULL, 'm'},   {"batch", required_argument, NULL, 'b'},
-    {"requests", required_argument, NULL, 'r'}, {"seed", required_argument, NULL, 's'},
-    {"arrival", required_argument, NULL, 'a'}, {"streams", required_argument, NULL, 'S'},
-    {"threads", required_argument, NULL, 't'}, {"ptds", no_argument, NULL, 'P'},
-    {"slo", required_argument, NULL, 'L'},     {"verify", no_argument, NULL, 'V'},
+    {"model", required_argument, NULL, 'm'},
+    {"batch", required_argument, NULL, 'b'},
+    {"requests", required_argument, NULL, 'r'},
+    {"seed", required_argument, NULL, 's'},
+    {"arrival", required_argument, NULL, 'a'},
+    {"streams", required_argument, NULL, 'S'},
+    {"threads", required_argument, NULL, 't'},
+    {"ptds", no_argument, NULL, 'P'},
+    {"slo", required_argument, NULL, 'L'},
+    {"verify", no_argument, NULL, 'V'},
     {"microbench", required_argument, NULL, 'M'},
-    {"host-us", required_argument, NULL, 'H'}, {"help", no_argument, NULL, 'h'},
+    {"host-us", required_argument, NULL, 'H'},
+    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
@@ -149,28 +158,50 @@ static void apply_option(struct options *o, int c, const char *arg)
 {
     char err[256];
     switch (c) {
-    case 'm': o->model = arg; break;
-    case 'b': o->batch = (uint32_t)parse_uint("batch", arg, 1, 4096); break;
-    case 'r': o->requests = parse_uint("requests", arg, 1, 100000000); break;
-    case 's': o->seed = parse_uint("seed", arg, 0, UINT64_MAX); break;
+    case 'm':
+        o->model = arg;
+        break;
+    case 'b':
+        o->batch = (uint32_t)parse_uint("batch", arg, 1, 4096);
+        break;
+    case 'r':
+        o->requests = parse_uint("requests", arg, 1, 100000000);
+        break;
+    case 's':
+        o->seed = parse_uint("seed", arg, 0, UINT64_MAX);
+        break;
     case 'a':
         if (posapp_arrival_parse(arg, &o->arrival, err, sizeof err) < 0)
             die(2, "%s", err);
         break;
-    case 'S': o->streams = (uint32_t)parse_uint("streams", arg, 1, MAX_STREAMS); break;
-    case 't': o->threads = (uint32_t)parse_uint("threads", arg, 1, MAX_THREADS); break;
-    case 'P': o->ptds = 1; break;
-    case 'L': o->slo_ms = parse_positive("slo", arg); break;
-    case 'V': o->verify = 1; break;
-    case 'M': o->microbench = parse_uint("microbench", arg, 1, 10000000); break;
-    case 'H': o->host_us = (uint32_t)parse_uint("host-us", arg, 0, 1000000); break;
+    case 'S':
+        o->streams = (uint32_t)parse_uint("streams", arg, 1, MAX_STREAMS);
+        break;
+    case 't':
+        o->threads = (uint32_t)parse_uint("threads", arg, 1, MAX_THREADS);
+        break;
+    case 'P':
+        o->ptds = 1;
+        break;
+    case 'L':
+        o->slo_ms = parse_positive("slo", arg);
+        break;
+    case 'V':
+        o->verify = 1;
+        break;
+    case 'M':
+        o->microbench = parse_uint("microbench", arg, 1, 10000000);
+        break;
+    case 'H':
+        o->host_us = (uint32_t)parse_uint("host-us", arg, 0, 1000000);
+        break;
     }
 }
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){.batch = 1, .requests = 100, .seed = 1, .streams = 1,
-                          .threads = 1, .slo_ms = NAN};
+    *o = (struct options){
+        .batch = 1, .requests = 100, .seed = 1, .streams = 1, .threads = 1, .slo_ms = NAN};
     o->arrival = (struct posapp_arrival){.kind = POSAPP_ARRIVAL_CLOSED, .shape = 1.0};
     opterr = 0;
     int c;
@@ -246,8 +277,7 @@ static void *resolve_ptds(const char *name)
     if (rc != CUDA_SUCCESS)
         cu_fail("cuGetProcAddress", rc, name);
     if (st != CU_GET_PROC_ADDRESS_SUCCESS || !pfn)
-        die(1, "cuGetProcAddress failed: status %d, no per-thread version of %s", (int)st,
-            name);
+        die(1, "cuGetProcAddress failed: status %d, no per-thread version of %s", (int)st, name);
     return pfn;
 }
 
@@ -266,8 +296,8 @@ static void stream_api_init(struct stream_api *api, int ptds)
 
 /* --- the module ------------------------------------------------------------------------------ */
 
-static const char *const reserved_names[] = {"pos_vadd", "pos_fill", "pos_scale",
-                                             "pos_checksum", "tiny"};
+static const char *const reserved_names[] = {"pos_vadd", "pos_fill", "pos_scale", "pos_checksum",
+                                             "tiny"};
 
 struct kernels {
     CUmodule mod;
@@ -320,8 +350,8 @@ static char *module_text(const struct sim_model *m, char (*names)[160])
     for (size_t i = 0; m && i < m->nops; i++) {
         const struct sim_model_op *op = &m->ops[i];
         kernel_name(m, i, names);
-        fprintf(f, ".kernel %s flops=%.17g bytes=%.17g dtype=%s smem=%u\n", names[i],
-                op->flops, op->bytes, m->fp16 ? "fp16" : "fp32", op->smem);
+        fprintf(f, ".kernel %s flops=%.17g bytes=%.17g dtype=%s smem=%u\n", names[i], op->flops,
+                op->bytes, m->fp16 ? "fp16" : "fp32", op->smem);
     }
     fputs(".kernel pos_vadd twin=vector_add\n"
           ".kernel pos_fill twin=fill\n"
@@ -447,8 +477,8 @@ static void slots_destroy(struct worker *w)
 
 /* --- launches ------------------------------------------------------------------------------ */
 
-static void launch(struct worker *w, CUfunction f, const uint32_t grid[3],
-                   const uint32_t block[3], CUstream s, void **params)
+static void launch(struct worker *w, CUfunction f, const uint32_t grid[3], const uint32_t block[3],
+                   CUstream s, void **params)
 {
     CUN("cuLaunchKernel", w->sh->api.launch(f, grid[0], grid[1], grid[2], block[0], block[1],
                                             block[2], 0, s, params, NULL));
@@ -717,8 +747,9 @@ static void model_open(const struct options *o, struct sim_model *m)
 {
     char path[4096], err[512];
     if (sim_model_find(o->model, path, sizeof path) < 0)
-        die(2, "unknown model '%s' (no %s.model in $POS_MODELS_DIR or sim/models; "
-               "or give a path)",
+        die(2,
+            "unknown model '%s' (no %s.model in $POS_MODELS_DIR or sim/models; "
+            "or give a path)",
             o->model, o->model);
     if (sim_model_load(path, o->batch, m, err, sizeof err) < 0)
         die(2, "%s", err);
@@ -744,9 +775,14 @@ int main(int argc, char **argv)
     struct posapp_report r = {
         .model = sh.model ? model.name : NULL,
         .batch = o.batch,
-        .p50_ms = NAN, .p90_ms = NAN, .p99_ms = NAN, .mean_ms = NAN,
-        .throughput_rps = NAN, .makespan_s = NAN,
-        .slo_ms = o.slo_ms, .slo_attainment = NAN,
+        .p50_ms = NAN,
+        .p90_ms = NAN,
+        .p99_ms = NAN,
+        .mean_ms = NAN,
+        .throughput_rps = NAN,
+        .makespan_s = NAN,
+        .slo_ms = o.slo_ms,
+        .slo_attainment = NAN,
         .verified = -1,
     };
     if (o.microbench) {

@@ -129,8 +129,7 @@ static int parse_fail(const char *spec, char *err, size_t errlen)
     return -1;
 }
 
-int posapp_arrival_parse(const char *spec, struct posapp_arrival *out, char *err,
-                         size_t errlen)
+int posapp_arrival_parse(const char *spec, struct posapp_arrival *out, char *err, size_t errlen)
 {
     struct posapp_arrival a = {.kind = POSAPP_ARRIVAL_CLOSED, .rate = 0.0, .shape = 1.0};
     if (strcmp(spec, "closed") == 0) {
@@ -171,8 +170,7 @@ double posapp_arrival_gap(const struct posapp_arrival *a, struct posapp_rng *r)
     }
 }
 
-void posapp_arrival_schedule(const struct posapp_arrival *a, uint64_t seed, double *times,
-                             size_t n)
+void posapp_arrival_schedule(const struct posapp_arrival *a, uint64_t seed, double *times, size_t n)
 {
     struct posapp_rng r;
     posapp_rng_seed(&r, seed);

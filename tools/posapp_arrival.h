@@ -43,8 +43,7 @@ struct posapp_arrival {
 
 /* Parses "closed", "poisson:RATE" or "gamma:SHAPE:RATE" (RATE, SHAPE finite and > 0).
  * Returns 0, or -1 with a message (no "posapp: " prefix, no newline) in ERR. */
-int posapp_arrival_parse(const char *spec, struct posapp_arrival *out, char *err,
-                         size_t errlen);
+int posapp_arrival_parse(const char *spec, struct posapp_arrival *out, char *err, size_t errlen);
 
 /* One inter-arrival gap in seconds (0 for closed loop). */
 double posapp_arrival_gap(const struct posapp_arrival *a, struct posapp_rng *r);

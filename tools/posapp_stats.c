@@ -155,8 +155,7 @@ int posapp_json_end(struct posapp_json *j)
 
 /* --- report ----------------------------------------------------------------------------- */
 
-void posapp_report_latencies(struct posapp_report *r, double *lat_ms, size_t n,
-                             double makespan_s)
+void posapp_report_latencies(struct posapp_report *r, double *lat_ms, size_t n, double makespan_s)
 {
     posapp_sort(lat_ms, n);
     r->p50_ms = posapp_percentile(lat_ms, n, 50.0);

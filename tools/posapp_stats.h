@@ -42,24 +42,23 @@ int posapp_json_end(struct posapp_json *j);
 
 /* Everything posapp prints, in one place. NAN in a double means null. */
 struct posapp_report {
-    const char *model;       /* NULL: null */
+    const char *model; /* NULL: null */
     uint32_t batch;
     uint64_t requests;
     uint64_t launches;
     double p50_ms, p90_ms, p99_ms, mean_ms;
     double throughput_rps;
     double makespan_s;
-    double slo_ms;           /* NAN: --slo not given */
+    double slo_ms; /* NAN: --slo not given */
     double slo_attainment;
-    int verified;            /* -1 null, 0 false, 1 true */
-    int microbench;          /* adds launch_ns_p50 and launch_ns_mean */
+    int verified;   /* -1 null, 0 false, 1 true */
+    int microbench; /* adds launch_ns_p50 and launch_ns_mean */
     double launch_ns_p50, launch_ns_mean;
 };
 
 /* Fills the latency and SLO fields of R from LAT_MS[0..n) (sorted in place), and the
  * throughput from MAKESPAN_S. R->slo_ms must be set first (NAN for none). */
-void posapp_report_latencies(struct posapp_report *r, double *lat_ms, size_t n,
-                             double makespan_s);
+void posapp_report_latencies(struct posapp_report *r, double *lat_ms, size_t n, double makespan_s);
 
 /* Writes R as one JSON object (no newline) into BUF. Returns the length or -1. */
 int posapp_report_json(const struct posapp_report *r, char *buf, size_t cap);

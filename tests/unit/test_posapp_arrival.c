@@ -151,10 +151,10 @@ static void test_parse_accepts(void)
 static void test_parse_rejects(void)
 {
     static const char *const bad[] = {
-        "poisson:",  "poisson:-1", "poisson:0",     "poisson:abc", "poisson:5x",
-        "poisson",   "poisson: 5", "poisson:inf",   "poisson:nan", "gamma:1",
-        "gamma:1:",  "gamma::5",   "gamma:0:5",     "gamma:1:-5",  "gamma:1:2:3",
-        "closed:5",  "",           "garbage",       "Closed",      "poisson:1e999",
+        "poisson:", "poisson:-1", "poisson:0",   "poisson:abc", "poisson:5x",
+        "poisson",  "poisson: 5", "poisson:inf", "poisson:nan", "gamma:1",
+        "gamma:1:", "gamma::5",   "gamma:0:5",   "gamma:1:-5",  "gamma:1:2:3",
+        "closed:5", "",           "garbage",     "Closed",      "poisson:1e999",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         struct posapp_arrival a;

@@ -17,7 +17,7 @@ static void test_percentile_known(void)
     CU_ASSERT_EQUAL(posapp_percentile(v, 10, 90), 9);  /* rank 9 */
     CU_ASSERT_EQUAL(posapp_percentile(v, 10, 99), 10); /* rank ceil(9.9) = 10 */
     CU_ASSERT_EQUAL(posapp_percentile(v, 10, 100), 10);
-    CU_ASSERT_EQUAL(posapp_percentile(v, 10, 0), 1); /* rank clamped to 1 */
+    CU_ASSERT_EQUAL(posapp_percentile(v, 10, 0), 1);  /* rank clamped to 1 */
     CU_ASSERT_EQUAL(posapp_percentile(v, 10, 51), 6); /* rank ceil(5.1) = 6 */
 }
 
@@ -130,10 +130,19 @@ static void test_json_empty_and_overflow(void)
 static void test_report_json_load(void)
 {
     struct posapp_report r = {
-        .model = "resnet18", .batch = 4, .requests = 5, .launches = 110,
-        .p50_ms = 1.25, .p90_ms = 2, .p99_ms = 3, .mean_ms = 1.5,
-        .throughput_rps = 800, .makespan_s = 0.00625,
-        .slo_ms = NAN, .slo_attainment = NAN, .verified = -1,
+        .model = "resnet18",
+        .batch = 4,
+        .requests = 5,
+        .launches = 110,
+        .p50_ms = 1.25,
+        .p90_ms = 2,
+        .p99_ms = 3,
+        .mean_ms = 1.5,
+        .throughput_rps = 800,
+        .makespan_s = 0.00625,
+        .slo_ms = NAN,
+        .slo_attainment = NAN,
+        .verified = -1,
     };
     char buf[1024];
     CU_ASSERT(posapp_report_json(&r, buf, sizeof buf) > 0);
@@ -147,8 +156,7 @@ static void test_report_json_load(void)
     r.slo_attainment = 0.8;
     r.verified = 1;
     CU_ASSERT(posapp_report_json(&r, buf, sizeof buf) > 0);
-    CU_ASSERT(strstr(buf, "\"slo_ms\":2.5,\"slo_attainment\":0.800000,\"verified\":true}") !=
-              NULL);
+    CU_ASSERT(strstr(buf, "\"slo_ms\":2.5,\"slo_attainment\":0.800000,\"verified\":true}") != NULL);
     r.verified = 0;
     CU_ASSERT(posapp_report_json(&r, buf, sizeof buf) > 0);
     CU_ASSERT(strstr(buf, "\"verified\":false}") != NULL);
@@ -157,19 +165,30 @@ static void test_report_json_load(void)
 static void test_report_json_microbench(void)
 {
     struct posapp_report r = {
-        .model = NULL, .batch = 1, .requests = 0, .launches = 10000,
-        .p50_ms = NAN, .p90_ms = NAN, .p99_ms = NAN, .mean_ms = NAN,
-        .throughput_rps = NAN, .makespan_s = 0.5, .slo_ms = NAN, .slo_attainment = NAN,
-        .verified = -1, .microbench = 1, .launch_ns_p50 = 812, .launch_ns_mean = 950.25,
+        .model = NULL,
+        .batch = 1,
+        .requests = 0,
+        .launches = 10000,
+        .p50_ms = NAN,
+        .p90_ms = NAN,
+        .p99_ms = NAN,
+        .mean_ms = NAN,
+        .throughput_rps = NAN,
+        .makespan_s = 0.5,
+        .slo_ms = NAN,
+        .slo_attainment = NAN,
+        .verified = -1,
+        .microbench = 1,
+        .launch_ns_p50 = 812,
+        .launch_ns_mean = 950.25,
     };
     char buf[1024];
     CU_ASSERT(posapp_report_json(&r, buf, sizeof buf) > 0);
-    CU_ASSERT_STRING_EQUAL(buf,
-                           "{\"model\":null,\"batch\":1,\"requests\":0,\"launches\":10000,"
-                           "\"p50_ms\":null,\"p90_ms\":null,\"p99_ms\":null,\"mean_ms\":null,"
-                           "\"throughput_rps\":null,\"makespan_s\":0.500000,\"slo_ms\":null,"
-                           "\"slo_attainment\":null,\"verified\":null,"
-                           "\"launch_ns_p50\":812.0,\"launch_ns_mean\":950.2}");
+    CU_ASSERT_STRING_EQUAL(buf, "{\"model\":null,\"batch\":1,\"requests\":0,\"launches\":10000,"
+                                "\"p50_ms\":null,\"p90_ms\":null,\"p99_ms\":null,\"mean_ms\":null,"
+                                "\"throughput_rps\":null,\"makespan_s\":0.500000,\"slo_ms\":null,"
+                                "\"slo_attainment\":null,\"verified\":null,"
+                                "\"launch_ns_p50\":812.0,\"launch_ns_mean\":950.2}");
 }
 
 void pos_test_register(void)

@@ -1,0 +1,386 @@
+/* The device agent: one thread per process that plays the GPU's part in real time. It
+ * advances the shared model to the present, reaps this process's completed ops, applies
+ * their effects on simulated memory in device order (built-in kernels, copies, value writes,
+ * event times), runs host functions, polls stream waits, wakes other processes whose ops the
+ * model now finishes sooner, and sleeps until the model's next event for this process. */
+#include "sim/driver/drv.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sim/twin_math.h"
+
+#define REAP_BATCH 256
+#define HOST_BATCH 64
+#define WAIT_POLL_NS 20000 /* wall ns between checks of a stream wait on memory */
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+static _Atomic uint32_t *owner_word(int owner)
+{
+    return (_Atomic uint32_t *)&drv.g->owners[owner].wake_word;
+}
+
+static void wake_owner(int owner)
+{
+    atomic_fetch_add(owner_word(owner), 1);
+    futex(owner_word(owner), FUTEX_WAKE, 1, NULL);
+}
+
+void drv_agent_kick(void)
+{
+    if (drv.owner >= 0)
+        wake_owner(drv.owner);
+}
+
+/* ---- effects --------------------------------------------------------------------------- */
+
+static int dev_range_ok(uint64_t p, size_t n)
+{
+    return drv_mem_lookup((const void *)(uintptr_t)p, n) != 0;
+}
+
+static CUresult run_twin(const struct drv_op_desc *d)
+{
+    const uint64_t *a = d->u.twin.args;
+    float f;
+    switch (d->u.twin.twin) {
+    case SIM_TWIN_VECTOR_ADD: {
+        uint32_t n = (uint32_t)a[3];
+        if (!dev_range_ok(a[0], 4ull * n) || !dev_range_ok(a[1], 4ull * n) ||
+            !dev_range_ok(a[2], 4ull * n))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        pos_sim_vector_add_f32((const float *)(uintptr_t)a[0], (const float *)(uintptr_t)a[1],
+                               (float *)(uintptr_t)a[2], n);
+        return CUDA_SUCCESS;
+    }
+    case SIM_TWIN_FILL:
+    case SIM_TWIN_SCALE: {
+        uint32_t n = (uint32_t)a[2];
+        uint32_t bits = (uint32_t)a[1];
+        memcpy(&f, &bits, sizeof f);
+        if (!dev_range_ok(a[0], 4ull * n))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        if (d->u.twin.twin == SIM_TWIN_FILL)
+            pos_sim_fill_f32((float *)(uintptr_t)a[0], f, n);
+        else
+            pos_sim_scale_f32((float *)(uintptr_t)a[0], f, n);
+        return CUDA_SUCCESS;
+    }
+    case SIM_TWIN_CHECKSUM: {
+        uint32_t n = (uint32_t)a[1];
+        if (!dev_range_ok(a[0], 4ull * n) || !dev_range_ok(a[2], 8))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        uint64_t h = pos_sim_checksum_f32((const float *)(uintptr_t)a[0], n);
+        memcpy((void *)(uintptr_t)a[2], &h, sizeof h);
+        return CUDA_SUCCESS;
+    }
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
+CUresult drv_apply_effect(struct drv_op_desc *d)
+{
+    switch (d->effect) {
+    case EFF_TWIN:
+        return run_twin(d);
+    case EFF_COPY:
+        memmove(d->u.copy.dst, d->u.copy.src, d->u.copy.n);
+        return CUDA_SUCCESS;
+    case EFF_COPY_STAGED:
+        memcpy(d->u.copy.dst, d->u.copy.src, d->u.copy.n);
+        free((void *)d->u.copy.src);
+        d->u.copy.src = NULL;
+        return CUDA_SUCCESS;
+    case EFF_MEMSET8:
+        memset(d->u.set.dst, (int)(d->u.set.value & 0xff), d->u.set.n);
+        return CUDA_SUCCESS;
+    case EFF_MEMSET16: {
+        uint16_t v = (uint16_t)d->u.set.value, *p = d->u.set.dst;
+        for (size_t i = 0; i < d->u.set.n; i++)
+            p[i] = v;
+        return CUDA_SUCCESS;
+    }
+    case EFF_MEMSET32: {
+        uint32_t v = (uint32_t)d->u.set.value, *p = d->u.set.dst;
+        for (size_t i = 0; i < d->u.set.n; i++)
+            p[i] = v;
+        return CUDA_SUCCESS;
+    }
+    case EFF_WRITE32:
+        atomic_store((_Atomic uint32_t *)d->u.val.addr, (uint32_t)d->u.val.value);
+        return CUDA_SUCCESS;
+    case EFF_WRITE64:
+        atomic_store((_Atomic uint64_t *)d->u.val.addr, d->u.val.value);
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
+/* True when a stream wait on memory is satisfied (CU_STREAM_WAIT_VALUE_* semantics). */
+static int wait_satisfied(const struct drv_op_desc *d)
+{
+    uint64_t have, want = d->u.val.value;
+    if (d->effect == EFF_WAIT32)
+        have = atomic_load((_Atomic uint32_t *)d->u.val.addr);
+    else
+        have = atomic_load((_Atomic uint64_t *)d->u.val.addr);
+    if (d->effect == EFF_WAIT32)
+        want &= 0xffffffffu;
+    switch (d->u.val.flags & 0xf) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+        return d->effect == EFF_WAIT32 ? (int32_t)((uint32_t)have - (uint32_t)want) >= 0
+                                       : (int64_t)(have - want) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+        return have == want;
+    case CU_STREAM_WAIT_VALUE_AND:
+        return (have & want) != 0;
+    case CU_STREAM_WAIT_VALUE_NOR:
+        return ~(have | want) != 0;
+    default:
+        return 1;
+    }
+}
+
+/* ---- completion ------------------------------------------------------------------------ */
+
+struct reaped {
+    struct drv_local_op l;
+    int64_t end_dev;
+};
+
+static void complete_event(struct drv_event *ev, uint64_t record, int64_t end_dev)
+{
+    pthread_mutex_lock(&drv.lock);
+    if (record > atomic_load(&ev->done_rec)) {
+        ev->time_ns = drv_wall_of_device(end_dev);
+        atomic_store(&ev->done_rec, record);
+    }
+    int release = ev->handle == NULL && atomic_load(&ev->done_rec) >= ev->records;
+    pthread_mutex_unlock(&drv.lock);
+    if (release)
+        free(ev);
+}
+
+static void finish_op(struct reaped *r)
+{
+    struct drv_stream *s = r->l.stream;
+    CUresult rc = CUDA_SUCCESS;
+    if (r->l.d.effect == EFF_EVENT)
+        complete_event(r->l.d.u.event.ev, r->l.d.u.event.record, r->end_dev);
+    else if (s && !atomic_load(&s->ctx->sticky))
+        rc = drv_apply_effect(&r->l.d);
+    else if (r->l.d.effect == EFF_COPY_STAGED)
+        free((void *)r->l.d.u.copy.src);
+    if (!s)
+        return;
+    if (rc != CUDA_SUCCESS) {
+        int zero = 0;
+        atomic_compare_exchange_strong(&s->ctx->sticky, &zero, (int)rc);
+    }
+    atomic_fetch_add_explicit(&s->ctx->completed, 1, memory_order_release);
+    atomic_fetch_add_explicit(&drv.completed_all, 1, memory_order_release);
+    uint64_t done = atomic_fetch_add_explicit(&s->completed, 1, memory_order_release) + 1;
+    if (s->destroyed && done >= s->submitted) {
+        pthread_mutex_lock(&drv.lock);
+        drv_stream_release(s);
+        pthread_mutex_unlock(&drv.lock);
+    }
+}
+
+/* Wakes processes whose ops now end before their agents planned to look. */
+static void wake_due_owners(struct sim_gpu *g)
+{
+    for (int o = 0; o < SIM_MAX_OWNERS; o++) {
+        if (o == drv.owner || !g->owners[o].used)
+            continue;
+        int64_t next = sim_gpu_owner_next_event(g, o);
+        if (next < g->owners[o].planned_wake_ns) {
+            g->owners[o].planned_wake_ns = next;
+            wake_owner(o);
+        }
+    }
+}
+
+struct host_call {
+    int op;
+    CUhostFn fn;
+    void *data;
+};
+
+/* Starts host functions that reached the head of their streams and completes stream waits
+ * whose condition holds. Returns how many host calls it queued; sets *POLL when a wait is
+ * still pending. Called under the lock. */
+static int scan_host_ops(struct sim_gpu *g, int64_t now, struct host_call *calls, int *poll)
+{
+    int n = 0, released = 0;
+    for (uint32_t k = 0; k < g->nlive; k++) {
+        int op = g->live[k];
+        struct sim_op *o = &g->ops[op];
+        if (o->owner != drv.owner || o->state != SIM_OP_HOSTWAIT)
+            continue;
+        struct drv_local_op *l = &drv.local[op];
+        if (l->d.effect == EFF_WAIT32 || l->d.effect == EFF_WAIT64) {
+            if (wait_satisfied(&l->d)) {
+                sim_gpu_host_done(g, op, now);
+                released = 1;
+                k = (uint32_t)-1; /* the live list changed */
+            } else {
+                *poll = 1;
+            }
+        } else if (l->d.effect == EFF_HOSTFN && !l->started && n < HOST_BATCH) {
+            l->started = 1;
+            calls[n].op = op;
+            calls[n].fn = l->d.u.host.fn;
+            calls[n].data = l->d.u.host.data;
+            n++;
+        }
+    }
+    if (released)
+        sim_gpu_advance(g, now);
+    return n;
+}
+
+static void sleep_until(_Atomic uint32_t *word, uint32_t seen, int64_t wall_deadline)
+{
+    if (wall_deadline == INT64_MAX) {
+        futex(word, FUTEX_WAIT, seen, NULL);
+        return;
+    }
+    int64_t dt = wall_deadline - drv_mono_ns();
+    if (dt <= 0)
+        return;
+    struct timespec ts = {.tv_sec = dt / 1000000000LL, .tv_nsec = dt % 1000000000LL};
+    futex(word, FUTEX_WAIT, seen, &ts);
+}
+
+static void *agent_main(void *arg)
+{
+    static struct reaped batch[REAP_BATCH];
+    struct host_call calls[HOST_BATCH];
+    struct sim_gpu *g = drv.g;
+    (void)arg;
+    while (!atomic_load(&drv.agent_stop)) {
+        drv_lock();
+        int64_t now_mono = drv_mono_ns();
+        int64_t now = drv_device_now();
+        sim_gpu_advance(g, now);
+        int poll = 0;
+        int ncalls = scan_host_ops(g, now, calls, &poll);
+        int n = 0, op;
+        while (n < REAP_BATCH && (op = sim_gpu_reap(g, drv.owner)) != SIM_NONE) {
+            batch[n].l = drv.local[op];
+            batch[n].end_dev = g->ops[op].end_ns;
+            sim_gpu_op_free(g, op);
+            n++;
+        }
+        wake_due_owners(g);
+        if (now_mono - drv.shm->last_liveness_ns > 200000000LL)
+            drv_liveness_scan(now_mono);
+        int64_t next = sim_gpu_owner_next_event(g, drv.owner);
+        if (poll && now + (int64_t)(WAIT_POLL_NS / drv.scale) < next)
+            next = now + (int64_t)(WAIT_POLL_NS / drv.scale);
+        if (n == REAP_BATCH || ncalls)
+            next = now;
+        struct sim_owner *me = &g->owners[drv.owner];
+        me->planned_wake_ns = next;
+        uint32_t seen = atomic_load(owner_word(drv.owner));
+        drv_unlock();
+
+        for (int i = 0; i < n; i++)
+            finish_op(&batch[i]);
+        if (n) {
+            pthread_mutex_lock(&drv.lock);
+            pthread_cond_broadcast(&drv.cond);
+            pthread_mutex_unlock(&drv.lock);
+        }
+        if (ncalls) {
+            for (int i = 0; i < ncalls; i++) {
+                calls[i].fn(calls[i].data);
+                drv_lock();
+                int64_t t = drv_device_now();
+                sim_gpu_advance(g, t);
+                sim_gpu_host_done(g, calls[i].op, t);
+                sim_gpu_advance(g, t);
+                drv_unlock();
+            }
+            continue;
+        }
+        if (next > now)
+            sleep_until(owner_word(drv.owner), seen, drv_wall_of_device(next));
+    }
+    atomic_store(&drv.agent_exited, 1);
+    return NULL;
+}
+
+CUresult drv_agent_start(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the agent takes no signals of the app */
+    int rc = pthread_create(&drv.agent, NULL, agent_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void drv_agent_stop(void)
+{
+    if (drv.owner < 0 || !atomic_load(&drv.initialized))
+        return;
+    atomic_store(&drv.agent_stop, 1);
+    drv_agent_kick();
+    /* A host function of the application may block the agent: wait a little, not forever. */
+    for (int i = 0; i < 200 && !atomic_load(&drv.agent_exited); i++) {
+        drv_agent_kick();
+        usleep(500);
+    }
+    if (atomic_load(&drv.agent_exited))
+        pthread_join(drv.agent, NULL);
+}
+
+CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv_ctx *ctx)
+{
+    if (atomic_load_explicit(counter, memory_order_acquire) >= target)
+        return ctx ? (CUresult)atomic_load(&ctx->sticky) : CUDA_SUCCESS;
+    pthread_mutex_lock(&drv.lock);
+    while (atomic_load_explicit(counter, memory_order_acquire) < target) {
+        if (ctx && atomic_load(&ctx->sticky))
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&drv.cond, &drv.lock, &ts);
+    }
+    pthread_mutex_unlock(&drv.lock);
+    return ctx ? (CUresult)atomic_load(&ctx->sticky) : CUDA_SUCCESS;
+}
+
+void drv_wait_for_room(void)
+{
+    drv_agent_kick();
+    pthread_mutex_lock(&drv.lock);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&drv.cond, &drv.lock, &ts);
+    pthread_mutex_unlock(&drv.lock);
+}

@@ -1,0 +1,388 @@
+/* Contexts: creation and destruction, the primary context, each thread's current-context
+ * stack, synchronisation, and the stream priority range. */
+#include "sim/driver/drv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CTX_STACK_MAX 32
+
+static __thread CUcontext ctx_stack[CTX_STACK_MAX];
+static __thread int ctx_depth;
+
+CUresult drv_current_ctx(struct drv_ctx **out)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctx_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct drv_ctx *c = drv_handle_get(H_CTX, ctx_stack[ctx_depth - 1]);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_new(CUdevice dev, unsigned flags, int primary, struct drv_ctx **out)
+{
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct drv_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->dev = dev;
+    c->flags = flags;
+    c->primary = primary;
+    drv_lock();
+    c->slot = sim_gpu_ctx_add(drv.g, drv.owner);
+    drv_unlock();
+    if (c->slot < 0) {
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = drv_stream_create(c, STREAM_LEGACY, 0, 0, &c->legacy);
+    if (rc == CUDA_SUCCESS) {
+        c->handle = drv_handle_new(H_CTX, c);
+        if (!c->handle)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc != CUDA_SUCCESS) {
+        drv_lock();
+        sim_gpu_ctx_remove(drv.g, c->slot, drv_device_now());
+        drv_unlock();
+        free(c->legacy);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult drv_ctx_sync(struct drv_ctx *ctx)
+{
+    drv_lock();
+    uint64_t target = ctx->submitted;
+    drv_unlock();
+    return drv_wait_counter(&ctx->completed, target, ctx);
+}
+
+/* Waits for the context, then takes it off the device. Its struct stays allocated (marked
+ * destroyed) so that stale module and stream pointers never dangle. */
+static void ctx_teardown(struct drv_ctx *c)
+{
+    drv_ctx_sync(c);
+    drv_handle_free(H_CTX, c->handle);
+    pthread_mutex_lock(&drv.lock);
+    c->destroyed = 1;
+    struct drv_stream *s = c->streams;
+    c->streams = NULL;
+    pthread_mutex_unlock(&drv.lock);
+    while (s) {
+        struct drv_stream *next = s->next_in_ctx;
+        if (s->handle)
+            drv_handle_free(H_STREAM, s->handle);
+        free(s);
+        s = next;
+    }
+    c->legacy = NULL;
+    drv_lock();
+    sim_gpu_ctx_remove(drv.g, c->slot, drv_device_now());
+    drv_unlock();
+}
+
+static void push_current(CUcontext h)
+{
+    if (ctx_depth < CTX_STACK_MAX)
+        ctx_stack[ctx_depth++] = h;
+}
+
+API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct drv_ctx *c;
+    rc = ctx_new(dev, flags, 0, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctx_depth == CTX_STACK_MAX) {
+        ctx_teardown(c);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    push_current(c->handle);
+    *pctx = c->handle;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+                            CUdevice dev)
+{
+    /* Execution affinity and CIG parameters are accepted and have no effect here. */
+    (void)params;
+    return cuCtxCreate_v2(pctx, flags, dev);
+}
+
+API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (c->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < ctx_depth; i++)
+        if (ctx_stack[i] == ctx) {
+            memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof ctx);
+            ctx_depth--;
+            i--;
+        }
+    ctx_teardown(c);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctx == NULL) {
+        if (ctx_depth > 0)
+            ctx_depth--;
+        return CUDA_SUCCESS;
+    }
+    if (!drv_handle_get(H_CTX, ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == 0)
+        ctx_depth = 1;
+    ctx_stack[ctx_depth - 1] = ctx;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *pctx = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!drv_handle_get(H_CTX, ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == CTX_STACK_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    push_current(ctx);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctx_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext top = ctx_stack[--ctx_depth];
+    if (pctx)
+        *pctx = top;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetDevice(CUdevice *device)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    if (ctx == NULL)
+        return cuCtxGetDevice(device);
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *flags = c->flags;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctx && !drv_handle_get(H_CTX, ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *version = 3020;
+    return CUDA_SUCCESS;
+}
+
+static int capturing_in(struct drv_ctx *c)
+{
+    int any = 0;
+    pthread_mutex_lock(&drv.lock);
+    for (struct drv_stream *s = c->streams; s; s = s->next_in_ctx)
+        any |= s->capture != NULL;
+    pthread_mutex_unlock(&drv.lock);
+    return any;
+}
+
+API CUresult cuCtxSynchronize(void)
+{
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (capturing_in(c))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return drv_ctx_sync(c);
+}
+
+API CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    if (ctx == NULL)
+        return cuCtxSynchronize();
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (capturing_in(c))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return drv_ctx_sync(c);
+}
+
+API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+/* ---- primary context -------------------------------------------------------------------- */
+
+API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&drv.lock);
+    if (!drv.primary) {
+        pthread_mutex_unlock(&drv.lock);
+        struct drv_ctx *c;
+        rc = ctx_new(dev, 0, 1, &c);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        pthread_mutex_lock(&drv.lock);
+        if (drv.primary) { /* another thread won */
+            pthread_mutex_unlock(&drv.lock);
+            c->primary = 0;
+            ctx_teardown(c);
+            pthread_mutex_lock(&drv.lock);
+        } else {
+            drv.primary = c;
+        }
+    }
+    drv.primary->primary_refs++;
+    *pctx = drv.primary->handle;
+    pthread_mutex_unlock(&drv.lock);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&drv.lock);
+    struct drv_ctx *c = drv.primary;
+    if (!c || c->primary_refs == 0) {
+        pthread_mutex_unlock(&drv.lock);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    int last = --c->primary_refs == 0;
+    if (last)
+        drv.primary = NULL;
+    pthread_mutex_unlock(&drv.lock);
+    if (last)
+        ctx_teardown(c);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&drv.lock);
+    *active = drv.primary != NULL;
+    *flags = drv.primary ? drv.primary->flags : 0;
+    pthread_mutex_unlock(&drv.lock);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&drv.lock);
+    if (drv.primary)
+        drv.primary->flags = flags;
+    pthread_mutex_unlock(&drv.lock);
+    return CUDA_SUCCESS;
+}

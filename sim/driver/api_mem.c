@@ -1,0 +1,530 @@
+/* Memory: simulated device allocations (lazily backed host mappings, counted against the
+ * shared device's capacity), pinned and registered host memory, and the copy and memset
+ * operations, synchronous and on streams. Device pointers are unified addresses. */
+#include "sim/driver/drv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* ---- the allocation registry ------------------------------------------------------------ */
+
+struct region {
+    uintptr_t base;
+    size_t size;
+    int kind;
+};
+
+static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct region *regions;
+static size_t nregions, capregions;
+
+/* Index of the first region with base > P (caller holds reg_lock). */
+static size_t upper_bound(uintptr_t p)
+{
+    size_t lo = 0, hi = nregions;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (regions[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static const struct region *find_region(uintptr_t p)
+{
+    size_t i = upper_bound(p);
+    if (i == 0)
+        return NULL;
+    const struct region *r = &regions[i - 1];
+    return p < r->base + r->size ? r : NULL;
+}
+
+int drv_mem_lookup(const void *ptr, size_t n)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    int kind = 0;
+    pthread_rwlock_rdlock(&reg_lock);
+    const struct region *r = find_region(p);
+    if (r && n <= r->size - (p - r->base))
+        kind = r->kind;
+    pthread_rwlock_unlock(&reg_lock);
+    return kind;
+}
+
+static int region_add(uintptr_t base, size_t size, int kind)
+{
+    pthread_rwlock_wrlock(&reg_lock);
+    size_t i = upper_bound(base);
+    int overlap = (i > 0 && regions[i - 1].base + regions[i - 1].size > base) ||
+                  (i < nregions && regions[i].base < base + size);
+    if (overlap) {
+        pthread_rwlock_unlock(&reg_lock);
+        return -EEXIST;
+    }
+    if (nregions == capregions) {
+        size_t cap = capregions ? capregions * 2 : 64;
+        struct region *nr = realloc(regions, cap * sizeof *nr);
+        if (!nr) {
+            pthread_rwlock_unlock(&reg_lock);
+            return -ENOMEM;
+        }
+        regions = nr;
+        capregions = cap;
+    }
+    memmove(&regions[i + 1], &regions[i], (nregions - i) * sizeof *regions);
+    regions[i] = (struct region){base, size, kind};
+    nregions++;
+    pthread_rwlock_unlock(&reg_lock);
+    return 0;
+}
+
+/* Removes the region that starts exactly at BASE and has KIND; returns its size or 0. */
+static size_t region_remove(uintptr_t base, int kind)
+{
+    size_t size = 0;
+    pthread_rwlock_wrlock(&reg_lock);
+    size_t i = upper_bound(base);
+    if (i > 0 && regions[i - 1].base == base && regions[i - 1].kind == kind) {
+        size = regions[i - 1].size;
+        memmove(&regions[i - 1], &regions[i], (nregions - i) * sizeof *regions);
+        nregions--;
+    }
+    pthread_rwlock_unlock(&reg_lock);
+    return size;
+}
+
+/* ---- device memory ---------------------------------------------------------------------- */
+
+static uint64_t device_mem_used(void)
+{
+    uint64_t used = 0;
+    for (int i = 0; i < SIM_MAX_OWNERS; i++)
+        if (drv.g->owners[i].used)
+            used += drv.g->owners[i].mem_used;
+    return used;
+}
+
+API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    drv_lock();
+    int fits = device_mem_used() + bytesize <= drv.g->p.mem_bytes;
+    if (fits)
+        drv.g->owners[drv.owner].mem_used += bytesize;
+    drv_unlock();
+    if (!fits)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED || region_add((uintptr_t)p, bytesize, MEM_DEVICE) < 0) {
+        if (p != MAP_FAILED)
+            munmap(p, bytesize);
+        drv_lock();
+        drv.g->owners[drv.owner].mem_used -= bytesize;
+        drv_unlock();
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    if (drv_mem_lookup((void *)(uintptr_t)dptr, 1) != MEM_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* like cudaFree, wait for queued work, which may still touch the memory */
+    drv_sync_all();
+    size_t size = region_remove((uintptr_t)dptr, MEM_DEVICE);
+    if (!size)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap((void *)(uintptr_t)dptr, size);
+    drv_lock();
+    drv.g->owners[drv.owner].mem_used -= size;
+    drv_unlock();
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    drv_lock();
+    uint64_t used = device_mem_used();
+    *total = drv.g->p.mem_bytes;
+    *free_bytes = used < *total ? *total - used : 0;
+    drv_unlock();
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_rwlock_rdlock(&reg_lock);
+    const struct region *r = find_region((uintptr_t)dptr);
+    int ok = r && r->kind == MEM_DEVICE;
+    if (ok && pbase)
+        *pbase = (CUdeviceptr)r->base;
+    if (ok && psize)
+        *psize = r->size;
+    pthread_rwlock_unlock(&reg_lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- host memory ------------------------------------------------------------------------ */
+
+API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    if (!pp || bytesize == 0 ||
+        (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                             CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (region_add((uintptr_t)p, bytesize, MEM_HOST_PINNED) < 0) {
+        munmap(p, bytesize);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+API CUresult cuMemFreeHost(void *p)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (drv_mem_lookup(p, 1) != MEM_HOST_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    drv_sync_all();
+    size_t size = region_remove((uintptr_t)p, MEM_HOST_PINNED);
+    if (!size)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap(p, size);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    if (!p || bytesize == 0 ||
+        (Flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int r = region_add((uintptr_t)p, bytesize, MEM_HOST_REGISTERED);
+    if (r == -EEXIST)
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    return r < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    return cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+API CUresult cuMemHostUnregister(void *p)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (drv_mem_lookup(p, 1) != MEM_HOST_REGISTERED)
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    drv_sync_all();
+    return region_remove((uintptr_t)p, MEM_HOST_REGISTERED) ? CUDA_SUCCESS
+                                                            : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    if (!pdptr || Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int kind = drv_mem_lookup(p, 1);
+    if (kind != MEM_HOST_PINNED && kind != MEM_HOST_REGISTERED)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+/* ---- copies and memsets ----------------------------------------------------------------- */
+
+static int host_is_pinned(const void *p, size_t n)
+{
+    int k = drv_mem_lookup(p, n);
+    return k == MEM_HOST_PINNED || k == MEM_HOST_REGISTERED;
+}
+
+/* Device-side operand: device memory or mapped host memory (unified addressing). */
+static int device_ok(CUdeviceptr p, size_t n)
+{
+    return p != 0 && drv_mem_lookup((const void *)(uintptr_t)p, n) != 0;
+}
+
+/* Grid of a memory-bound helper kernel (device-to-device copy, memset). */
+static void fill_mem_kernel(struct drv_op_desc *d, double bytes)
+{
+    uint64_t blocks = (uint64_t)(bytes / 4096) + 1;
+    uint64_t cap = (uint64_t)drv.g->p.num_sms * 8;
+    d->kind = SIM_OP_KERNEL;
+    d->blocks = (uint32_t)(blocks < cap ? blocks : cap);
+    d->threads = 256;
+    d->bytes = bytes;
+}
+
+enum copy_dir { H2D, D2H, D2D };
+
+/* One copy: validates, describes and submits it; SYNC waits for it. */
+static CUresult do_copy(enum copy_dir dir, void *dst, const void *src, size_t n, CUstream h,
+                        int ptsz, int sync)
+{
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((dir != H2D && !device_ok((CUdeviceptr)(uintptr_t)src, n)) ||
+        (dir != D2H && !device_ok((CUdeviceptr)(uintptr_t)dst, n)) || !dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_stream *s;
+    rc = drv_stream_resolve(h, ptsz, c, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    struct drv_op_desc d;
+    memset(&d, 0, sizeof d);
+    d.effect = EFF_COPY;
+    d.u.copy.dst = dst;
+    d.u.copy.src = src;
+    d.u.copy.n = n;
+    if (dir == D2D) {
+        fill_mem_kernel(&d, 2.0 * (double)n);
+    } else {
+        d.kind = dir == H2D ? SIM_OP_COPY_H2D : SIM_OP_COPY_D2H;
+        d.bytes = (double)n;
+    }
+    if (sync && s->capture)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (drv_capture_node(s, &d, &rc))
+        return rc;
+    if (dir == H2D && !sync && !host_is_pinned(src, n)) {
+        /* pageable source: staged now, as the driver copies it into a bounce buffer */
+        void *staged = malloc(n);
+        if (!staged)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(staged, src, n);
+        d.effect = EFF_COPY_STAGED;
+        d.u.copy.src = staged;
+    }
+    struct drv_ticket t;
+    rc = drv_submit(s, &d, &t);
+    if (rc != CUDA_SUCCESS) {
+        if (d.effect == EFF_COPY_STAGED)
+            free((void *)d.u.copy.src);
+        return rc;
+    }
+    return sync ? drv_wait_counter(&s->completed, t.seq, c) : CUDA_SUCCESS;
+}
+
+#define DP(x) ((void *)(uintptr_t)(x))
+
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return do_copy(H2D, DP(dst), src, n, NULL, 0, 1);
+}
+API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+    return do_copy(H2D, DP(dst), src, n, NULL, 1, 1);
+}
+API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return do_copy(D2H, dst, DP(src), n, NULL, 0, 1);
+}
+API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
+    return do_copy(D2H, dst, DP(src), n, NULL, 1, 1);
+}
+API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return do_copy(D2D, DP(dst), DP(src), n, NULL, 0, 1);
+}
+API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return do_copy(D2D, DP(dst), DP(src), n, NULL, 1, 1);
+}
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream h)
+{
+    return do_copy(H2D, DP(dst), src, n, h, 0, 0);
+}
+API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream h)
+{
+    return do_copy(H2D, DP(dst), src, n, h, 1, 0);
+}
+API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream h)
+{
+    return do_copy(D2H, dst, DP(src), n, h, 0, 0);
+}
+API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream h)
+{
+    return do_copy(D2H, dst, DP(src), n, h, 1, 0);
+}
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
+{
+    return do_copy(D2D, DP(dst), DP(src), n, h, 0, 0);
+}
+API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
+{
+    return do_copy(D2D, DP(dst), DP(src), n, h, 1, 0);
+}
+
+/* cuMemcpy with unified addresses: the direction follows from what the pointers are. */
+static CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int ptsz,
+                             int sync)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int dk = drv_mem_lookup(DP(dst), n), sk = drv_mem_lookup(DP(src), n);
+    enum copy_dir dir = dk == MEM_DEVICE ? (sk == MEM_DEVICE ? D2D : H2D) : D2H;
+    if (dk != MEM_DEVICE && sk != MEM_DEVICE) {
+        /* host to host: a plain copy, ordered like a D2H copy */
+        dir = D2H;
+        if (!device_ok(src, n))
+            return sync ? (memmove(DP(dst), DP(src), n), CUDA_SUCCESS) : CUDA_ERROR_INVALID_VALUE;
+    }
+    return do_copy(dir, DP(dst), DP(src), n, h, ptsz, sync);
+}
+
+API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return unified_copy(dst, src, n, NULL, 0, 1);
+}
+API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return unified_copy(dst, src, n, NULL, 1, 1);
+}
+API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
+{
+    return unified_copy(dst, src, n, h, 0, 0);
+}
+API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
+{
+    return unified_copy(dst, src, n, h, 1, 0);
+}
+
+static CUresult do_memset(CUdeviceptr dst, uint64_t value, size_t n, int elem, CUstream h,
+                          int ptsz, int sync)
+{
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((elem > 1 && dst % (uint64_t)elem) || !device_ok(dst, n * (size_t)elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_stream *s;
+    rc = drv_stream_resolve(h, ptsz, c, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    struct drv_op_desc d;
+    memset(&d, 0, sizeof d);
+    fill_mem_kernel(&d, (double)n * elem);
+    d.effect = elem == 1 ? EFF_MEMSET8 : elem == 2 ? EFF_MEMSET16 : EFF_MEMSET32;
+    d.u.set.dst = DP(dst);
+    d.u.set.value = value;
+    d.u.set.n = n;
+    if (sync && s->capture)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (drv_capture_node(s, &d, &rc))
+        return rc;
+    struct drv_ticket t;
+    rc = drv_submit(s, &d, &t);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return sync ? drv_wait_counter(&s->completed, t.seq, c) : CUDA_SUCCESS;
+}
+
+API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    return do_memset(dst, uc, n, 1, NULL, 0, 1);
+}
+API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    return do_memset(dst, uc, n, 1, NULL, 1, 1);
+}
+API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short us, size_t n)
+{
+    return do_memset(dst, us, n, 2, NULL, 0, 1);
+}
+API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short us, size_t n)
+{
+    return do_memset(dst, us, n, 2, NULL, 1, 1);
+}
+API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n)
+{
+    return do_memset(dst, ui, n, 4, NULL, 0, 1);
+}
+API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n)
+{
+    return do_memset(dst, ui, n, 4, NULL, 1, 1);
+}
+API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h)
+{
+    return do_memset(dst, uc, n, 1, h, 0, 0);
+}
+API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h)
+{
+    return do_memset(dst, uc, n, 1, h, 1, 0);
+}
+API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short us, size_t n, CUstream h)
+{
+    return do_memset(dst, us, n, 2, h, 0, 0);
+}
+API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short us, size_t n, CUstream h)
+{
+    return do_memset(dst, us, n, 2, h, 1, 0);
+}
+API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h)
+{
+    return do_memset(dst, ui, n, 4, h, 0, 0);
+}
+API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h)
+{
+    return do_memset(dst, ui, n, 4, h, 1, 0);
+}

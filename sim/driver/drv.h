@@ -1,0 +1,323 @@
+/* Internal contracts of the simulated CUDA driver (build/sim/libcuda.so.1): the process-local
+ * objects behind CUDA handles, the shared virtual GPU, and the helpers every API file uses. */
+#ifndef POS_SIM_DRV_H
+#define POS_SIM_DRV_H
+
+/* Declares every versioned entry point (_v2, _ptsz, _ptds) as the real driver does. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/gpu_model.h"
+#include "sim/module_text.h"
+
+#define API __attribute__((visibility("default")))
+#define SIM_DRIVER_VERSION 13000
+
+/* ---- shared segment ------------------------------------------------------------------- */
+
+#define SIM_SHM_MAGIC UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
+#define SIM_SHM_VERSION 1
+
+struct sim_shm {
+    uint64_t magic;
+    uint32_t version;
+    _Atomic uint32_t ready; /* set by the creator once initialised */
+    uint32_t dead;          /* unlinked by its last user: attach again */
+    pthread_mutex_t lock;   /* robust, process-shared: guards everything below */
+    int64_t origin_ns;      /* CLOCK_MONOTONIC at device time 0 */
+    int64_t last_liveness_ns;
+    struct sim_gpu gpu;
+};
+
+/* ---- process-local objects ------------------------------------------------------------ */
+
+enum drv_stream_kind { STREAM_USER, STREAM_LEGACY, STREAM_PER_THREAD, STREAM_HIDDEN };
+
+struct drv_graph;
+struct drv_ctx;
+
+struct drv_stream {
+    CUstream handle;
+    struct drv_ctx *ctx;
+    int slot; /* model stream */
+    int kind; /* enum drv_stream_kind */
+    unsigned flags;
+    int prio;
+    uint64_t submitted;         /* ops submitted (under the shm lock) */
+    _Atomic uint64_t completed; /* ops completed and applied (agent) */
+    int last_op;                /* last submitted op and its gen, for dependencies */
+    uint32_t last_gen;
+    int destroyed; /* cuStreamDestroy called: freed when drained */
+    /* stream capture */
+    struct drv_graph *capture;
+    int capture_mode;
+    int capture_invalid;
+    int capture_last;   /* last captured node, -1 at the start */
+    int capture_branch; /* 0 for the stream that began the capture */
+    uint64_t capture_id;
+    struct drv_stream *next_in_ctx;
+};
+
+struct drv_ctx {
+    CUcontext handle;
+    int slot; /* model context */
+    CUdevice dev;
+    unsigned flags;
+    int primary;
+    int primary_refs;
+    struct drv_stream *legacy;
+    struct drv_stream *streams; /* every stream of the context, legacy included */
+    uint64_t submitted;
+    _Atomic uint64_t completed;
+    _Atomic int sticky; /* CUresult that poisons the context, 0 if none */
+    int destroyed;
+};
+
+struct drv_func {
+    CUfunction handle;
+    struct sim_kernel_decl decl;
+    struct drv_module *module;
+    int max_dyn_smem;
+};
+
+struct drv_module {
+    CUmodule handle;
+    struct drv_ctx *ctx; /* NULL for a library */
+    size_t nfuncs;
+    struct drv_func *funcs;
+};
+
+struct drv_library {
+    CUlibrary handle;
+    struct drv_module mod;
+    CUkernel *kernels; /* one handle per function */
+};
+
+struct drv_event {
+    CUevent handle;
+    unsigned flags;
+    uint64_t records;          /* records submitted */
+    _Atomic uint64_t done_rec; /* the record number that last completed */
+    int op;                    /* op of the latest record */
+    uint32_t gen;
+    struct drv_stream *stream; /* stream of the latest record */
+    int64_t time_ns;           /* wall time of the completed record */
+    /* captured record: node in the capturing graph */
+    struct drv_graph *capture;
+    int capture_node;
+};
+
+/* ---- ops: what the agent does when the device completes one --------------------------- */
+
+enum drv_effect {
+    EFF_NONE = 0,
+    EFF_TWIN,        /* built-in kernel */
+    EFF_COPY,        /* memmove(dst, src, n) at completion */
+    EFF_COPY_STAGED, /* memcpy(dst, staged, n), then free(staged) */
+    EFF_MEMSET8,
+    EFF_MEMSET16,
+    EFF_MEMSET32,
+    EFF_WRITE32,
+    EFF_WRITE64,
+    EFF_WAIT32, /* SIM_OP_HOST: the agent checks the condition */
+    EFF_WAIT64,
+    EFF_HOSTFN, /* SIM_OP_HOST: the agent calls fn(data) */
+    EFF_EVENT,
+};
+
+struct drv_op_desc {
+    int kind;   /* enum sim_op_kind */
+    int effect; /* enum drv_effect */
+    int flags;  /* SIM_OPF_* */
+    uint32_t blocks, threads, smem;
+    double flops, bytes;
+    int prio_override; /* 0: the stream's priority */
+    int prio;
+    int ndeps;
+    int deps[SIM_MAX_DEPS];
+    uint32_t dep_gens[SIM_MAX_DEPS];
+    union {
+        struct {
+            int twin;
+            uint64_t args[4];
+        } twin;
+        struct {
+            void *dst;
+            const void *src;
+            size_t n;
+        } copy;
+        struct {
+            void *dst;
+            uint64_t value;
+            size_t n;
+        } set;
+        struct {
+            void *addr;
+            uint64_t value;
+            unsigned flags;
+        } val;
+        struct {
+            CUhostFn fn;
+            void *data;
+        } host;
+        struct {
+            struct drv_event *ev;
+            uint64_t record;
+        } event;
+    } u;
+};
+
+/* Per-op record kept by the process that submitted it (indexed by model op). */
+struct drv_local_op {
+    struct drv_op_desc d;
+    struct drv_stream *stream;
+    int started; /* host function handed to the agent */
+};
+
+/* ---- the process ------------------------------------------------------------------------ */
+
+struct drv_proc {
+    _Atomic int initialized;
+    int init_result; /* CUresult of the first cuInit */
+    int forked;      /* this is a fork child: the driver is unusable */
+    struct sim_shm *shm;
+    size_t shm_size;
+    char shm_name[128];
+    struct sim_gpu *g;
+    int owner;
+    double scale;
+    int64_t origin_ns;
+    pthread_mutex_t lock; /* process-local: object lists, waits */
+    pthread_cond_t cond;  /* broadcast when ops complete */
+    pthread_t agent;
+    _Atomic int agent_stop;
+    _Atomic int agent_exited;
+    struct drv_local_op *local; /* [SIM_MAX_OPS] */
+    struct drv_ctx *primary;    /* the primary context, created on first retain */
+    uint64_t submitted_all; /* ops submitted by the process (under the shm lock) */
+    _Atomic uint64_t completed_all;
+};
+
+extern struct drv_proc drv;
+
+/* ---- helpers (shm.c) -------------------------------------------------------------------- */
+
+int64_t drv_mono_ns(void);
+int64_t drv_device_now(void);                /* device time of now */
+int64_t drv_wall_of_device(int64_t dev_ns); /* CLOCK_MONOTONIC of a device time */
+CUresult drv_attach(void);                   /* cuInit's work: join the virtual GPU */
+void drv_lock(void);                         /* shm lock; repairs after a dead holder */
+void drv_unlock(void);
+void drv_liveness_scan(int64_t now_mono); /* under the lock */
+void drv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- handles.c -------------------------------------------------------------------------- */
+
+enum drv_handle_type {
+    H_CTX = 1,
+    H_STREAM,
+    H_EVENT,
+    H_MODULE,
+    H_FUNC,
+    H_LIBRARY,
+    H_KERNEL,
+    H_GRAPH,
+    H_EXEC,
+    H_NTYPES
+};
+
+void *drv_handle_new(int type, void *obj); /* NULL when the table is full */
+void *drv_handle_get(int type, const void *handle);
+void drv_handle_free(int type, const void *handle);
+
+/* ---- agent.c ---------------------------------------------------------------------------- */
+
+CUresult drv_agent_start(void);
+void drv_agent_stop(void);
+void drv_agent_kick(void); /* wake the agent: something it must look at changed */
+/* Waits (process-local condition) until *COUNTER >= TARGET; returns the sticky error of
+ * CTX if it turns up meanwhile, else CUDA_SUCCESS. */
+CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv_ctx *ctx);
+void drv_wait_for_room(void); /* after the owner's op quota ran out */
+
+/* ---- submit.c --------------------------------------------------------------------------- */
+
+/* Resolves a stream handle as the API entry point sees it (PTSZ: a _ptsz/_ptds entry point,
+ * where NULL is the per-thread stream). Fills *OUT; returns CUDA_SUCCESS or an error. */
+CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out);
+
+/* What drv_submit hands back: the model op (for dependencies) and its place in its stream
+ * (wait for s->completed >= seq). */
+struct drv_ticket {
+    int op;
+    uint32_t gen;
+    uint64_t seq;
+};
+
+/* Submits one op on S (the caller resolved everything). Returns CUDA_SUCCESS or an error;
+ * fills *T when T is not NULL. */
+CUresult drv_submit(struct drv_stream *s, struct drv_op_desc *d, struct drv_ticket *t);
+
+/* Waits until every op this process submitted so far has completed. */
+CUresult drv_sync_all(void);
+
+/* Creates the model stream and the process-local stream object. */
+CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,
+                           struct drv_stream **out);
+/* Frees a drained, destroyed stream (agent or destroy path; caller holds drv.lock). */
+void drv_stream_release(struct drv_stream *s);
+
+/* ---- ctx (api_ctx.c) -------------------------------------------------------------------- */
+
+/* The calling thread's current context: CUDA_SUCCESS and *OUT, or the error to return. */
+CUresult drv_current_ctx(struct drv_ctx **out);
+CUresult drv_ctx_sync(struct drv_ctx *ctx);
+
+/* Common prologue: not initialised, forked child. */
+CUresult drv_check_init(void);
+
+/* ---- memory (api_mem.c) ----------------------------------------------------------------- */
+
+enum drv_mem_kind { MEM_DEVICE = 1, MEM_HOST_PINNED, MEM_HOST_REGISTERED };
+
+/* Kind of the allocation that holds [p, p+n), or 0 if none does. */
+int drv_mem_lookup(const void *p, size_t n);
+
+/* ---- launch (api_launch.c), graphs (api_graph.c) ----------------------------------------- */
+
+/* A recorded launch or other stream op, as kept in a captured graph. */
+struct drv_node {
+    struct drv_op_desc d;
+    int branch; /* capture stream index: 0 = the origin stream */
+    int ndeps;
+    int deps[SIM_MAX_DEPS]; /* node indices */
+};
+
+struct drv_graph {
+    CUgraph handle;
+    struct drv_ctx *ctx;
+    size_t n, cap;
+    struct drv_node *nodes;
+    int nbranches;
+    uint64_t capture_id;
+};
+
+/* If S is capturing, records D as a node and returns 1 (*RC set); else returns 0. */
+int drv_capture_node(struct drv_stream *s, struct drv_op_desc *d, CUresult *rc);
+
+/* Fills D for a kernel launch after validation. */
+CUresult drv_kernel_desc(struct drv_func *f, const unsigned grid[3], const unsigned block[3],
+                         unsigned dyn_smem, void **params, void **extra,
+                         struct drv_op_desc *d);
+struct drv_func *drv_func_lookup(CUfunction f);
+
+/* Applies the data effect of a completed op (agent). Returns 0 or the CUresult to make
+ * sticky. */
+CUresult drv_apply_effect(struct drv_op_desc *d);
+
+#endif

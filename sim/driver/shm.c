@@ -1,0 +1,323 @@
+/* The shared virtual GPU: one POSIX shared-memory segment per POS_SIM_INSTANCE, created by
+ * its first user, guarded by a robust process-shared mutex, repaired when a process dies
+ * holding it, and unlinked by its last user. Also the clocks: device time is
+ * (CLOCK_MONOTONIC - origin) / POS_SIM_SCALE. */
+#include "sim/driver/drv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIVENESS_PERIOD_NS 200000000LL
+
+int64_t drv_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t drv_device_now(void)
+{
+    return (int64_t)((double)(drv_mono_ns() - drv.origin_ns) / drv.scale);
+}
+
+int64_t drv_wall_of_device(int64_t dev_ns)
+{
+    if (dev_ns == INT64_MAX)
+        return INT64_MAX;
+    return drv.origin_ns + (int64_t)((double)dev_ns * drv.scale);
+}
+
+void drv_debug(const char *fmt, ...)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("POS_SIM_DEBUG");
+        enabled = v && *v && strcmp(v, "0") != 0;
+    }
+    if (!enabled)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "pos-sim[%d]: %s\n", (int)getpid(), buf);
+}
+
+/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat), 0 if gone. */
+static uint64_t proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p)
+        return 0;
+    /* after ") " come fields 3.. ; starttime is field 22 */
+    int field = 2;
+    for (; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    return strtoull(p, NULL, 10);
+}
+
+static int owner_alive(const struct sim_owner *o)
+{
+    pid_t pid = (pid_t)o->ident[0];
+    if (pid <= 0)
+        return 0;
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return 0;
+    uint64_t st = proc_start_time(pid);
+    /* zombie or reused pid: the start time no longer matches */
+    return st != 0 && st == o->ident[1];
+}
+
+void drv_liveness_scan(int64_t now_mono)
+{
+    struct sim_shm *shm = drv.shm;
+    struct sim_gpu *g = &shm->gpu;
+    shm->last_liveness_ns = now_mono;
+    int64_t now = drv_device_now();
+    for (int i = 0; i < SIM_MAX_OWNERS; i++) {
+        if (!g->owners[i].used || i == drv.owner)
+            continue;
+        if (!owner_alive(&g->owners[i])) {
+            drv_debug("reclaiming owner %d (pid %llu): process is gone", i,
+                      (unsigned long long)g->owners[i].ident[0]);
+            sim_gpu_owner_remove(g, i, now);
+        }
+    }
+}
+
+void drv_lock(void)
+{
+    int rc = pthread_mutex_lock(&drv.shm->lock);
+    if (rc == EOWNERDEAD) {
+        /* A process died inside the critical section: rebuild what it may have torn, then
+         * drop it (and any other dead process) from the device. */
+        drv_debug("a process died holding the device lock: repairing the device state");
+        sim_gpu_rebuild(&drv.shm->gpu);
+        drv_liveness_scan(drv_mono_ns());
+        pthread_mutex_consistent(&drv.shm->lock);
+    }
+}
+
+void drv_unlock(void)
+{
+    pthread_mutex_unlock(&drv.shm->lock);
+}
+
+static void instance_name(char *out, size_t len)
+{
+    const char *inst = getenv("POS_SIM_INSTANCE");
+    char clean[65];
+    size_t k = 0;
+    if (!inst || !*inst)
+        inst = "default";
+    for (size_t i = 0; inst[i] && k < sizeof clean - 1; i++) {
+        char c = inst[i];
+        clean[k++] = (char)((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                    (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'
+                                ? c
+                                : '_');
+    }
+    clean[k] = '\0';
+    snprintf(out, len, "/pos-sim.%u.%s", (unsigned)getuid(), clean);
+}
+
+static void shm_init_header(struct sim_shm *shm, const struct sim_dev_params *p)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&shm->lock, &a);
+    pthread_mutexattr_destroy(&a);
+    shm->magic = SIM_SHM_MAGIC;
+    shm->version = SIM_SHM_VERSION;
+    shm->dead = 0;
+    shm->origin_ns = drv_mono_ns();
+    shm->last_liveness_ns = 0;
+    sim_gpu_init(&shm->gpu, p, 0);
+}
+
+static int same_device(const struct sim_dev_params *a, const struct sim_dev_params *b)
+{
+    return strcmp(a->preset, b->preset) == 0 && strcmp(a->name, b->name) == 0 &&
+           a->num_sms == b->num_sms && a->mode == b->mode && a->timeslice_us == b->timeslice_us &&
+           a->scale == b->scale && a->fp32_flops == b->fp32_flops && a->dram_bw == b->dram_bw;
+}
+
+static int any_owner(const struct sim_gpu *g)
+{
+    for (int i = 0; i < SIM_MAX_OWNERS; i++)
+        if (g->owners[i].used)
+            return 1;
+    return 0;
+}
+
+/* Maps the segment NAME, creating it if needed. Returns 0, or -EAGAIN to retry. */
+static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
+{
+    size_t size = (sizeof(struct sim_shm) + 4095) & ~(size_t)4095;
+    int created = 1;
+    int fd = shm_open(drv.shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        created = 0;
+        fd = shm_open(drv.shm_name, O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == ENOENT)
+            return -EAGAIN; /* unlinked meanwhile */
+    }
+    if (fd < 0)
+        return -errno;
+    if (created && ftruncate(fd, (off_t)size) < 0) {
+        int e = errno;
+        close(fd);
+        shm_unlink(drv.shm_name);
+        return -e;
+    }
+    if (!created) {
+        /* the creator may not have sized it yet */
+        struct stat st;
+        for (int i = 0; i < 2000; i++) {
+            if (fstat(fd, &st) == 0 && (size_t)st.st_size >= size)
+                break;
+            usleep(1000);
+        }
+        if (fstat(fd, &st) < 0 || (size_t)st.st_size != size) {
+            close(fd);
+            drv_debug("segment %s has the wrong size: replacing it", drv.shm_name);
+            shm_unlink(drv.shm_name);
+            return -EAGAIN;
+        }
+    }
+    struct sim_shm *shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (shm == MAP_FAILED)
+        return -errno;
+    if (created) {
+        shm_init_header(shm, p);
+        atomic_store_explicit(&shm->ready, 1, memory_order_release);
+    } else {
+        int i;
+        for (i = 0; i < 2000 && !atomic_load_explicit(&shm->ready, memory_order_acquire); i++)
+            usleep(1000);
+        if (!atomic_load(&shm->ready) || shm->magic != SIM_SHM_MAGIC ||
+            shm->version != SIM_SHM_VERSION) {
+            /* its creator died before finishing, or an older build made it */
+            drv_debug("segment %s is unusable: replacing it", drv.shm_name);
+            munmap(shm, size);
+            shm_unlink(drv.shm_name);
+            return -EAGAIN;
+        }
+    }
+    drv.shm_size = size;
+    *out = shm;
+    return 0;
+}
+
+CUresult drv_attach(void)
+{
+    struct sim_dev_params p;
+    char err[512];
+    if (sim_params_from_env(&p, err, sizeof err) < 0) {
+        fprintf(stderr, "pos-sim: %s\n", err);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    instance_name(drv.shm_name, sizeof drv.shm_name);
+    for (int attempt = 0; attempt < 50; attempt++) {
+        struct sim_shm *shm = NULL;
+        int rc = map_segment(&p, &shm);
+        if (rc == -EAGAIN)
+            continue;
+        if (rc < 0) {
+            fprintf(stderr, "pos-sim: cannot map the virtual GPU %s: %s\n", drv.shm_name,
+                    strerror(-rc));
+            return CUDA_ERROR_NO_DEVICE;
+        }
+        drv.shm = shm;
+        drv.owner = -1;
+        drv_lock();
+        if (shm->dead) {
+            drv_unlock();
+            munmap(shm, drv.shm_size);
+            continue;
+        }
+        drv_liveness_scan(drv_mono_ns());
+        struct sim_gpu *g = &shm->gpu;
+        if (!any_owner(g)) {
+            /* nobody uses it: it becomes a fresh device of the kind this process asked for */
+            shm->origin_ns = drv_mono_ns();
+            sim_gpu_init(g, &p, 0);
+        } else if (!same_device(&g->p, &p)) {
+            fprintf(stderr,
+                    "pos-sim: virtual GPU '%s' is in use as %s (%s, scale %g); this process "
+                    "asked for %s (%s, scale %g). Use the same POS_SIM_* settings, or another "
+                    "POS_SIM_INSTANCE.\n",
+                    drv.shm_name, g->p.preset, g->p.mode == SIM_MODE_MPS ? "mps" : "timeslice",
+                    g->p.scale, p.preset, p.mode == SIM_MODE_MPS ? "mps" : "timeslice",
+                    p.scale);
+            drv_unlock();
+            munmap(shm, drv.shm_size);
+            drv.shm = NULL;
+            return CUDA_ERROR_NO_DEVICE;
+        }
+        int o = sim_gpu_owner_add(g);
+        if (o < 0) {
+            drv_unlock();
+            fprintf(stderr, "pos-sim: virtual GPU %s has %d processes already\n",
+                    drv.shm_name, SIM_MAX_OWNERS);
+            munmap(shm, drv.shm_size);
+            drv.shm = NULL;
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g->owners[o].ident[0] = (uint64_t)getpid();
+        g->owners[o].ident[1] = proc_start_time(getpid());
+        drv.owner = o;
+        drv.g = g;
+        drv.origin_ns = shm->origin_ns;
+        drv.scale = g->p.scale;
+        drv_unlock();
+        drv_debug("attached to %s as owner %d (%s, %s)", drv.shm_name, o, g->p.preset,
+                  g->p.mode == SIM_MODE_MPS ? "mps" : "timeslice");
+        return CUDA_SUCCESS;
+    }
+    fprintf(stderr, "pos-sim: could not attach to the virtual GPU %s\n", drv.shm_name);
+    return CUDA_ERROR_NO_DEVICE;
+}
+
+/* At exit: leave the device; the last user unlinks it. */
+__attribute__((destructor)) static void drv_detach(void)
+{
+    if (!drv.shm || drv.forked || drv.owner < 0)
+        return;
+    drv_agent_stop();
+    drv_lock();
+    struct sim_gpu *g = &drv.shm->gpu;
+    sim_gpu_owner_remove(g, drv.owner, drv_device_now());
+    drv.owner = -1;
+    drv_liveness_scan(drv_mono_ns());
+    if (!any_owner(g)) {
+        drv.shm->dead = 1;
+        shm_unlink(drv.shm_name);
+    }
+    drv_unlock();
+}
