@@ -865,30 +865,66 @@ int64_t sim_gpu_next_event(const struct sim_gpu *g)
     return t < g->now ? g->now : t;
 }
 
+/* Earliest time a READY op can start: when its context's slice comes (time slicing), else
+ * the next event of the device (something finishes and frees room). */
+static int64_t ready_bound(const struct sim_gpu *g, const struct sim_op *op, int64_t *global)
+{
+    if (g->p.mode == SIM_MODE_TIMESLICE && op->kind == SIM_OP_KERNEL && op->ctx != g->active_ctx) {
+        if (g->switch_to == op->ctx)
+            return g->switch_until;
+        if (g->switch_to == SIM_NONE && g->active_ctx != SIM_NONE)
+            return g->slice_end;
+    }
+    if (*global < 0)
+        *global = sim_gpu_next_event(g);
+    return *global;
+}
+
+#define WALK_LIMIT 64 /* ops looked at per stream: beyond, the bound so far is kept */
+
+static int64_t stream_observe_bound(const struct sim_gpu *g, const struct sim_stream *s,
+                                    int64_t *global)
+{
+    double t = (double)g->now;
+    int n = 0;
+    for (int i = s->head; i != SIM_NONE && n < WALK_LIMIT; i = g->ops[i].next, n++) {
+        const struct sim_op *op = &g->ops[i];
+        switch (op->state) {
+        case SIM_OP_QUEUED:
+            t = dmax(t, (double)op->submit_ns) + op_latency_ns(g, op) + op->work_left;
+            break;
+        case SIM_OP_LATENT:
+            t = (double)op->ready_ns + (op->kind == SIM_OP_HOST ? 0 : op->work_left);
+            break;
+        case SIM_OP_READY:
+            t = dmax(t, (double)ready_bound(g, op, global)) + op->work_left;
+            break;
+        case SIM_OP_RUNNING:
+            t = (double)op_end_time(g, op);
+            break;
+        case SIM_OP_HOSTWAIT:
+            return INT64_MAX; /* its owner acts on it already */
+        default:
+            break;
+        }
+        if ((op->flags & SIM_OPF_NOTIFY) || op->kind == SIM_OP_HOST || i == s->tail)
+            break;
+    }
+    return t >= 9e18 ? INT64_MAX : (int64_t)ceil(t);
+}
+
 int64_t sim_gpu_owner_next_event(const struct sim_gpu *g, int owner)
 {
-    int64_t t = INT64_MAX;
-    int waits_on_device = 0;
-    for (uint32_t k = 0; k < g->nlive; k++) {
-        const struct sim_op *op = &g->ops[g->live[k]];
-        if (op->owner != owner)
+    int64_t t = INT64_MAX, global = -1;
+    for (uint32_t k = 0; k < g->nactive_streams; k++) {
+        const struct sim_stream *s = &g->streams[g->active_streams[k]];
+        if (s->owner != owner)
             continue;
-        int64_t e = INT64_MAX;
-        if (op->state == SIM_OP_LATENT)
-            e = op->ready_ns;
-        else if (op->state == SIM_OP_RUNNING)
-            e = op_end_time(g, op);
-        else if (op->state == SIM_OP_READY)
-            waits_on_device = 1;
+        int64_t e = stream_observe_bound(g, s, &global);
         if (e < t)
             t = e;
     }
-    if (waits_on_device) {
-        int64_t e = sim_gpu_next_event(g);
-        if (e < t)
-            t = e;
-    }
-    return t;
+    return t < g->now ? g->now : t;
 }
 
 static void progress(struct sim_gpu *g, int64_t t)

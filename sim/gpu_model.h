@@ -48,6 +48,7 @@ enum sim_op_state {
 /* op flags */
 #define SIM_OPF_GRAPH_NODE 0x01 /* launched as part of a graph: graph node latency */
 #define SIM_OPF_FP16 0x02       /* tensor-core FP16 peak applies */
+#define SIM_OPF_NOTIFY 0x04     /* its owner wants to know promptly when it completes */
 
 struct sim_op {
     uint32_t gen; /* bumped when the op is freed: (index, gen) names one use */
@@ -202,8 +203,10 @@ void sim_gpu_advance(struct sim_gpu *g, int64_t now);
 /* Earliest future time at which the state changes by itself, or INT64_MAX. */
 int64_t sim_gpu_next_event(const struct sim_gpu *g);
 
-/* Earliest time at which an op of OWNER may change state (as far as the current state
- * predicts), or INT64_MAX when none of its ops can change without outside action. */
+/* A lower bound on when OWNER next has something to observe: the completion of an op it
+ * asked to be told about (SIM_OPF_NOTIFY), of the last op of one of its streams, or the
+ * arrival of a SIM_OP_HOST op at the head of its stream. INT64_MAX when nothing is pending.
+ * Ops in between need no attention: the model runs them whenever anyone advances it. */
 int64_t sim_gpu_owner_next_event(const struct sim_gpu *g, int owner);
 
 /* Completes a HOSTWAIT op at NOW (call sim_gpu_advance(g, now) first). */

@@ -201,6 +201,8 @@ struct drv_proc {
     struct drv_ctx *primary;    /* the primary context, created on first retain */
     uint64_t submitted_all; /* ops submitted by the process (under the shm lock) */
     _Atomic uint64_t completed_all;
+    uint64_t agent_cycles; /* statistics, reported with POS_SIM_DEBUG */
+    uint64_t early_wakes;
 };
 
 extern struct drv_proc drv;

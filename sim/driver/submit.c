@@ -178,6 +178,8 @@ static int model_submit(struct drv_stream *s, const struct drv_op_desc *d, int64
     o->blocks = d->blocks ? d->blocks : 1;
     o->threads = d->threads ? d->threads : 1;
     o->smem = d->smem;
+    if (d->effect != EFF_NONE)
+        o->flags |= SIM_OPF_NOTIFY;
     o->flops = d->flops;
     o->bytes = d->bytes;
     for (int i = 0; i < d->ndeps; i++)
@@ -235,6 +237,7 @@ CUresult drv_submit(struct drv_stream *s, struct drv_op_desc *d, struct drv_tick
             rc = legacy_deps(s, &dd, now);
         else if (is_blocking(s) && s->ctx->legacy && dd.ndeps < SIM_MAX_DEPS)
             add_dep(&dd, s->ctx->legacy->last_op, s->ctx->legacy->last_gen);
+        int was_idle = drv.g->streams[s->slot].head == SIM_NONE;
         int op = rc < 0 ? rc : model_submit(s, &dd, now);
         if (op == -EAGAIN || op == -ENOSPC) {
             /* the device's queues are full: wait for completions, as a launch blocks when
@@ -249,8 +252,9 @@ CUresult drv_submit(struct drv_stream *s, struct drv_op_desc *d, struct drv_tick
         }
         struct sim_owner *me = &drv.g->owners[drv.owner];
         const struct sim_op *o = &drv.g->ops[op];
-        /* Wake the agent only if it would otherwise look later than this op can end. */
-        int kick = me->planned_wake_ns > now + (int64_t)o->exec_ns;
+        /* Wake the agent only if this op, the new tail of an idle stream, can end before the
+         * agent means to look. On a busy stream the agent already looks at an earlier tail. */
+        int kick = was_idle && me->planned_wake_ns > now + (int64_t)o->exec_ns;
         if (kick)
             me->planned_wake_ns = now;
         if (t) {
