@@ -84,10 +84,10 @@ SIM_LIB_LINK := $(SIM_LIB) -Wl,-rpath,'$$ORIGIN/../sim'
 TEST_DEPS_test_gpu_model      := $(TEST_OBJS_model)
 TEST_DEPS_test_device_presets := $(TEST_OBJS_model)
 TEST_DEPS_test_model_file     := $(call obj,$(SIM_WORKLOAD_SRCS))
+TEST_DEPS_test_module_text    := $(call obj,sim/module_text.c)
 TEST_DEPS_test_posapp_arrival := $(call obj,tools/posapp_arrival.c)
 TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
-TEST_DEPS_test_sim_module     := $(SIM_LIB)
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
 
 .SECONDEXPANSION:

@@ -200,13 +200,15 @@ int sim_gpu_op_alloc(struct sim_gpu *g, int owner)
     return i;
 }
 
-int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep)
+int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep, uint32_t gen)
 {
     struct sim_op *o = &g->ops[op];
+    if (dep < 0 || dep >= SIM_MAX_OPS || sim_gpu_op_is_done(g, dep, gen))
+        return 0;
     if (o->ndeps >= SIM_MAX_DEPS)
         return -E2BIG;
     o->deps[o->ndeps] = dep;
-    o->dep_gens[o->ndeps] = g->ops[dep].gen;
+    o->dep_gens[o->ndeps] = gen;
     o->ndeps++;
     return 0;
 }
@@ -882,8 +884,30 @@ static int64_t ready_bound(const struct sim_gpu *g, const struct sim_op *op, int
 
 #define WALK_LIMIT 64 /* ops looked at per stream: beyond, the bound so far is kept */
 
-static int64_t stream_observe_bound(const struct sim_gpu *g, const struct sim_stream *s,
-                                    int64_t *global)
+/* Lower bound on when ops of stream S complete, walking from its head: stops after STOP (an
+ * op index) or, when STOP is SIM_NONE, after the first op its owner observes. DEP_DEPTH
+ * limits how far it follows dependencies on other streams. */
+static double stream_walk(const struct sim_gpu *g, const struct sim_stream *s, int stop,
+                          int dep_depth, int64_t *global);
+
+static double dep_bound(const struct sim_gpu *g, const struct sim_op *op, int dep_depth,
+                        int64_t *global)
+{
+    double t = (double)g->now;
+    for (int k = 0; k < op->ndeps && dep_depth > 0; k++) {
+        int d = op->deps[k];
+        if (d < 0 || d >= SIM_MAX_OPS || sim_gpu_op_is_done(g, d, op->dep_gens[k]))
+            continue;
+        const struct sim_op *dop = &g->ops[d];
+        if (dop->stream < 0 || dop->stream >= SIM_MAX_STREAMS)
+            continue;
+        t = dmax(t, stream_walk(g, &g->streams[dop->stream], d, dep_depth - 1, global));
+    }
+    return t;
+}
+
+static double stream_walk(const struct sim_gpu *g, const struct sim_stream *s, int stop,
+                          int dep_depth, int64_t *global)
 {
     double t = (double)g->now;
     int n = 0;
@@ -891,7 +915,10 @@ static int64_t stream_observe_bound(const struct sim_gpu *g, const struct sim_st
         const struct sim_op *op = &g->ops[i];
         switch (op->state) {
         case SIM_OP_QUEUED:
-            t = dmax(t, (double)op->submit_ns) + op_latency_ns(g, op) + op->work_left;
+            t = dmax(t, (double)op->submit_ns);
+            if (i == s->head)
+                t = dmax(t, dep_bound(g, op, dep_depth, global));
+            t += op_latency_ns(g, op) + op->work_left;
             break;
         case SIM_OP_LATENT:
             t = (double)op->ready_ns + (op->kind == SIM_OP_HOST ? 0 : op->work_left);
@@ -903,14 +930,16 @@ static int64_t stream_observe_bound(const struct sim_gpu *g, const struct sim_st
             t = (double)op_end_time(g, op);
             break;
         case SIM_OP_HOSTWAIT:
-            return INT64_MAX; /* its owner acts on it already */
+            return 9.9e18; /* waits for its owner: no bound */
         default:
             break;
         }
-        if ((op->flags & SIM_OPF_NOTIFY) || op->kind == SIM_OP_HOST || i == s->tail)
+        if (stop != SIM_NONE ? i == stop
+                             : (op->flags & SIM_OPF_NOTIFY) || op->kind == SIM_OP_HOST ||
+                                   i == s->tail)
             break;
     }
-    return t >= 9e18 ? INT64_MAX : (int64_t)ceil(t);
+    return t;
 }
 
 int64_t sim_gpu_owner_next_event(const struct sim_gpu *g, int owner)
@@ -920,9 +949,9 @@ int64_t sim_gpu_owner_next_event(const struct sim_gpu *g, int owner)
         const struct sim_stream *s = &g->streams[g->active_streams[k]];
         if (s->owner != owner)
             continue;
-        int64_t e = stream_observe_bound(g, s, &global);
-        if (e < t)
-            t = e;
+        double e = stream_walk(g, s, SIM_NONE, 2, &global);
+        if (e < 9e18 && (int64_t)ceil(e) < t)
+            t = (int64_t)ceil(e);
     }
     return t < g->now ? g->now : t;
 }

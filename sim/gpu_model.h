@@ -189,8 +189,9 @@ void sim_gpu_owner_remove(struct sim_gpu *g, int owner, int64_t now);
  * has SIM_OWNER_MAX_OPS ops in use, or -ENOSPC when the device has none left. */
 int sim_gpu_op_alloc(struct sim_gpu *g, int owner);
 
-/* Adds a dependency on (DEP, its gen) to an ALLOC op. Returns 0 or -E2BIG when full. */
-int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep);
+/* Makes an ALLOC op wait for the use (DEP, GEN) of another op; nothing if that use is over
+ * already. Returns 0 or -E2BIG when the op has SIM_MAX_DEPS dependencies. */
+int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep, uint32_t gen);
 
 /* Submits an ALLOC op whose kind, stream, ctx and cost fields are filled in: derives its
  * roofline and appends it to its stream at device time NOW (>= g->now is not required:

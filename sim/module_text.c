@@ -154,7 +154,7 @@ static const char *parse_kernel_line(char *line, struct sim_kernel_decl *d, char
         *eq = '\0';
         const char *what = apply_key(d, tok, eq + 1);
         if (what) {
-            snprintf(badkey, badlen, "%s", tok);
+            snprintf(badkey, badlen, "%s=%s", tok, eq + 1);
             return what;
         }
     }
@@ -209,6 +209,10 @@ int sim_module_parse(const char *text, size_t len, struct sim_kernel_decl **out,
             seen_magic = 1;
             continue;
         }
+        if (strcmp(p, ".kernel") == 0) {
+            snprintf(err, errlen, "line %d: missing kernel name", lineno);
+            goto fail;
+        }
         if (strncmp(p, ".kernel", 7) != 0 || (p[7] != ' ' && p[7] != '\t')) {
             snprintf(err, errlen, "line %d: expected '.kernel NAME key=value...'", lineno);
             goto fail;
@@ -226,7 +230,7 @@ int sim_module_parse(const char *text, size_t len, struct sim_kernel_decl **out,
         const char *what = parse_kernel_line(p, &v[count], badkey, sizeof badkey);
         if (what) {
             if (badkey[0])
-                snprintf(err, errlen, "line %d: %s '%s'", lineno, what, badkey);
+                snprintf(err, errlen, "line %d: %s: %s", lineno, what, badkey);
             else
                 snprintf(err, errlen, "line %d: %s", lineno, what);
             goto fail;

@@ -274,6 +274,7 @@ static void *agent_main(void *arg)
     (void)arg;
     /* wake on time: the default 50 us timer slack would stretch every short device wait */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    int64_t idle_backoff = 0; /* wall ns added to a plan that keeps finding nothing to do */
     while (!atomic_load(&drv.agent_stop)) {
         drv.agent_cycles++;
         drv_lock();
@@ -299,6 +300,14 @@ static void *agent_main(void *arg)
             next = now + (int64_t)(WAIT_POLL_NS / drv.scale);
         if (n == REAP_BATCH || ncalls)
             next = now;
+        /* A bound at or before now that brings nothing would spin: back off instead. */
+        if (n || ncalls) {
+            idle_backoff = 0;
+        } else if (next <= now) {
+            idle_backoff = idle_backoff ? (idle_backoff < 5000000 ? idle_backoff * 2 : idle_backoff)
+                                        : 20000;
+            next = now + (int64_t)(idle_backoff / drv.scale);
+        }
         struct sim_owner *me = &g->owners[drv.owner];
         me->planned_wake_ns = next;
         uint32_t seen = atomic_load(owner_word(drv.owner));

@@ -183,7 +183,7 @@ static int model_submit(struct drv_stream *s, const struct drv_op_desc *d, int64
     o->flops = d->flops;
     o->bytes = d->bytes;
     for (int i = 0; i < d->ndeps; i++)
-        sim_gpu_op_add_dep(g, op, d->deps[i]);
+        sim_gpu_op_add_dep(g, op, d->deps[i], d->dep_gens[i]);
     struct drv_local_op *l = &drv.local[op];
     l->d = *d;
     l->stream = s;

@@ -47,7 +47,7 @@ static int marker(int owner, int ctx, int stream, int dep, int64_t now)
     g->ops[op].ctx = (int16_t)ctx;
     g->ops[op].stream = stream;
     if (dep >= 0)
-        CU_ASSERT(sim_gpu_op_add_dep(g, op, dep) == 0);
+        CU_ASSERT(sim_gpu_op_add_dep(g, op, dep, g->ops[dep].gen) == 0);
     sim_gpu_submit(g, op, now);
     return op;
 }
