@@ -78,7 +78,8 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEG_SRCS := $(wildcard tests/integration/test_*.c)
 INTEG_BINS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 
-# TEST_DEPS_test_NAME: what the binary links (objects, libraries); the rule below uses it.
+# TEST_DEPS_test_NAME: objects and products the binary links and depends on;
+# TEST_LIBS_test_NAME: extra -l libraries.
 TEST_OBJS_model := $(call obj,$(SIM_MODEL_SRCS))
 SIM_LIB_LINK := $(SIM_LIB) -Wl,-rpath,'$$ORIGIN/../sim'
 TEST_DEPS_test_gpu_model      := $(TEST_OBJS_model)
@@ -88,18 +89,19 @@ TEST_DEPS_test_module_text    := $(call obj,sim/module_text.c)
 TEST_DEPS_test_posapp_arrival := $(call obj,tools/posapp_arrival.c)
 TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
+TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
 
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP),$(TEST_DEPS_$*))) \
-	    $(INIH_LIBS) -lcunit -lrt -lm -pthread
+	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP),$(TEST_DEPS_$*))) \
-	    $(INIH_LIBS) -lcunit -lrt -lm -pthread
+	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 test: all $(UNIT_BINS) $(INTEG_BINS)
 	@B=$(B) bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)

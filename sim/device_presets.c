@@ -14,52 +14,108 @@
 #define GIB (UINT64_C(1) << 30)
 
 /* Defaults shared by every preset unless it says otherwise. */
-#define COMMON_DEFAULTS                                                                          \
-    .max_threads_per_block = 1024, .graph_node_latency_us = 0.8, .copy_latency_us = 8.0,         \
+#define COMMON_DEFAULTS                                                                            \
+    .max_threads_per_block = 1024, .graph_node_latency_us = 0.8, .copy_latency_us = 8.0,           \
     .ctx_switch_us = 50.0, .timeslice_us = 2000.0, .mode = SIM_MODE_TIMESLICE, .scale = 1.0
 
 static const struct sim_dev_params presets[] = {
     {
         /* Jetson Xavier NX: Volta, 6 SMs / 384 CUDA cores / 48 tensor cores at 1.1 GHz,
          * 8 GB LPDDR4x at 51.2 GB/s. FP32 = 384*2*1.1e9; FP16 = 48 TCs * 64 FMA * 2 * 1.1e9. */
-        .preset = "xavier-nx", .name = "NVIDIA Jetson Xavier NX (pos-sim)", .cc_major = 7,
-        .cc_minor = 2, .num_sms = 6, .max_threads_per_sm = 2048, .max_blocks_per_sm = 32,
-        .smem_per_sm = 96 * 1024, .smem_per_block = 48 * 1024, .regs_per_sm = 65536,
-        .clock_khz = 1100000, .mem_clock_khz = 1600000, .mem_bus_width = 128,
-        .fp32_flops = 0.845e12, .fp16_flops = 6.76e12, .dram_bw = 51.2e9, .copy_bw = 20e9,
-        .mem_bytes = 8 * GIB, .launch_latency_us = 6.0, COMMON_DEFAULTS,
+        .preset = "xavier-nx",
+        .name = "NVIDIA Jetson Xavier NX (pos-sim)",
+        .cc_major = 7,
+        .cc_minor = 2,
+        .num_sms = 6,
+        .max_threads_per_sm = 2048,
+        .max_blocks_per_sm = 32,
+        .smem_per_sm = 96 * 1024,
+        .smem_per_block = 48 * 1024,
+        .regs_per_sm = 65536,
+        .clock_khz = 1100000,
+        .mem_clock_khz = 1600000,
+        .mem_bus_width = 128,
+        .fp32_flops = 0.845e12,
+        .fp16_flops = 6.76e12,
+        .dram_bw = 51.2e9,
+        .copy_bw = 20e9,
+        .mem_bytes = 8 * GIB,
+        .launch_latency_us = 6.0,
+        COMMON_DEFAULTS,
     },
     {
         /* Jetson AGX Orin 64GB: Ampere, 16 SMs / 2048 CUDA cores / 64 tensor cores at
          * 1.3 GHz, 64 GB LPDDR5 at 204.8 GB/s. FP32 5.3 TFLOP/s; dense FP16 tensor 42.5
          * TFLOP/s (half of the 85 dense INT8 TOPS of the GPU). */
-        .preset = "orin-agx", .name = "NVIDIA Jetson AGX Orin (pos-sim)", .cc_major = 8,
-        .cc_minor = 7, .num_sms = 16, .max_threads_per_sm = 1536, .max_blocks_per_sm = 16,
-        .smem_per_sm = 164 * 1024, .smem_per_block = 163 * 1024, .regs_per_sm = 65536,
-        .clock_khz = 1300000, .mem_clock_khz = 3200000, .mem_bus_width = 256,
-        .fp32_flops = 5.32e12, .fp16_flops = 42.5e12, .dram_bw = 204.8e9, .copy_bw = 50e9,
-        .mem_bytes = 64 * GIB, .launch_latency_us = 4.0, COMMON_DEFAULTS,
+        .preset = "orin-agx",
+        .name = "NVIDIA Jetson AGX Orin (pos-sim)",
+        .cc_major = 8,
+        .cc_minor = 7,
+        .num_sms = 16,
+        .max_threads_per_sm = 1536,
+        .max_blocks_per_sm = 16,
+        .smem_per_sm = 164 * 1024,
+        .smem_per_block = 163 * 1024,
+        .regs_per_sm = 65536,
+        .clock_khz = 1300000,
+        .mem_clock_khz = 3200000,
+        .mem_bus_width = 256,
+        .fp32_flops = 5.32e12,
+        .fp16_flops = 42.5e12,
+        .dram_bw = 204.8e9,
+        .copy_bw = 50e9,
+        .mem_bytes = 64 * GIB,
+        .launch_latency_us = 4.0,
+        COMMON_DEFAULTS,
     },
     {
         /* GeForce RTX 3080 (10 GB): GA102, 68 SMs / 8704 CUDA cores at 1.71 GHz boost,
          * 29.8 TFLOP/s FP32, 59.5 TFLOP/s dense FP16 tensor with FP32 accumulate,
          * 10 GB GDDR6X at 760 GB/s, PCIe 4.0 x16. */
-        .preset = "rtx3080", .name = "NVIDIA GeForce RTX 3080 (pos-sim)", .cc_major = 8,
-        .cc_minor = 6, .num_sms = 68, .max_threads_per_sm = 1536, .max_blocks_per_sm = 16,
-        .smem_per_sm = 100 * 1024, .smem_per_block = 99 * 1024, .regs_per_sm = 65536,
-        .clock_khz = 1710000, .mem_clock_khz = 9500000, .mem_bus_width = 320,
-        .fp32_flops = 29.77e12, .fp16_flops = 59.5e12, .dram_bw = 760e9, .copy_bw = 25e9,
-        .mem_bytes = 10 * GIB, .launch_latency_us = 2.5, COMMON_DEFAULTS,
+        .preset = "rtx3080",
+        .name = "NVIDIA GeForce RTX 3080 (pos-sim)",
+        .cc_major = 8,
+        .cc_minor = 6,
+        .num_sms = 68,
+        .max_threads_per_sm = 1536,
+        .max_blocks_per_sm = 16,
+        .smem_per_sm = 100 * 1024,
+        .smem_per_block = 99 * 1024,
+        .regs_per_sm = 65536,
+        .clock_khz = 1710000,
+        .mem_clock_khz = 9500000,
+        .mem_bus_width = 320,
+        .fp32_flops = 29.77e12,
+        .fp16_flops = 59.5e12,
+        .dram_bw = 760e9,
+        .copy_bw = 25e9,
+        .mem_bytes = 10 * GIB,
+        .launch_latency_us = 2.5,
+        COMMON_DEFAULTS,
     },
     {
         /* H200 SXM: GH100, 132 SMs at 1.98 GHz boost, 67 TFLOP/s FP32, 989.5 TFLOP/s dense
          * FP16/BF16 tensor, 141 GB HBM3e at 4.8 TB/s, PCIe 5.0 x16. */
-        .preset = "h200", .name = "NVIDIA H200 (pos-sim)", .cc_major = 9, .cc_minor = 0,
-        .num_sms = 132, .max_threads_per_sm = 2048, .max_blocks_per_sm = 32,
-        .smem_per_sm = 228 * 1024, .smem_per_block = 227 * 1024, .regs_per_sm = 65536,
-        .clock_khz = 1980000, .mem_clock_khz = 2619000, .mem_bus_width = 6144,
-        .fp32_flops = 67e12, .fp16_flops = 989.5e12, .dram_bw = 4.8e12, .copy_bw = 55e9,
-        .mem_bytes = 141ULL * 1000 * 1000 * 1000, .launch_latency_us = 2.0, COMMON_DEFAULTS,
+        .preset = "h200",
+        .name = "NVIDIA H200 (pos-sim)",
+        .cc_major = 9,
+        .cc_minor = 0,
+        .num_sms = 132,
+        .max_threads_per_sm = 2048,
+        .max_blocks_per_sm = 32,
+        .smem_per_sm = 228 * 1024,
+        .smem_per_block = 227 * 1024,
+        .regs_per_sm = 65536,
+        .clock_khz = 1980000,
+        .mem_clock_khz = 2619000,
+        .mem_bus_width = 6144,
+        .fp32_flops = 67e12,
+        .fp16_flops = 989.5e12,
+        .dram_bw = 4.8e12,
+        .copy_bw = 55e9,
+        .mem_bytes = 141ULL * 1000 * 1000 * 1000,
+        .launch_latency_us = 2.0,
+        COMMON_DEFAULTS,
     },
 };
 
@@ -87,9 +143,13 @@ struct field {
     size_t size; /* F_STR only */
 };
 
-#define FLD(k, t) {#k, t, offsetof(struct sim_dev_params, k), 0}
+#define FLD(k, t)                                                                                  \
+    {                                                                                              \
+#k, t, offsetof(struct sim_dev_params, k), 0                                               \
+    }
 static const struct field fields[] = {
-    {"name", F_STR, offsetof(struct sim_dev_params, name), sizeof(((struct sim_dev_params *)0)->name)},
+    {"name", F_STR, offsetof(struct sim_dev_params, name),
+     sizeof(((struct sim_dev_params *)0)->name)},
     FLD(cc_major, F_INT),
     FLD(cc_minor, F_INT),
     FLD(num_sms, F_U32),
@@ -271,13 +331,12 @@ int sim_params_validate(const struct sim_dev_params *p, char *err, size_t errlen
         bad = "max_threads_per_block must be 32..max_threads_per_sm";
     else if (p->smem_per_block > p->smem_per_sm)
         bad = "smem_per_block must not exceed smem_per_sm";
-    else if (!(p->fp32_flops > 0) || !(p->fp16_flops > 0) || !(p->dram_bw > 0) ||
-             !(p->copy_bw > 0))
+    else if (!(p->fp32_flops > 0) || !(p->fp16_flops > 0) || !(p->dram_bw > 0) || !(p->copy_bw > 0))
         bad = "fp32_flops, fp16_flops, dram_bw and copy_bw must be > 0";
     else if (p->mem_bytes < (UINT64_C(1) << 20))
         bad = "mem_bytes must be at least 1 MiB";
-    else if (p->launch_latency_us < 0 || p->graph_node_latency_us < 0 ||
-             p->copy_latency_us < 0 || p->ctx_switch_us < 0)
+    else if (p->launch_latency_us < 0 || p->graph_node_latency_us < 0 || p->copy_latency_us < 0 ||
+             p->ctx_switch_us < 0)
         bad = "latencies must be >= 0";
     else if (!(p->timeslice_us >= 10))
         bad = "timeslice_us must be >= 10";

@@ -24,12 +24,12 @@ struct sim_dev_params {
     uint32_t regs_per_sm;
     uint32_t clock_khz;
     uint32_t mem_clock_khz;
-    uint32_t mem_bus_width;  /* bits */
-    double fp32_flops;       /* peak FLOP/s on CUDA cores */
-    double fp16_flops;       /* peak dense FP16 tensor-core FLOP/s */
-    double dram_bw;          /* bytes/s */
-    double copy_bw;          /* host<->device copy bytes/s (one direction) */
-    uint64_t mem_bytes;      /* device memory */
+    uint32_t mem_bus_width;       /* bits */
+    double fp32_flops;            /* peak FLOP/s on CUDA cores */
+    double fp16_flops;            /* peak dense FP16 tensor-core FLOP/s */
+    double dram_bw;               /* bytes/s */
+    double copy_bw;               /* host<->device copy bytes/s (one direction) */
+    uint64_t mem_bytes;           /* device memory */
     double launch_latency_us;     /* GPU-side cost of starting one kernel from a stream */
     double graph_node_latency_us; /* the same for a kernel node of a launched graph */
     double copy_latency_us;       /* fixed cost of one host<->device copy */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORK_EPS 1e-3 /* ns of solo work treated as zero */
+#define WORK_EPS   1e-3 /* ns of solo work treated as zero */
 #define STEP_LIMIT 10000000
 
 static inline double dmin(double a, double b)
@@ -473,8 +473,7 @@ static void op_drop(struct sim_gpu *g, int i)
 static int op_is_slice_work(const struct sim_op *op)
 {
     return op->kind == SIM_OP_KERNEL &&
-           (op->state == SIM_OP_LATENT || op->state == SIM_OP_READY ||
-            op->state == SIM_OP_RUNNING);
+           (op->state == SIM_OP_LATENT || op->state == SIM_OP_READY || op->state == SIM_OP_RUNNING);
 }
 
 static void ctx_work_flags(const struct sim_gpu *g, uint8_t *work)
@@ -934,9 +933,9 @@ static double stream_walk(const struct sim_gpu *g, const struct sim_stream *s, i
         default:
             break;
         }
-        if (stop != SIM_NONE ? i == stop
-                             : (op->flags & SIM_OPF_NOTIFY) || op->kind == SIM_OP_HOST ||
-                                   i == s->tail)
+        if (stop != SIM_NONE
+                ? i == stop
+                : (op->flags & SIM_OPF_NOTIFY) || op->kind == SIM_OP_HOST || i == s->tail)
             break;
     }
     return t;
@@ -1149,14 +1148,13 @@ void sim_gpu_rebuild(struct sim_gpu *g)
     for (int s = 0; s < SIM_MAX_STREAMS; s++) {
         struct sim_stream *st = &g->streams[s];
         st->head = st->tail = SIM_NONE;
-        if (st->used && (st->owner < 0 || st->owner >= SIM_MAX_OWNERS ||
-                         !g->owners[st->owner].used))
+        if (st->used &&
+            (st->owner < 0 || st->owner >= SIM_MAX_OWNERS || !g->owners[st->owner].used))
             st->used = 0;
     }
     for (int c = 0; c < SIM_MAX_CTXS; c++)
-        if (g->ctxs[c].used &&
-            (g->ctxs[c].owner < 0 || g->ctxs[c].owner >= SIM_MAX_OWNERS ||
-             !g->owners[g->ctxs[c].owner].used))
+        if (g->ctxs[c].used && (g->ctxs[c].owner < 0 || g->ctxs[c].owner >= SIM_MAX_OWNERS ||
+                                !g->owners[g->ctxs[c].owner].used))
             g->ctxs[c].used = 0;
     int nq = 0, nd = 0;
     for (int i = SIM_MAX_OPS - 1; i >= 0; i--) {

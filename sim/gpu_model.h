@@ -14,15 +14,15 @@
 
 #include "sim/device_presets.h"
 
-#define SIM_MAX_OPS 32768
-#define SIM_MAX_STREAMS 4096
-#define SIM_MAX_CTXS 256
-#define SIM_MAX_OWNERS 128
-#define SIM_MAX_SMS 160
+#define SIM_MAX_OPS        32768
+#define SIM_MAX_STREAMS    4096
+#define SIM_MAX_CTXS       256
+#define SIM_MAX_OWNERS     128
+#define SIM_MAX_SMS        160
 #define SIM_MAX_RES_PER_SM 32 /* kernels resident on one SM: at most one block each */
-#define SIM_MAX_DEPS 4
-#define SIM_OWNER_MAX_OPS 8192 /* per-owner quota; also the completion ring size */
-#define SIM_MAX_RUNNING 512    /* kernels resident at once */
+#define SIM_MAX_DEPS       4
+#define SIM_OWNER_MAX_OPS  8192 /* per-owner quota; also the completion ring size */
+#define SIM_MAX_RUNNING    512  /* kernels resident at once */
 
 #define SIM_NONE (-1)
 
@@ -47,8 +47,8 @@ enum sim_op_state {
 
 /* op flags */
 #define SIM_OPF_GRAPH_NODE 0x01 /* launched as part of a graph: graph node latency */
-#define SIM_OPF_FP16 0x02       /* tensor-core FP16 peak applies */
-#define SIM_OPF_NOTIFY 0x04     /* its owner wants to know promptly when it completes */
+#define SIM_OPF_FP16       0x02 /* tensor-core FP16 peak applies */
+#define SIM_OPF_NOTIFY     0x04 /* its owner wants to know promptly when it completes */
 
 struct sim_op {
     uint32_t gen; /* bumped when the op is freed: (index, gen) names one use */
@@ -72,9 +72,9 @@ struct sim_op {
     double flops;
     double bytes;
     /* derived at submit */
-    double exec_ns;   /* solo execution time: the roofline, without latency */
-    double sm_units;  /* SMs of issue needed at full speed */
-    double mem_rate;  /* bytes per ns at full speed */
+    double exec_ns;  /* solo execution time: the roofline, without latency */
+    double sm_units; /* SMs of issue needed at full speed */
+    double mem_rate; /* bytes per ns at full speed */
     uint32_t want_sms;
     uint32_t want_per_sm;
     /* progress */
@@ -101,11 +101,11 @@ struct sim_ctx {
 
 struct sim_owner {
     uint8_t used;
-    uint64_t ident[2];       /* for the driver: pid and process start time */
-    uint32_t nops;           /* ops allocated and not yet freed */
-    uint64_t mem_used;       /* device memory held (maintained by the driver) */
-    uint32_t ring_head;      /* completion ring: written at tail by the model, */
-    uint32_t ring_tail;      /* read at head by the owner */
+    uint64_t ident[2];  /* for the driver: pid and process start time */
+    uint32_t nops;      /* ops allocated and not yet freed */
+    uint64_t mem_used;  /* device memory held (maintained by the driver) */
+    uint32_t ring_head; /* completion ring: written at tail by the model, */
+    uint32_t ring_tail; /* read at head by the owner */
     int32_t ring[SIM_OWNER_MAX_OPS];
     uint32_t wake_word;      /* for the driver: futex its agent sleeps on */
     int64_t planned_wake_ns; /* for the driver: when its agent plans to look next */

@@ -8,19 +8,19 @@
 
 struct sim_model_op {
     char name[128];
-    uint32_t grid[3];  /* at the scaled batch */
+    uint32_t grid[3]; /* at the scaled batch */
     uint32_t block[3];
-    uint32_t smem;     /* static shared memory per block, bytes */
-    double flops;      /* at the scaled batch */
-    double bytes;      /* weight bytes + batch * activation bytes */
+    uint32_t smem; /* static shared memory per block, bytes */
+    double flops;  /* at the scaled batch */
+    double bytes;  /* weight bytes + batch * activation bytes */
 };
 
 struct sim_model {
     char name[64];
     char source[256];
-    int fp16;          /* dtype fp16 */
+    int fp16; /* dtype fp16 */
     uint32_t batch;
-    uint64_t params;   /* 'params' directive: parameters the model declares (0: not given) */
+    uint64_t params; /* 'params' directive: parameters the model declares (0: not given) */
     size_t nops;
     struct sim_model_op *ops;
 };

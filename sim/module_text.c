@@ -202,8 +202,7 @@ int sim_module_parse(const char *text, size_t len, struct sim_kernel_decl **out,
             continue;
         if (!seen_magic) {
             if (strcmp(p, SIM_MODULE_MAGIC " 1") != 0) {
-                snprintf(err, errlen, "line %d: expected '%s 1' header", lineno,
-                         SIM_MODULE_MAGIC);
+                snprintf(err, errlen, "line %d: expected '%s 1' header", lineno, SIM_MODULE_MAGIC);
                 goto fail;
             }
             seen_magic = 1;

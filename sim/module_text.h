@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SIM_MODULE_MAGIC ".pos_sim_module"
+#define SIM_MODULE_MAGIC    ".pos_sim_module"
 #define SIM_KERNEL_NAME_MAX 256
 
 enum sim_cost_per { SIM_PER_LAUNCH = 0, SIM_PER_BLOCK, SIM_PER_THREAD };
@@ -26,8 +26,8 @@ struct sim_kernel_decl {
     int cost_given; /* flops or bytes appeared */
     int per;        /* enum sim_cost_per */
     int fp16;
-    int cost_args;  /* flops, bytes come from the first two parameters */
-    int twin;       /* enum sim_twin */
+    int cost_args; /* flops, bytes come from the first two parameters */
+    int twin;      /* enum sim_twin */
     uint32_t smem;
     uint32_t regs;
     uint32_t maxthreads;

@@ -9,7 +9,7 @@
 
 /* FNV-1a over the bit patterns of the floats, in index order: order-sensitive, so a
  * reordered or partly applied kernel sequence gives a different value. */
-#define POS_SIM_CHECKSUM_SEED UINT64_C(1469598103934665603)
+#define POS_SIM_CHECKSUM_SEED  UINT64_C(1469598103934665603)
 #define POS_SIM_CHECKSUM_PRIME UINT64_C(1099511628211)
 
 static inline uint64_t pos_sim_checksum_f32(const float *x, uint32_t n)

@@ -29,6 +29,6 @@ int main(void)
 }
 
 #define POS_ADD_SUITE(name, init, clean) CU_add_suite((name), (init), (clean))
-#define POS_ADD_TEST(suite, fn) CU_add_test((suite), #fn, (fn))
+#define POS_ADD_TEST(suite, fn)          CU_add_test((suite), #fn, (fn))
 
 #endif

@@ -17,8 +17,8 @@
 
 #include "sim/twin_math.h"
 
-#define REAP_BATCH 256
-#define HOST_BATCH 64
+#define REAP_BATCH   256
+#define HOST_BATCH   64
 #define WAIT_POLL_NS 20000 /* wall ns between checks of a stream wait on memory */
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
@@ -304,8 +304,8 @@ static void *agent_main(void *arg)
         if (n || ncalls) {
             idle_backoff = 0;
         } else if (next <= now) {
-            idle_backoff = idle_backoff ? (idle_backoff < 5000000 ? idle_backoff * 2 : idle_backoff)
-                                        : 20000;
+            idle_backoff =
+                idle_backoff ? (idle_backoff < 5000000 ? idle_backoff * 2 : idle_backoff) : 20000;
             next = now + (int64_t)(idle_backoff / drv.scale);
         }
         struct sim_owner *me = &g->owners[drv.owner];
@@ -364,6 +364,19 @@ void drv_agent_stop(void)
         pthread_join(drv.agent, NULL);
 }
 
+/* CLOCK_REALTIME deadline NS from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(long ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ns;
+    while (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
 CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv_ctx *ctx)
 {
     if (atomic_load_explicit(counter, memory_order_acquire) >= target)
@@ -372,13 +385,7 @@ CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv
     while (atomic_load_explicit(counter, memory_order_acquire) < target) {
         if (ctx && atomic_load(&ctx->sticky))
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = deadline_in(100000000);
         pthread_cond_timedwait(&drv.cond, &drv.lock, &ts);
     }
     pthread_mutex_unlock(&drv.lock);
@@ -389,13 +396,7 @@ void drv_wait_for_room(void)
 {
     drv_agent_kick();
     pthread_mutex_lock(&drv.lock);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = deadline_in(1000000);
     pthread_cond_timedwait(&drv.cond, &drv.lock, &ts);
     pthread_mutex_unlock(&drv.lock);
 }

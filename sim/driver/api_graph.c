@@ -55,20 +55,6 @@ int drv_capture_node(struct drv_stream *s, struct drv_op_desc *d, CUresult *rc)
     return 1;
 }
 
-static CUresult resolve(CUstream h, int ptsz, struct drv_stream **s)
-{
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_ctx *c = NULL;
-    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
-        rc = drv_current_ctx(&c);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    return drv_stream_resolve(h, ptsz, c, s);
-}
-
 static void graph_free(struct drv_graph *g)
 {
     free(g->nodes);
@@ -80,7 +66,7 @@ static void graph_free(struct drv_graph *g)
 static CUresult begin_capture(int ptsz, CUstream h, CUstreamCaptureMode mode)
 {
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &s);
+    CUresult rc = drv_api_stream(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (s->kind == STREAM_LEGACY)
@@ -143,7 +129,7 @@ static CUresult end_capture(int ptsz, CUstream h, CUgraph *phGraph)
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &s);
+    CUresult rc = drv_api_stream(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_graph *g = s->capture;
@@ -177,10 +163,10 @@ static CUresult capture_status(int ptsz, CUstream h, CUstreamCaptureStatus *st, 
     if (!st)
         return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &s);
+    CUresult rc = drv_api_stream(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
-    *st = !s->capture           ? CU_STREAM_CAPTURE_STATUS_NONE
+    *st = !s->capture          ? CU_STREAM_CAPTURE_STATUS_NONE
           : s->capture_invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (id)
@@ -214,7 +200,7 @@ static CUresult capture_info_v3(int ptsz, CUstream h, CUstreamCaptureStatus *st,
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_stream *s;
-    resolve(h, ptsz, &s);
+    drv_api_stream(h, ptsz, &s);
     if (graph)
         *graph = NULL; /* the graph gets a handle when the capture ends */
     if (deps)
@@ -231,9 +217,8 @@ API CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus *st, cu
 {
     return capture_info_v3(0, h, st, id, graph, deps, NULL, ndeps);
 }
-API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus *st,
-                                            cuuint64_t *id, CUgraph *graph,
-                                            const CUgraphNode **deps, size_t *ndeps)
+API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                            CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
 {
     return capture_info_v3(1, h, st, id, graph, deps, NULL, ndeps);
 }
@@ -243,9 +228,8 @@ API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus *st, cu
 {
     return capture_info_v3(0, h, st, id, graph, deps, edges, ndeps);
 }
-API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st,
-                                            cuuint64_t *id, CUgraph *graph,
-                                            const CUgraphNode **deps,
+API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                            CUgraph *graph, const CUgraphNode **deps,
                                             const CUgraphEdgeData **edges, size_t *ndeps)
 {
     return capture_info_v3(1, h, st, id, graph, deps, edges, ndeps);
@@ -411,7 +395,7 @@ static CUresult replay(struct drv_exec *x, struct drv_stream *s)
 static CUresult graph_launch(int ptsz, CUgraphExec hGraphExec, CUstream h)
 {
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &s);
+    CUresult rc = drv_api_stream(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_exec *x = drv_handle_get(H_EXEC, hGraphExec);

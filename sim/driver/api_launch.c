@@ -13,8 +13,7 @@ static uint64_t read_param(const void *p, int size)
 }
 
 /* Reads the first N parameters (sizes SIZES) from kernelParams or from an `extra` buffer. */
-static CUresult read_params(void **params, void **extra, int n, const uint8_t *sizes,
-                            uint64_t *out)
+static CUresult read_params(void **params, void **extra, int n, const uint8_t *sizes, uint64_t *out)
 {
     if (params) {
         for (int i = 0; i < n; i++) {
@@ -55,13 +54,12 @@ CUresult drv_kernel_desc(struct drv_func *f, const unsigned grid[3], const unsig
     uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
     if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2])
         return CUDA_ERROR_INVALID_VALUE;
-    if (block[0] > 1024 || block[1] > 1024 || block[2] > 64 || grid[1] > 65535 ||
-        grid[2] > 65535 || grid[0] > 2147483647u)
+    if (block[0] > 1024 || block[1] > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 ||
+        grid[0] > 2147483647u)
         return CUDA_ERROR_INVALID_VALUE;
     if (threads > k->maxthreads || threads > drv.g->p.max_threads_per_block)
         return CUDA_ERROR_INVALID_VALUE;
-    if (dyn_smem > (unsigned)f->max_dyn_smem ||
-        k->smem + dyn_smem > drv.g->p.smem_per_block)
+    if (dyn_smem > (unsigned)f->max_dyn_smem || k->smem + dyn_smem > drv.g->p.smem_per_block)
         return CUDA_ERROR_INVALID_VALUE;
     if (params && extra)
         return CUDA_ERROR_INVALID_VALUE;
@@ -124,8 +122,8 @@ static CUresult launch(int ptsz, const struct launch *L)
     if (rc != CUDA_SUCCESS)
         return rc;
     if (L->cooperative) {
-        uint64_t fit = (uint64_t)sim_gpu_blocks_per_sm(&drv.g->p, d.threads, d.smem) *
-                       drv.g->p.num_sms;
+        uint64_t fit =
+            (uint64_t)sim_gpu_blocks_per_sm(&drv.g->p, d.threads, d.smem) * drv.g->p.num_sms;
         if (d.blocks > fit)
             return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     }
@@ -136,8 +134,8 @@ static CUresult launch(int ptsz, const struct launch *L)
     return drv_submit(s, &d, NULL);
 }
 
-#define LAUNCH_ARGS                                                                              \
-    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,            \
+#define LAUNCH_ARGS                                                                                \
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,              \
         unsigned int by, unsigned int bz, unsigned int smem, CUstream h
 
 API CUresult cuLaunchKernel(LAUNCH_ARGS, void **kernelParams, void **extra)
@@ -204,8 +202,8 @@ API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void *
     return launch_ex(0, config, f, kernelParams, extra);
 }
 
-API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
-                                   void **kernelParams, void **extra)
+API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                   void **extra)
 {
     return launch_ex(1, config, f, kernelParams, extra);
 }

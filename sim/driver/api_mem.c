@@ -447,8 +447,8 @@ API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
     return unified_copy(dst, src, n, h, 1, 0);
 }
 
-static CUresult do_memset(CUdeviceptr dst, uint64_t value, size_t n, int elem, CUstream h,
-                          int ptsz, int sync)
+static CUresult do_memset(CUdeviceptr dst, uint64_t value, size_t n, int elem, CUstream h, int ptsz,
+                          int sync)
 {
     struct drv_ctx *c;
     CUresult rc = drv_current_ctx(&c);

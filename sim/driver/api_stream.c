@@ -5,19 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Current context plus the resolved stream: the prologue of every stream entry point. */
+/* The resolved stream and its context: the prologue of every stream entry point. */
 static CUresult resolve(CUstream h, int ptsz, struct drv_ctx **c, struct drv_stream **s)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    *c = NULL;
-    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
-        rc = drv_current_ctx(c);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    rc = drv_stream_resolve(h, ptsz, *c, s);
+    CUresult rc = drv_api_stream(h, ptsz, s);
     if (rc == CUDA_SUCCESS)
         *c = (*s)->ctx;
     return rc;
@@ -78,14 +69,14 @@ API CUresult cuStreamDestroy_v2(CUstream hStream)
 }
 
 /* Defines NAME and NAME_ptsz over NAME_impl(ptsz, ...). */
-#define PTSZ_PAIR(ret, name, params, ...)                                                       \
-    API ret name params                                                                          \
-    {                                                                                            \
-        return name##_impl(0, __VA_ARGS__);                                                      \
-    }                                                                                            \
-    API ret name##_ptsz params                                                                   \
-    {                                                                                            \
-        return name##_impl(1, __VA_ARGS__);                                                      \
+#define PTSZ_PAIR(ret, name, params, ...)                                                          \
+    API ret name params                                                                            \
+    {                                                                                              \
+        return name##_impl(0, __VA_ARGS__);                                                        \
+    }                                                                                              \
+    API ret name##_ptsz params                                                                     \
+    {                                                                                              \
+        return name##_impl(1, __VA_ARGS__);                                                        \
     }
 
 static CUresult cuStreamGetPriority_impl(int ptsz, CUstream h, int *priority)
@@ -125,7 +116,7 @@ static CUresult cuStreamGetCtx_impl(int ptsz, CUstream h, CUcontext *pctx)
         *pctx = c->handle;
     return rc;
 }
-PTSZ_PAIR(CUresult, cuStreamGetCtx, (CUstream h, CUcontext * pctx), h, pctx)
+PTSZ_PAIR(CUresult, cuStreamGetCtx, (CUstream h, CUcontext *pctx), h, pctx)
 
 /* A synchronising call on a capturing stream is not allowed, and ends the capture. */
 static CUresult refuse_if_capturing(struct drv_stream *s)
@@ -175,7 +166,7 @@ PTSZ_PAIR(CUresult, cuStreamQuery, (CUstream h), h)
 API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
-                                          CU_EVENT_INTERPROCESS)))
+                                         CU_EVENT_INTERPROCESS)))
         return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
     CUresult rc = drv_current_ctx(&c);
@@ -365,8 +356,8 @@ static CUresult cuStreamWaitEvent_impl(int ptsz, CUstream h, CUevent hEvent, uns
     d.dep_gens[0] = e->gen;
     return drv_submit(s, &d, NULL);
 }
-PTSZ_PAIR(CUresult, cuStreamWaitEvent, (CUstream h, CUevent hEvent, unsigned int Flags), h,
-          hEvent, Flags)
+PTSZ_PAIR(CUresult, cuStreamWaitEvent, (CUstream h, CUevent hEvent, unsigned int Flags), h, hEvent,
+          Flags)
 
 /* ---- stream memory operations --------------------------------------------------------- */
 
@@ -399,14 +390,14 @@ static CUresult value_op(int ptsz, CUstream h, CUdeviceptr addr, uint64_t value,
     return drv_submit(s, &d, NULL);
 }
 
-#define VALUE_API(name, vt, effect)                                                              \
-    API CUresult name(CUstream s, CUdeviceptr addr, vt value, unsigned int flags)                \
-    {                                                                                            \
-        return value_op(0, s, addr, value, flags, effect);                                       \
-    }                                                                                            \
-    API CUresult name##_ptsz(CUstream s, CUdeviceptr addr, vt value, unsigned int flags)         \
-    {                                                                                            \
-        return value_op(1, s, addr, value, flags, effect);                                       \
+#define VALUE_API(name, vt, effect)                                                                \
+    API CUresult name(CUstream s, CUdeviceptr addr, vt value, unsigned int flags)                  \
+    {                                                                                              \
+        return value_op(0, s, addr, value, flags, effect);                                         \
+    }                                                                                              \
+    API CUresult name##_ptsz(CUstream s, CUdeviceptr addr, vt value, unsigned int flags)           \
+    {                                                                                              \
+        return value_op(1, s, addr, value, flags, effect);                                         \
     }
 
 VALUE_API(cuStreamWriteValue32, cuuint32_t, EFF_WRITE32)
@@ -463,8 +454,7 @@ static void callback_trampoline(void *arg)
     free(cl);
 }
 
-static CUresult add_callback(int ptsz, CUstream h, CUstreamCallback cb, void *data,
-                             unsigned flags)
+static CUresult add_callback(int ptsz, CUstream h, CUstreamCallback cb, void *data, unsigned flags)
 {
     if (!cb || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;

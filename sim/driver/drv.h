@@ -15,12 +15,12 @@
 #include "sim/gpu_model.h"
 #include "sim/module_text.h"
 
-#define API __attribute__((visibility("default")))
+#define API                __attribute__((visibility("default")))
 #define SIM_DRIVER_VERSION 13000
 
 /* ---- shared segment ------------------------------------------------------------------- */
 
-#define SIM_SHM_MAGIC UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
+#define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
 #define SIM_SHM_VERSION 1
 
 struct sim_shm {
@@ -199,7 +199,7 @@ struct drv_proc {
     _Atomic int agent_exited;
     struct drv_local_op *local; /* [SIM_MAX_OPS] */
     struct drv_ctx *primary;    /* the primary context, created on first retain */
-    uint64_t submitted_all; /* ops submitted by the process (under the shm lock) */
+    uint64_t submitted_all;     /* ops submitted by the process (under the shm lock) */
     _Atomic uint64_t completed_all;
     uint64_t agent_cycles; /* statistics, reported with POS_SIM_DEBUG */
     uint64_t early_wakes;
@@ -210,10 +210,10 @@ extern struct drv_proc drv;
 /* ---- helpers (shm.c) -------------------------------------------------------------------- */
 
 int64_t drv_mono_ns(void);
-int64_t drv_device_now(void);                /* device time of now */
+int64_t drv_device_now(void);               /* device time of now */
 int64_t drv_wall_of_device(int64_t dev_ns); /* CLOCK_MONOTONIC of a device time */
-CUresult drv_attach(void);                   /* cuInit's work: join the virtual GPU */
-void drv_lock(void);                         /* shm lock; repairs after a dead holder */
+CUresult drv_attach(void);                  /* cuInit's work: join the virtual GPU */
+void drv_lock(void);                        /* shm lock; repairs after a dead holder */
 void drv_unlock(void);
 void drv_liveness_scan(int64_t now_mono); /* under the lock */
 void drv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -250,8 +250,12 @@ void drv_wait_for_room(void); /* after the owner's op quota ran out */
 /* ---- submit.c --------------------------------------------------------------------------- */
 
 /* Resolves a stream handle as the API entry point sees it (PTSZ: a _ptsz/_ptds entry point,
- * where NULL is the per-thread stream). Fills *OUT; returns CUDA_SUCCESS or an error. */
+ * where NULL is the per-thread stream; CTX: the current context, or NULL to look it up when
+ * a special handle needs it). Fills *OUT; returns CUDA_SUCCESS or an error. */
 CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out);
+
+/* The prologue of stream entry points: initialised, then drv_stream_resolve. */
+CUresult drv_api_stream(CUstream h, int ptsz, struct drv_stream **out);
 
 /* What drv_submit hands back: the model op (for dependencies) and its place in its stream
  * (wait for s->completed >= seq). */
@@ -314,8 +318,7 @@ int drv_capture_node(struct drv_stream *s, struct drv_op_desc *d, CUresult *rc);
 
 /* Fills D for a kernel launch after validation. */
 CUresult drv_kernel_desc(struct drv_func *f, const unsigned grid[3], const unsigned block[3],
-                         unsigned dyn_smem, void **params, void **extra,
-                         struct drv_op_desc *d);
+                         unsigned dyn_smem, void **params, void **extra, struct drv_op_desc *d);
 struct drv_func *drv_func_lookup(CUfunction f);
 
 /* Applies the data effect of a completed op (agent). Returns 0 or the CUresult to make

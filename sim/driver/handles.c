@@ -6,11 +6,11 @@
 #include <stdlib.h>
 
 #define CHUNK_BITS 10
-#define CHUNK (1u << CHUNK_BITS)
+#define CHUNK      (1u << CHUNK_BITS)
 #define MAX_CHUNKS 1024 /* 1M handles of each type */
 #define INDEX_BITS 24
-#define GEN_BITS 20
-#define TAG 0x5u /* top bits: tells our handles from small integers and pointers */
+#define GEN_BITS   20
+#define TAG        0x5u /* top bits: tells our handles from small integers and pointers */
 
 struct entry {
     _Atomic(void *) obj;
@@ -21,7 +21,7 @@ struct entry {
 struct table {
     pthread_mutex_t lock;
     _Atomic(struct entry *) chunks[MAX_CHUNKS];
-    uint32_t used; /* entries ever handed out */
+    uint32_t used;      /* entries ever handed out */
     uint32_t free_head; /* 1-based; 0 = none */
 };
 

@@ -13,8 +13,14 @@ struct proc_entry {
     void *fn_ptsz;    /* per-thread-stream entry point, or NULL */
 };
 
-#define E(name, ver, fn) {name, ver, (void *)fn, NULL}
-#define P(name, ver, fn, ptsz) {name, ver, (void *)fn, (void *)ptsz}
+#define E(name, ver, fn)                                                                           \
+    {                                                                                              \
+        name, ver, (void *)fn, NULL                                                                \
+    }
+#define P(name, ver, fn, ptsz)                                                                     \
+    {                                                                                              \
+        name, ver, (void *)fn, (void *)ptsz                                                        \
+    }
 
 static const struct proc_entry table[] = {
     E("cuInit", 2000, cuInit),
@@ -123,8 +129,7 @@ static const struct proc_entry table[] = {
     E("cuEventElapsedTime", 12080, cuEventElapsedTime_v2),
     P("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     P("cuLaunchKernelEx", 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
-    P("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel,
-      cuLaunchCooperativeKernel_ptsz),
+    P("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),
     P("cuLaunchHostFunc", 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz),
     E("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
     E("cuGraphInstantiate", 11040, cuGraphInstantiateWithFlags),
@@ -143,8 +148,7 @@ API size_t pos_sim_procaddr_count(void)
     return NTABLE;
 }
 
-API int pos_sim_procaddr_entry(size_t i, const char **name, int *version, void **fn,
-                               void **fn_ptsz)
+API int pos_sim_procaddr_entry(size_t i, const char **name, int *version, void **fn, void **fn_ptsz)
 {
     if (i >= NTABLE)
         return -1;
@@ -188,8 +192,8 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
     return CUDA_SUCCESS;
 }
 
-API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                 cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                 CUdriverProcAddressQueryResult *symbolStatus)
 {
     return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }

@@ -273,8 +273,7 @@ CUresult drv_attach(void)
                     "asked for %s (%s, scale %g). Use the same POS_SIM_* settings, or another "
                     "POS_SIM_INSTANCE.\n",
                     drv.shm_name, g->p.preset, g->p.mode == SIM_MODE_MPS ? "mps" : "timeslice",
-                    g->p.scale, p.preset, p.mode == SIM_MODE_MPS ? "mps" : "timeslice",
-                    p.scale);
+                    g->p.scale, p.preset, p.mode == SIM_MODE_MPS ? "mps" : "timeslice", p.scale);
             drv_unlock();
             munmap(shm, drv.shm_size);
             drv.shm = NULL;
@@ -283,8 +282,8 @@ CUresult drv_attach(void)
         int o = sim_gpu_owner_add(g);
         if (o < 0) {
             drv_unlock();
-            fprintf(stderr, "pos-sim: virtual GPU %s has %d processes already\n",
-                    drv.shm_name, SIM_MAX_OWNERS);
+            fprintf(stderr, "pos-sim: virtual GPU %s has %d processes already\n", drv.shm_name,
+                    SIM_MAX_OWNERS);
             munmap(shm, drv.shm_size);
             drv.shm = NULL;
             return CUDA_ERROR_OUT_OF_MEMORY;

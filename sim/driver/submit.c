@@ -70,24 +70,30 @@ static CUresult per_thread_stream(struct drv_ctx *ctx, struct drv_stream **out)
 
 CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out)
 {
+    if (!ctx && (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)) {
+        CUresult rc = drv_current_ctx(&ctx);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
     if (h == NULL)
         h = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
     if (h == CU_STREAM_LEGACY) {
-        if (!ctx)
-            return CUDA_ERROR_INVALID_CONTEXT;
         *out = ctx->legacy;
         return CUDA_SUCCESS;
     }
-    if (h == CU_STREAM_PER_THREAD) {
-        if (!ctx)
-            return CUDA_ERROR_INVALID_CONTEXT;
+    if (h == CU_STREAM_PER_THREAD)
         return per_thread_stream(ctx, out);
-    }
     struct drv_stream *s = drv_handle_get(H_STREAM, h);
     if (!s || s->destroyed)
         return CUDA_ERROR_INVALID_HANDLE;
     *out = s;
     return CUDA_SUCCESS;
+}
+
+CUresult drv_api_stream(CUstream h, int ptsz, struct drv_stream **out)
+{
+    CUresult rc = drv_check_init();
+    return rc != CUDA_SUCCESS ? rc : drv_stream_resolve(h, ptsz, NULL, out);
 }
 
 /* ---- creation and release ----------------------------------------------------------------- */

@@ -113,12 +113,12 @@ static int suite_init(void)
 static void test_four_verifying_processes_share_the_gpu(void)
 {
     const char *const a0[] = {"--model", "resnet18", "--requests", "6", "--verify", NULL};
-    const char *const a1[] = {"--model", "mobilenet_v2", "--requests", "6", "--verify",
-                              "--streams", "2", NULL};
-    const char *const a2[] = {"--model", "inception_v1", "--requests", "6", "--verify",
-                              "--threads", "2", NULL};
-    const char *const a3[] = {"--model", "resnet34", "--requests", "4", "--verify", "--ptds",
-                              "--threads", "2", NULL};
+    const char *const a1[] = {"--model",  "mobilenet_v2", "--requests", "6",
+                              "--verify", "--streams",    "2",          NULL};
+    const char *const a2[] = {"--model",  "inception_v1", "--requests", "6",
+                              "--verify", "--threads",    "2",          NULL};
+    const char *const a3[] = {"--model", "resnet34",  "--requests", "4", "--verify",
+                              "--ptds",  "--threads", "2",          NULL};
     const char *const *args[4] = {a0, a1, a2, a3};
     struct proc p[4];
     for (int i = 0; i < 4; i++)
@@ -136,8 +136,9 @@ static void test_four_verifying_processes_share_the_gpu(void)
 
 static void test_open_loop_arrivals_and_slo(void)
 {
-    const char *const a[] = {"--model", "mobilenet_v1", "--requests", "30", "--arrival",
-                             "gamma:0.5:200", "--slo", "1000", "--seed", "7", NULL};
+    const char *const a[] = {
+        "--model", "mobilenet_v1", "--requests", "30", "--arrival", "gamma:0.5:200",
+        "--slo",   "1000",         "--seed",     "7",  NULL};
     const char *const env[] = {"POS_SIM_DEVICE=h200", "POS_SIM_MODE=mps", NULL};
     struct proc p;
     char inst[80], v[64];
@@ -153,10 +154,10 @@ static void test_open_loop_arrivals_and_slo(void)
  * afterwards must work too. */
 static void test_kill9_never_wedges_the_device(void)
 {
-    const char *const survivor_args[] = {"--model", "resnet18", "--requests", "400",
-                                         "--verify", NULL};
-    const char *const victim_args[] = {"--model", "mobilenet_v2", "--requests", "100000",
-                                       "--streams", "3", NULL};
+    const char *const survivor_args[] = {"--model", "resnet18", "--requests",
+                                         "400",     "--verify", NULL};
+    const char *const victim_args[] = {
+        "--model", "mobilenet_v2", "--requests", "100000", "--streams", "3", NULL};
     const char *const burst_args[] = {"--microbench", "10000000", NULL};
     struct proc survivor;
     posapp_start(&survivor, instance, NULL, survivor_args);

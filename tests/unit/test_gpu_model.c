@@ -171,7 +171,7 @@ static void test_mps_compute_beside_memory_bound(void)
     int o1 = sim_gpu_owner_add(g), o2 = sim_gpu_owner_add(g);
     int c1 = sim_gpu_ctx_add(g, o1), c2 = sim_gpu_ctx_add(g, o2);
     int s1 = sim_gpu_stream_add(g, o1, c1, 0), s2 = sim_gpu_stream_add(g, o2, c2, 0);
-    int a = kernel(o1, c1, s1, 67e12 * 1e-3, 1e6, 132, 512, 0);    /* compute-bound, 1 ms */
+    int a = kernel(o1, c1, s1, 67e12 * 1e-3, 1e6, 132, 512, 0);           /* compute-bound, 1 ms */
     int b = kernel(o2, c2, s2, 67e12 * 1e-5, 4.8e12 * 1e-3, 132, 512, 0); /* memory, 1 ms */
     run_to_idle();
     CU_ASSERT((g->ops[a].end_ns - lat_ns()) / 1e6 < 1.1);
@@ -322,7 +322,7 @@ static void test_copy_engines(void)
     int64_t e0 = g->ops[ops[0]].end_ns, e1 = g->ops[ops[1]].end_ns;
     CU_ASSERT_DOUBLE_EQUAL((double)(e0 < e1 ? e0 : e1), one, 2.0);
     CU_ASSERT_DOUBLE_EQUAL((double)(e0 > e1 ? e0 : e1), 2 * one, 4.0); /* one H2D engine */
-    CU_ASSERT_DOUBLE_EQUAL((double)g->ops[ops[2]].end_ns, one, 2.0);    /* D2H beside it */
+    CU_ASSERT_DOUBLE_EQUAL((double)g->ops[ops[2]].end_ns, one, 2.0);   /* D2H beside it */
 }
 
 static void test_priority_admitted_first(void)

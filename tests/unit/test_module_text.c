@@ -68,7 +68,9 @@ static void test_errors_name_the_line(void)
         CU_ASSERT_EQUAL(parse(bad[i].text, &d, &n, err), -EINVAL);
         CU_ASSERT_STRING_EQUAL(err, bad[i].msg);
     }
-    CU_ASSERT_FALSE(sim_module_is_text("\x7f" "ELF", 4));
+    CU_ASSERT_FALSE(sim_module_is_text("\x7f"
+                                       "ELF",
+                                       4));
     CU_ASSERT_FALSE(sim_module_is_text("// PTX\n.version 8.0\n", 20));
 }
 

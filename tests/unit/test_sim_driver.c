@@ -5,6 +5,8 @@
  * virtual GPU (POS_SIM_INSTANCE). */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +18,8 @@
 #include "tests/cunit_main.h"
 
 /* cuda.h (without CUDA_API_PER_THREAD_DEFAULT_STREAM) does not declare the _ptsz forms. */
-CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void **, void **);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
 CUresult cuEventRecord_ptsz(CUevent, CUstream);
 size_t pos_sim_procaddr_count(void);
 int pos_sim_procaddr_entry(size_t, const char **, int *, void **, void **);
@@ -182,6 +184,56 @@ static void test_procaddr_table_matches_exports(void)
     }
 }
 
+static int table_has_symbol(const char *sym)
+{
+    for (size_t i = 0; i < pos_sim_procaddr_count(); i++) {
+        const char *name;
+        int ver;
+        void *fn, *pt;
+        Dl_info info;
+        pos_sim_procaddr_entry(i, &name, &ver, &fn, &pt);
+        if (dladdr(fn, &info) && info.dli_sname && strcmp(info.dli_sname, sym) == 0)
+            return 1;
+        if (pt && dladdr(pt, &info) && info.dli_sname && strcmp(info.dli_sname, sym) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Every cu* function the library exports can be had through cuGetProcAddress (read from the
+ * library's own dynamic symbol table with libelf). */
+static void test_every_export_is_in_the_table(void)
+{
+    CU_ASSERT_FATAL(elf_version(EV_CURRENT) != EV_NONE);
+    int fd = open("build/sim/libcuda.so.1", O_RDONLY);
+    CU_ASSERT_FATAL(fd >= 0);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    CU_ASSERT_FATAL(e != NULL);
+    int checked = 0;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn)) != NULL;) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM)
+            continue;
+        Elf_Data *data = elf_getdata(scn, NULL);
+        for (size_t k = 0; data && k < sh.sh_size / sh.sh_entsize; k++) {
+            GElf_Sym sym;
+            gelf_getsym(data, (int)k, &sym);
+            const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
+            if (!name || strncmp(name, "cu", 2) != 0 || sym.st_shndx == SHN_UNDEF ||
+                GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+                continue;
+            checked++;
+            if (!table_has_symbol(name)) {
+                fprintf(stderr, "exported but not in the cuGetProcAddress table: %s\n", name);
+                CU_FAIL("export missing from the table");
+            }
+        }
+    }
+    elf_end(e);
+    close(fd);
+    CU_ASSERT(checked > 150);
+}
+
 /* ---- bad input ---------------------------------------------------------------------------- */
 
 static void test_bad_handles_and_arguments(void)
@@ -190,9 +242,9 @@ static void test_bad_handles_and_arguments(void)
     CUevent bogus_event = (CUevent)(uintptr_t)0x1234;
     CU_ASSERT_EQUAL(cuStreamSynchronize(bogus_stream), CUDA_ERROR_INVALID_HANDLE);
     CU_ASSERT_EQUAL(cuEventQuery(bogus_event), CUDA_ERROR_INVALID_HANDLE);
-    CU_ASSERT_EQUAL(cuLaunchKernel((CUfunction)(uintptr_t)77, 1, 1, 1, 1, 1, 1, 0, NULL, NULL,
-                                   NULL),
-                    CUDA_ERROR_INVALID_HANDLE);
+    CU_ASSERT_EQUAL(
+        cuLaunchKernel((CUfunction)(uintptr_t)77, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+        CUDA_ERROR_INVALID_HANDLE);
     CUstream s;
     CK(cuStreamCreate(&s, 0));
     CK(cuStreamDestroy(s));
@@ -223,7 +275,9 @@ static void test_bad_modules(void)
     CUmodule m;
     CUfunction f;
     CU_ASSERT_EQUAL(cuModuleLoadData(&m, "garbage"), CUDA_ERROR_INVALID_IMAGE);
-    CU_ASSERT_EQUAL(cuModuleLoadData(&m, "\x7f" "ELF\2\1\1"), CUDA_ERROR_INVALID_IMAGE);
+    CU_ASSERT_EQUAL(cuModuleLoadData(&m, "\x7f"
+                                         "ELF\2\1\1"),
+                    CUDA_ERROR_INVALID_IMAGE);
     CU_ASSERT_EQUAL(cuModuleLoadData(&m, ".pos_sim_module 1\n.kernel k flop=3\n"),
                     CUDA_ERROR_INVALID_IMAGE);
     CU_ASSERT_EQUAL(cuModuleLoadData(&m, ".pos_sim_module 1\n.kernel k\n.kernel k\n"),
@@ -296,7 +350,8 @@ static void test_twins_copies_and_checksum(void)
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     unsigned n = N;
     float v = 3.0f, a = 0.25f;
-    void *pf[] = {&y, &v, &n}, *pa[] = {&x, &y, &z, &n}, *ps[] = {&z, &a, &n}, *pc[] = {&z, &n, &out};
+    void *pf[] = {&y, &v, &n}, *pa[] = {&x, &y, &z, &n}, *ps[] = {&z, &a, &n},
+         *pc[] = {&z, &n, &out};
     CK(cuLaunchKernel(f_fill, N / 256, 1, 1, 256, 1, 1, 0, s, pf, NULL));
     CK(cuLaunchKernel(f_long, 6, 1, 1, 256, 1, 1, 0, s, NULL, NULL));
     CK(cuLaunchKernel(f_vadd, N / 256, 1, 1, 256, 1, 1, 0, s, pa, NULL));
@@ -392,7 +447,8 @@ static void test_pinned_and_stream_values(void)
     /* registered pageable memory */
     static uint32_t reg[1024];
     CK(cuMemHostRegister(reg, sizeof reg, 0));
-    CU_ASSERT_EQUAL(cuMemHostRegister(reg, sizeof reg, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CU_ASSERT_EQUAL(cuMemHostRegister(reg, sizeof reg, 0),
+                    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
     CUdeviceptr dreg;
     CK(cuMemHostGetDevicePointer(&dreg, reg, 0));
     CK(cuStreamWriteValue32(s, dreg + 40, 77, 0));
@@ -588,9 +644,16 @@ static void test_priorities_and_launch_ex(void)
     attr[0].value.priority = -1;
     attr[1].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     attr[1].value.cooperative = 1;
-    CUlaunchConfig cfg = {.gridDimX = 6, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 256,
-                          .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = 0, .hStream = s,
-                          .attrs = attr, .numAttrs = 2};
+    CUlaunchConfig cfg = {.gridDimX = 6,
+                          .gridDimY = 1,
+                          .gridDimZ = 1,
+                          .blockDimX = 256,
+                          .blockDimY = 1,
+                          .blockDimZ = 1,
+                          .sharedMemBytes = 0,
+                          .hStream = s,
+                          .attrs = attr,
+                          .numAttrs = 2};
     CK(cuLaunchKernelEx(&cfg, f_args, params, NULL));
     cfg.gridDimX = 100000; /* more blocks than can be resident at once */
     CU_ASSERT_EQUAL(cuLaunchKernelEx(&cfg, f_args, params, NULL),
@@ -738,7 +801,7 @@ static void test_illegal_address_is_sticky(void)
     CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
     CU_ASSERT_EQUAL(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
     CU_ASSERT_EQUAL(cuLaunchKernel(f_short, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) ==
-                        CUDA_ERROR_ILLEGAL_ADDRESS ||
+                            CUDA_ERROR_ILLEGAL_ADDRESS ||
                         cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL) ==
                             CUDA_ERROR_ILLEGAL_ADDRESS,
                     1);
@@ -759,6 +822,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_error_names);
     POS_ADD_TEST(s, test_procaddr_versions_and_ptsz);
     POS_ADD_TEST(s, test_procaddr_table_matches_exports);
+    POS_ADD_TEST(s, test_every_export_is_in_the_table);
     POS_ADD_TEST(s, test_bad_handles_and_arguments);
     POS_ADD_TEST(s, test_bad_modules);
     POS_ADD_TEST(s, test_module_from_file_and_library);
