@@ -47,8 +47,19 @@ INIH_LIBS := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 # --- products ---------------------------------------------------------------------------
 SIM_LIB := $(B)/sim/libcuda.so.1
 POSAPP  := $(B)/posapp
+SHIM    := $(B)/libposshim.so
 
-all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP)
+all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM)
+
+# The interposer: everything hidden but the intercepted cu* entry points and dlsym.
+SHIM_SRCS := $(wildcard shim/*.c)
+$(B)/obj/shim/%.o: shim/%.c $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
+
+$(SHIM): $(call obj,$(SHIM_SRCS))
+	$(CC) -shared -Wl,-soname,libposshim.so -Wl,-Bsymbolic-functions -Wl,-z,defs -o $@ $^ \
+	    -ldl -pthread
 
 # CUresult names and texts, generated from the toolkit's own cuda.h
 $(B)/gen/cu_errors.h: scripts/gen_cu_errors.sh $(DEPS_STAMP)
@@ -62,7 +73,7 @@ $(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(DEPS_STAMP)
 $(SIM_LIB): $(call obj,$(SIM_DRIVER_SRCS) $(SIM_MODEL_SRCS)) sim/driver/libcuda.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=sim/driver/libcuda.map \
-	    -Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) -lrt -lm -pthread
+	    -Wl,-Bsymbolic-functions -Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) -lrt -lm -pthread
 
 $(B)/sim/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
@@ -91,17 +102,32 @@ TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
+TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
+TEST_LIBS_test_shim_table     := -ldl
 
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP),$(TEST_DEPS_$*))) \
+	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP),$(TEST_DEPS_$*))) \
+	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
+
+# Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
+# find the driver with dlopen.
+SHIM_PROGS := $(patsubst tests/shim/prog_%.c,$(B)/tests/shim_%,$(wildcard tests/shim/prog_*.c))
+SHIM_PROG_LINK_dlopen  := -ldl
+SHIM_PROG_LINK_runtime := -ldl -pthread
+SHIM_PROG_LINK_nocuda  := -ldl
+SHIM_PROG_LINK_graph   := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_fork    := -L$(CUDA_STUB) -lcuda
+$(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(SHIM_PROG_LINK_$*)
+TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 
 test: all $(UNIT_BINS) $(INTEG_BINS)
 	@B=$(B) bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
@@ -118,6 +144,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
 	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/doc/pos
 	install -m 0755 $(POSAPP) $(DESTDIR)$(PREFIX)/bin/posapp
+	install -d $(DESTDIR)$(PREFIX)/lib/pos
+	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/pos/libposshim.so
 	install -m 0755 $(SIM_LIB) $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so.1
 	ln -sf libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so
 	install -m 0644 sim/models/*.model $(DESTDIR)$(PREFIX)/share/pos/models/

@@ -1,0 +1,415 @@
+/* The collector: a background thread that drains the per-thread record rings, learns when
+ * operators completed (completion markers landing in host memory, synchronisations that
+ * covered them), resolves kernel names the launch path did not know, and writes the trace.
+ * Everything slow happens here, never on the launch path. */
+#include "shim/shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define COMPLETION_TIMEOUT_NS 2000000000ull /* give up waiting for a completion after 2 s */
+#define IDLE_SLEEP_US 2000
+#define MAX_IDLE_SLEEP_US 20000
+
+struct pending {
+    struct pos_op_record r;
+};
+
+static struct {
+    pthread_t thread;
+    pthread_once_t once;
+    _Atomic int started, stop;
+    struct pending *pend;
+    size_t npend, cap;
+    uint64_t next_seq;
+    FILE *trace;
+    int markers_failed;
+    uint64_t written, timed_out;
+} C = {.once = PTHREAD_ONCE_INIT, .next_seq = 1};
+
+/* ---- trace -------------------------------------------------------------------------------- */
+
+static const char *kind_name(uint16_t kind)
+{
+    switch (kind) {
+    case POS_OP_KERNEL:
+        return "kernel";
+    case POS_OP_KERNEL_EX:
+        return "kernel_ex";
+    case POS_OP_COOPERATIVE:
+        return "cooperative";
+    case POS_OP_GRAPH:
+        return "graph";
+    case POS_OP_HOSTFN:
+        return "hostfn";
+    default:
+        return "?";
+    }
+}
+
+/* POS_TRACE with every "%p" replaced by the process id, so that a process tree traced with
+ * one setting writes one file per process. */
+static void trace_path(char *out, size_t len)
+{
+    size_t k = 0;
+    for (const char *p = shim_cfg.trace_path; *p && k + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            k += (size_t)snprintf(out + k, len - k, "%d", (int)getpid());
+            p++;
+        } else {
+            out[k++] = *p;
+        }
+    }
+    out[k < len ? k : len - 1] = '\0';
+}
+
+static void trace_open(void)
+{
+    if (!shim_cfg.trace_path[0])
+        return;
+    char path[sizeof shim_cfg.trace_path + 16];
+    trace_path(path, sizeof path);
+    C.trace = fopen(path, "w");
+    if (!C.trace) {
+        shim_log("cannot write POS_TRACE=%s: %s; no trace", path, strerror(errno));
+        return;
+    }
+    char exe[512] = "?";
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0)
+        exe[n] = '\0';
+    fprintf(C.trace,
+            "# pos-trace %d\n# pid %d exe %s clock CLOCK_MONOTONIC sample %u poll_us %u\n"
+            "# seq tid kind name grid block smem stream ctx submit_ns complete_ns done\n",
+            POS_OP_RECORD_VERSION, (int)getpid(), exe, shim_cfg.sample, shim_cfg.poll_us);
+}
+
+static void trace_write(const struct pos_op_record *r)
+{
+    static const char *const how[] = {"-", "marker", "bound"};
+    const char *name = r->kind == POS_OP_GRAPH    ? "graph"
+                       : r->kind == POS_OP_HOSTFN ? "hostfn"
+                                                  : shim_ident_name(r->kernel_id);
+    char done[32] = "-";
+    if (r->complete_ns)
+        snprintf(done, sizeof done, "%llu", (unsigned long long)r->complete_ns);
+    fprintf(C.trace, "%llu %u %s %s %u,%u,%u %u,%u,%u %u 0x%llx 0x%llx %llu %s %s\n",
+            (unsigned long long)r->seq, r->tid, kind_name(r->kind), name, r->grid[0],
+            r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2], r->smem,
+            (unsigned long long)r->stream, (unsigned long long)r->ctx,
+            (unsigned long long)r->submit_ns, done, how[r->done_how <= 2 ? r->done_how : 0]);
+}
+
+/* ---- completion ----------------------------------------------------------------------------- */
+
+/* Operators on the same stream complete in order. The default stream of a per-thread entry
+ * point is the thread's own; the legacy default stream is the context's. */
+static int same_stream(const struct pos_op_record *a, const struct pos_op_record *b)
+{
+    if (a->stream != b->stream)
+        return 0;
+    if (a->stream == 0 || a->stream == 2 /* CU_STREAM_PER_THREAD */) {
+        int pa = (a->flags & POS_OPF_PTSZ) || a->stream == 2;
+        int pb = (b->flags & POS_OPF_PTSZ) || b->stream == 2;
+        return pa == pb && a->ctx == b->ctx && (!pa || a->tid == b->tid);
+    }
+    return 1;
+}
+
+static void complete(struct pos_op_record *r, uint64_t when, uint16_t how)
+{
+    if (r->done_how == POS_DONE_MARKER)
+        return;
+    if (r->done_how == POS_DONE_BOUND && how == POS_DONE_BOUND && r->complete_ns <= when)
+        return;
+    r->complete_ns = when;
+    r->done_how = how;
+}
+
+static void poll_markers(void)
+{
+    if (!shim_marker_slots)
+        return;
+    uint64_t now = shim_now_ns();
+    for (size_t i = 0; i < C.npend; i++) {
+        struct pos_op_record *r = &C.pend[i].r;
+        if (!r->marker || r->done_how == POS_DONE_MARKER)
+            continue;
+        uint32_t want = (uint32_t)r->marker ? (uint32_t)r->marker : 1;
+        if (shim_marker_slots[r->marker % SHIM_MARKER_SLOTS] != want)
+            continue;
+        complete(r, now, POS_DONE_MARKER);
+        /* everything earlier on its stream is done too */
+        for (size_t k = 0; k < C.npend; k++) {
+            struct pos_op_record *o = &C.pend[k].r;
+            if (o != r && o->submit_ns <= r->submit_ns && o->done_how == POS_DONE_UNKNOWN &&
+                same_stream(o, r))
+                complete(o, now, POS_DONE_BOUND);
+        }
+    }
+}
+
+static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
+{
+    if (e->result != CUDA_SUCCESS || e->kind == SHIM_SYNC_EVENT)
+        return;
+    struct pos_op_record probe = {.stream = e->stream, .ctx = e->ctx, .tid = tid,
+                                  .flags = e->ptsz ? POS_OPF_PTSZ : 0};
+    for (size_t i = 0; i < C.npend; i++) {
+        struct pos_op_record *r = &C.pend[i].r;
+        if (r->done_how != POS_DONE_UNKNOWN || r->submit_ns > e->start_ns)
+            continue;
+        if (e->kind == SHIM_SYNC_CTX ? r->ctx == e->ctx : same_stream(r, &probe))
+            complete(r, e->end_ns, POS_DONE_BOUND);
+    }
+}
+
+/* ---- draining ------------------------------------------------------------------------------- */
+
+static int pend_push(const struct pos_op_record *r)
+{
+    if (C.npend == C.cap) {
+        size_t cap = C.cap ? C.cap * 2 : 4096;
+        struct pending *np = realloc(C.pend, cap * sizeof *np);
+        if (!np)
+            return -1;
+        C.pend = np;
+        C.cap = cap;
+    }
+    C.pend[C.npend++].r = *r;
+    return 0;
+}
+
+static size_t drain(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < SHIM_MAX_THREADS; i++) {
+        struct shim_thread *t = &shim_threads[i];
+        if (atomic_load_explicit(&t->state, memory_order_acquire) == 0)
+            continue;
+        uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
+        uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+        for (; head != tail; head++, n++) {
+            struct pos_op_record r = t->ring[head % SHIM_RING];
+            if (r.flags & (POS_OPF_CAPTURED | POS_OPF_FAILED))
+                continue; /* not operators */
+            r.seq = C.next_seq++;
+            if (pend_push(&r) < 0)
+                atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        }
+        atomic_store_explicit(&t->head, head, memory_order_release);
+    }
+    /* synchronisations after the records: a sync covers launches its thread made before */
+    for (int i = 0; i < SHIM_MAX_THREADS; i++) {
+        struct shim_thread *t = &shim_threads[i];
+        if (atomic_load_explicit(&t->state, memory_order_acquire) == 0)
+            continue;
+        uint64_t head = atomic_load_explicit(&t->sync_head, memory_order_relaxed);
+        uint64_t tail = atomic_load_explicit(&t->sync_tail, memory_order_acquire);
+        for (; head != tail; head++)
+            apply_sync(&t->sync_ring[head % SHIM_SYNC_RING], t->tid);
+        atomic_store_explicit(&t->sync_head, head, memory_order_release);
+    }
+    return n;
+}
+
+/* Registers the marker slots with the driver, in the context of the first operator seen. */
+static void setup_markers(void)
+{
+    if (atomic_load(&shim_marker_dptr) || C.markers_failed || !shim_cfg.sample || !C.npend)
+        return;
+    if (!shim_real_cuStreamWriteValue32_v2 || !shim_real_cuMemHostRegister_v2 ||
+        !shim_real_cuCtxPushCurrent_v2 || !shim_real_cuMemHostGetDevicePointer_v2) {
+        C.markers_failed = 1;
+        return;
+    }
+    CUcontext ctx = (CUcontext)(uintptr_t)C.pend[0].r.ctx;
+    size_t size = SHIM_MARKER_SLOTS * sizeof(uint32_t);
+    void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!ctx || buf == MAP_FAILED) {
+        C.markers_failed = 1;
+        return;
+    }
+    CUdeviceptr d = 0;
+    CUresult rc = shim_real_cuCtxPushCurrent_v2(ctx);
+    if (rc == CUDA_SUCCESS) {
+        rc = shim_real_cuMemHostRegister_v2(
+            buf, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+        if (rc == CUDA_SUCCESS)
+            rc = shim_real_cuMemHostGetDevicePointer_v2(&d, buf, 0);
+        CUcontext popped;
+        shim_real_cuCtxPopCurrent_v2(&popped);
+    }
+    if (rc != CUDA_SUCCESS) {
+        if (shim_cfg.debug)
+            shim_log("completion markers unavailable (driver error %d); completions come from "
+                     "synchronisations only",
+                     (int)rc);
+        munmap(buf, size);
+        C.markers_failed = 1;
+        return;
+    }
+    shim_marker_slots = buf;
+    atomic_store_explicit(&shim_marker_dptr, (uint64_t)d, memory_order_release);
+}
+
+/* Names for kernels whose handle the launch path did not know (a function the application
+ * got some other way): asked of the driver, off the launch path. */
+static void resolve_names(void)
+{
+    for (size_t i = 0; i < C.npend; i++) {
+        struct pos_op_record *r = &C.pend[i].r;
+        if (r->kernel_id || r->kind == POS_OP_GRAPH || r->kind == POS_OP_HOSTFN)
+            continue;
+        r->kernel_id = shim_ident_lookup(r->function);
+        const char *name = NULL;
+        if (!r->kernel_id && shim_real_cuFuncGetName &&
+            shim_real_cuFuncGetName(&name, (CUfunction)(uintptr_t)r->function) == CUDA_SUCCESS)
+            r->kernel_id = shim_ident_register(r->function, name);
+    }
+}
+
+/* Writes out operators whose completion is known (or will not become known) and forgets
+ * them. With FINAL, writes everything. */
+static void emit(int final)
+{
+    uint64_t now = shim_now_ns();
+    size_t keep = 0;
+    for (size_t i = 0; i < C.npend; i++) {
+        struct pos_op_record *r = &C.pend[i].r;
+        int waiting = r->done_how == POS_DONE_UNKNOWN ||
+                      (r->marker && r->done_how != POS_DONE_MARKER);
+        if (waiting && !final && now - r->submit_ns < COMPLETION_TIMEOUT_NS) {
+            C.pend[keep++] = C.pend[i];
+            continue;
+        }
+        if (r->done_how == POS_DONE_UNKNOWN)
+            C.timed_out++;
+        if (C.trace)
+            trace_write(r);
+        C.written++;
+    }
+    C.npend = keep;
+}
+
+static void collect_once(int final)
+{
+    drain();
+    setup_markers();
+    poll_markers();
+    if (!final)
+        resolve_names();
+    emit(final);
+}
+
+static void *collector_main(void *arg)
+{
+    (void)arg;
+    unsigned idle_us = IDLE_SLEEP_US;
+    uint64_t last_flush = shim_now_ns();
+    while (!atomic_load(&C.stop)) {
+        size_t got = drain();
+        setup_markers();
+        poll_markers();
+        resolve_names();
+        emit(0);
+        uint64_t now = shim_now_ns();
+        if (C.trace && now - last_flush > 100000000ull) {
+            fflush(C.trace);
+            last_flush = now;
+        }
+        if (got || C.npend) {
+            idle_us = IDLE_SLEEP_US;
+            usleep(shim_cfg.poll_us);
+        } else {
+            usleep(idle_us);
+            if (idle_us < MAX_IDLE_SLEEP_US)
+                idle_us *= 2;
+        }
+    }
+    return NULL;
+}
+
+static void start_once(void)
+{
+    trace_open();
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&C.thread, NULL, collector_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        shim_log("cannot start the collector: %s", strerror(rc));
+        return;
+    }
+    atomic_store(&C.started, 1);
+}
+
+void shim_collector_start(void)
+{
+    pthread_once(&C.once, start_once);
+}
+
+static void write_summary(void)
+{
+    uint64_t launches = 0, captured = 0, failed = 0, dropped = 0, markers = 0, mfail = 0,
+             syncs = 0, sync_ns = 0;
+    for (int i = 0; i < SHIM_MAX_THREADS; i++) {
+        struct shim_thread *t = &shim_threads[i];
+        if (atomic_load(&t->state) == 0)
+            continue;
+        launches += atomic_load(&t->launches);
+        captured += atomic_load(&t->captured);
+        failed += atomic_load(&t->failed);
+        dropped += atomic_load(&t->dropped);
+        markers += atomic_load(&t->markers);
+        mfail += atomic_load(&t->marker_failures);
+        syncs += atomic_load(&t->syncs);
+        sync_ns += atomic_load(&t->sync_ns);
+    }
+    if (C.trace)
+        fprintf(C.trace,
+                "# summary operators %llu launches %llu captured %llu failed %llu dropped %llu "
+                "markers %llu marker_failures %llu no_completion %llu syncs %llu sync_ms %.3f\n",
+                (unsigned long long)C.written, (unsigned long long)launches,
+                (unsigned long long)captured, (unsigned long long)failed,
+                (unsigned long long)dropped, (unsigned long long)markers,
+                (unsigned long long)mfail, (unsigned long long)C.timed_out,
+                (unsigned long long)syncs, sync_ns / 1e6);
+    if (shim_cfg.debug)
+        shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu",
+                 (unsigned long long)C.written, (unsigned long long)launches,
+                 (unsigned long long)captured, (unsigned long long)failed,
+                 (unsigned long long)dropped);
+}
+
+void shim_collector_stop(void)
+{
+    if (!atomic_load(&C.started))
+        return;
+    atomic_store(&C.stop, 1);
+    pthread_join(C.thread, NULL);
+    /* markers of the last operators may still be landing: wait a little for them */
+    for (int i = 0; i < 50; i++) {
+        drain();
+        poll_markers();
+        int waiting = 0;
+        for (size_t k = 0; k < C.npend && !waiting; k++)
+            waiting = C.pend[k].r.marker && C.pend[k].r.done_how != POS_DONE_MARKER;
+        if (!waiting)
+            break;
+        usleep(2000);
+    }
+    collect_once(1);
+    write_summary();
+    if (C.trace) {
+        fclose(C.trace);
+        C.trace = NULL;
+    }
+}

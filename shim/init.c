@@ -1,0 +1,283 @@
+/* libposshim.so set-up: the configuration read once at load, the table of intercepted
+ * symbols, finding the real driver (lazily: a process that never touches CUDA never loads
+ * it), the dlsym interposer, per-thread rings, and fork handling. */
+#include "shim/shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct shim_config shim_cfg;
+int shim_active;
+_Atomic int shim_captures;
+struct shim_thread *shim_threads;
+__thread struct shim_thread *shim_self_tls __attribute__((tls_model("initial-exec")));
+
+#define SHIM_DEFINE_REAL(sym, ...) __typeof__(&sym) shim_real_##sym;
+SHIM_INTERCEPTED(SHIM_DEFINE_REAL)
+SHIM_HELPERS(SHIM_DEFINE_REAL)
+#undef SHIM_DEFINE_REAL
+
+#define SHIM_ROW(sym, base, ver, ptsz) {#sym, #base, ver, ptsz, (void **)&shim_real_##sym, (void *)sym},
+const struct shim_entry shim_table[] = {SHIM_INTERCEPTED(SHIM_ROW)};
+#undef SHIM_ROW
+const size_t shim_ntable = sizeof shim_table / sizeof shim_table[0];
+
+void shim_log(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "posshim[%d]: %s\n", (int)getpid(), buf);
+}
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+static uint32_t env_u32(const char *name, uint32_t dflt, uint32_t max)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    errno = 0;
+    unsigned long x = strtoul(v, &end, 10);
+    if (errno || *end || x > max) {
+        shim_log("ignoring %s='%s' (want an integer 0..%u); using %u", name, v, max, dflt);
+        return dflt;
+    }
+    return (uint32_t)x;
+}
+
+static void read_config(void)
+{
+    const char *mode = getenv("POS_MODE");
+    shim_cfg.debug = env_u32("POS_DEBUG", 0, 9);
+    shim_cfg.mode_requested = -1;
+    if (mode && *mode) {
+        if (strcmp(mode, "off") == 0)
+            shim_cfg.mode_requested = SHIM_MODE_OFF;
+        else if (strcmp(mode, "passthrough") == 0)
+            shim_cfg.mode_requested = SHIM_MODE_PASSTHROUGH;
+        else if (strcmp(mode, "scheduled") == 0)
+            shim_cfg.mode_requested = SHIM_MODE_SCHEDULED;
+        else
+            shim_log("ignoring POS_MODE='%s' (off, passthrough or scheduled)", mode);
+    }
+    /* No scheduler is reachable from this shim yet: scheduled falls open to passthrough. */
+    shim_cfg.mode = shim_cfg.mode_requested == SHIM_MODE_OFF ? SHIM_MODE_OFF
+                                                             : SHIM_MODE_PASSTHROUGH;
+    if (shim_cfg.mode_requested == SHIM_MODE_SCHEDULED)
+        shim_log("POS_MODE=scheduled: no scheduler to reach, running in passthrough");
+    const char *trace = getenv("POS_TRACE");
+    if (trace && *trace) {
+        if (strlen(trace) >= sizeof shim_cfg.trace_path)
+            shim_log("POS_TRACE path too long; no trace");
+        else
+            strcpy(shim_cfg.trace_path, trace);
+    }
+    /* a trace wants every operator's completion; otherwise sample */
+    shim_cfg.sample = env_u32("POS_SAMPLE", shim_cfg.trace_path[0] ? 1 : 16, 1u << 20);
+    shim_cfg.poll_us = env_u32("POS_POLL_US", 100, 1000000);
+    if (shim_cfg.poll_us == 0)
+        shim_cfg.poll_us = 1;
+}
+
+/* ---- the real dlsym and the driver ---------------------------------------------------------- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn real_dlsym_fn;
+static void *driver_handle;
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+static void find_real_dlsym(void)
+{
+    /* dlvsym, not dlsym: our own dlsym must never be the one that finds dlsym */
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.0", NULL};
+    for (int i = 0; versions[i] && !real_dlsym_fn; i++)
+        real_dlsym_fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+}
+
+void *shim_real_dlsym(void *handle, const char *name)
+{
+    if (unlikely(!real_dlsym_fn))
+        find_real_dlsym();
+    return real_dlsym_fn ? real_dlsym_fn(handle, name) : NULL;
+}
+
+/* Remembers the library an application looked a driver symbol up in. */
+static void note_driver_handle(void *handle)
+{
+    if (handle == RTLD_DEFAULT || handle == RTLD_NEXT)
+        return;
+    void *expected = NULL;
+    __atomic_compare_exchange_n(&driver_handle, &expected, handle, 0, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+}
+
+static void do_resolve(void)
+{
+    void *h = __atomic_load_n(&driver_handle, __ATOMIC_ACQUIRE);
+    if (!h)
+        h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h) {
+        if (shim_cfg.debug)
+            shim_log("no CUDA driver (libcuda.so.1) to forward to: %s", dlerror());
+        return;
+    }
+    driver_handle = h;
+    for (size_t i = 0; i < shim_ntable; i++) {
+        void *fn = shim_real_dlsym(h, shim_table[i].symbol);
+        /* never ourselves: a symbol the driver lacks must stay missing */
+        if (fn != shim_table[i].wrapper)
+            __atomic_store_n(shim_table[i].real, fn, __ATOMIC_RELEASE);
+    }
+#define SHIM_RESOLVE_HELPER(sym)                                                                 \
+    __atomic_store_n((void **)&shim_real_##sym, shim_real_dlsym(h, #sym), __ATOMIC_RELEASE);
+    SHIM_HELPERS(SHIM_RESOLVE_HELPER)
+#undef SHIM_RESOLVE_HELPER
+}
+
+void shim_resolve(void)
+{
+    pthread_once(&resolve_once, do_resolve);
+}
+
+void shim_missing(const char *symbol)
+{
+    /* what ld.so would have said had the application called into a driver without it */
+    char exe[512] = "?";
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0)
+        exe[n] = '\0';
+    fprintf(stderr, "%s: symbol lookup error: %s: undefined symbol: %s\n", exe, exe, symbol);
+    _exit(127);
+}
+
+static const struct shim_entry *entry_by_symbol(const char *name)
+{
+    for (size_t i = 0; i < shim_ntable; i++)
+        if (strcmp(shim_table[i].symbol, name) == 0)
+            return &shim_table[i];
+    return NULL;
+}
+
+/* dlsym, interposed: a driver symbol we intercept resolves to our wrapper, but only where the
+ * application would have found the driver's own; everything else is the real answer. */
+SHIM_API void *dlsym(void *handle, const char *name)
+{
+    void *found = shim_real_dlsym(handle, name);
+    if (!found || name[0] != 'c' || name[1] != 'u')
+        return found;
+    const struct shim_entry *e = entry_by_symbol(name);
+    if (!e)
+        return found;
+    if (found == e->wrapper) {
+        /* the search reached this library first (RTLD_DEFAULT and the like): answer what it
+         * would have found without us, which is the driver's symbol if the driver is loaded */
+        void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        void *real = drv ? shim_real_dlsym(drv, name) : NULL;
+        if (drv)
+            dlclose(drv);
+        return real && real != e->wrapper ? e->wrapper : NULL;
+    }
+    note_driver_handle(handle);
+    shim_resolve();
+    return e->wrapper;
+}
+
+/* ---- per-thread rings ----------------------------------------------------------------------- */
+
+static pthread_key_t thread_key;
+
+static void thread_exit(void *arg)
+{
+    struct shim_thread *t = arg;
+    atomic_store_explicit(&t->state, 2, memory_order_release);
+}
+
+struct shim_thread *shim_thread_attach(void)
+{
+    if (!shim_threads)
+        return NULL;
+    for (int i = 0; i < SHIM_MAX_THREADS; i++) {
+        struct shim_thread *t = &shim_threads[i];
+        int expected = 0;
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong(&t->state, &expected, 1))
+            continue;
+        t->tid = (uint32_t)gettid();
+        t->until_marker = shim_cfg.sample;
+        shim_self_tls = t;
+        pthread_setspecific(thread_key, t);
+        return t;
+    }
+    return NULL;
+}
+
+/* ---- load, fork, exit ----------------------------------------------------------------------- */
+
+static void fork_child(void)
+{
+    /* The child keeps nothing of the parent's: no collector, no rings, no trace. Its CUDA
+     * calls, if any, go straight to the driver. */
+    shim_active = 0;
+    shim_self_tls = NULL;
+    shim_cfg.trace_path[0] = '\0';
+}
+
+__attribute__((constructor)) static void shim_load(void)
+{
+    read_config();
+    find_real_dlsym();
+    if (shim_cfg.mode == SHIM_MODE_OFF)
+        return;
+    /* rings are address space only until a thread launches */
+    void *p = mmap(NULL, SHIM_MAX_THREADS * sizeof(struct shim_thread), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        shim_log("cannot map record rings: %s; observing nothing", strerror(errno));
+        return;
+    }
+    shim_threads = p;
+    pthread_key_create(&thread_key, thread_exit);
+    pthread_atfork(NULL, NULL, fork_child);
+    shim_active = 1;
+}
+
+__attribute__((destructor)) static void shim_unload(void)
+{
+    if (shim_active)
+        shim_collector_stop();
+}
+
+/* ---- introspection, for tests and tools ------------------------------------------------------ */
+
+SHIM_API size_t pos_shim_table_count(void)
+{
+    return shim_ntable;
+}
+
+SHIM_API int pos_shim_table_entry(size_t i, const char **symbol, const char **base, int *version,
+                                  int *ptsz, void **real, void **wrapper)
+{
+    if (i >= shim_ntable)
+        return -1;
+    shim_resolve();
+    *symbol = shim_table[i].symbol;
+    *base = shim_table[i].base;
+    *version = shim_table[i].version;
+    *ptsz = shim_table[i].ptsz;
+    *real = *shim_table[i].real;
+    *wrapper = shim_table[i].wrapper;
+    return 0;
+}

@@ -1,0 +1,218 @@
+/* The launch path: wrappers of every way work is launched (kernels, Ex, cooperative, graphs,
+ * host functions, each with its per-thread-stream form). Each takes its submit time, calls the
+ * one submit point (which returns at once in passthrough), calls the driver, and leaves an
+ * operator record in its thread's ring, with a completion marker every POS_SAMPLE launches.
+ * No lock, syscall, allocation, getenv or formatting here once a thread has its ring. */
+#include "shim/shim.h"
+
+_Atomic uint64_t shim_marker_dptr;
+volatile uint32_t *shim_marker_slots;
+_Atomic uint64_t shim_marker_next = 1;
+
+struct launch {
+    struct shim_thread *t;
+    uint64_t submit_ns;
+    uint16_t kind;
+    uint16_t flags;
+    uint64_t function;
+    uint64_t stream;
+    uint64_t ctx;
+    uint32_t grid[3], block[3], smem;
+};
+
+/* The submit/wait point of the scheduler. In passthrough it lets every launch go at once;
+ * a scheduler plugs in here (and must never hold a launch into a capturing stream). */
+static inline void submit_point(struct launch *L)
+{
+    (void)L;
+}
+
+static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64_t function,
+                               CUstream stream)
+{
+    if (!shim_active)
+        return 0;
+    L->t = shim_self();
+    if (unlikely(!L->t))
+        return 0;
+    L->submit_ns = shim_now_ns();
+    L->kind = kind;
+    L->flags = ptsz ? POS_OPF_PTSZ : 0;
+    L->function = function;
+    L->stream = (uint64_t)(uintptr_t)stream;
+    CUcontext ctx = NULL;
+    if (likely(shim_real_cuCtxGetCurrent != NULL))
+        shim_real_cuCtxGetCurrent(&ctx);
+    L->ctx = (uint64_t)(uintptr_t)ctx;
+    submit_point(L);
+    return 1;
+}
+
+/* A stream being captured only records: its launches are part of a graph, not operators.
+ * Only asked while some capture is under way in the process. */
+static int stream_capturing(const struct launch *L)
+{
+    if (likely(atomic_load_explicit(&shim_captures, memory_order_relaxed) == 0))
+        return 0;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUstream s = (CUstream)(uintptr_t)L->stream;
+    __typeof__(shim_real_cuStreamIsCapturing) fn =
+        (L->flags & POS_OPF_PTSZ) ? shim_real_cuStreamIsCapturing_ptsz
+                                  : shim_real_cuStreamIsCapturing;
+    return fn && fn(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Puts a GPU-side write of a fresh token behind the op; the collector sees it land. */
+static uint64_t place_marker(const struct launch *L)
+{
+    uint64_t dptr = atomic_load_explicit(&shim_marker_dptr, memory_order_acquire);
+    if (!dptr)
+        return 0;
+    uint64_t token = atomic_fetch_add_explicit(&shim_marker_next, 1, memory_order_relaxed);
+    uint32_t value = (uint32_t)token ? (uint32_t)token : 1;
+    CUdeviceptr slot = dptr + (token % SHIM_MARKER_SLOTS) * sizeof(uint32_t);
+    CUstream s = (CUstream)(uintptr_t)L->stream;
+    CUresult rc = (L->flags & POS_OPF_PTSZ)
+                      ? shim_real_cuStreamWriteValue32_v2_ptsz(s, slot, value, 0)
+                      : shim_real_cuStreamWriteValue32_v2(s, slot, value, 0);
+    if (rc != CUDA_SUCCESS) {
+        atomic_fetch_add_explicit(&L->t->marker_failures, 1, memory_order_relaxed);
+        return 0;
+    }
+    atomic_fetch_add_explicit(&L->t->markers, 1, memory_order_relaxed);
+    return token;
+}
+
+static void launch_end(struct launch *L, CUresult rc)
+{
+    struct shim_thread *t = L->t;
+    uint16_t flags = L->flags;
+    uint64_t marker = 0;
+    if (unlikely(rc != CUDA_SUCCESS)) {
+        flags |= POS_OPF_FAILED;
+        atomic_fetch_add_explicit(&t->failed, 1, memory_order_relaxed);
+    } else if (unlikely(stream_capturing(L))) {
+        flags |= POS_OPF_CAPTURED;
+        atomic_fetch_add_explicit(&t->captured, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&t->launches, 1, memory_order_relaxed);
+        if (shim_cfg.sample && --t->until_marker == 0) {
+            t->until_marker = shim_cfg.sample;
+            marker = place_marker(L);
+            if (marker)
+                flags |= POS_OPF_MARKED;
+        }
+    }
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    if (unlikely(tail - atomic_load_explicit(&t->head, memory_order_acquire) >= SHIM_RING)) {
+        /* the collector is behind: lose the record, never the launch */
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    struct pos_op_record *r = &t->ring[tail % SHIM_RING];
+    r->version = POS_OP_RECORD_VERSION;
+    r->kind = L->kind;
+    r->flags = flags;
+    r->done_how = POS_DONE_UNKNOWN;
+    r->kernel_id = L->kind == POS_OP_GRAPH || L->kind == POS_OP_HOSTFN
+                       ? 0
+                       : shim_ident_lookup(L->function);
+    r->tid = t->tid;
+    r->grid[0] = L->grid[0], r->grid[1] = L->grid[1], r->grid[2] = L->grid[2];
+    r->block[0] = L->block[0], r->block[1] = L->block[1], r->block[2] = L->block[2];
+    r->smem = L->smem;
+    r->result = rc;
+    r->seq = 0; /* numbered by the collector, in the order it drains */
+    r->function = L->function;
+    r->stream = L->stream;
+    r->ctx = L->ctx;
+    r->marker = marker;
+    r->submit_ns = L->submit_ns;
+    r->complete_ns = 0;
+    /* the record is complete before the collector may see it */
+    atomic_store_explicit(&t->tail, tail + 1, memory_order_release);
+}
+
+static inline void set_dims(struct launch *L, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned smem)
+{
+    L->grid[0] = gx, L->grid[1] = gy, L->grid[2] = gz;
+    L->block[0] = bx, L->block[1] = by, L->block[2] = bz;
+    L->smem = smem;
+}
+
+/* ---- wrappers ------------------------------------------------------------------------------ */
+
+#define KERNEL_ARGS                                                                              \
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,            \
+        unsigned int by, unsigned int bz, unsigned int smem, CUstream h
+
+#define KERNEL_WRAPPER(sym, kind, ptsz, extra_decl, extra_args)                                  \
+    SHIM_API CUresult sym(KERNEL_ARGS, void **kernelParams extra_decl)                           \
+    {                                                                                            \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
+        struct launch L;                                                                         \
+        if (!launch_begin(&L, kind, ptsz, (uint64_t)(uintptr_t)f, h))                           \
+            return real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);           \
+        set_dims(&L, gx, gy, gz, bx, by, bz, smem);                                              \
+        CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);        \
+        launch_end(&L, rc);                                                                      \
+        return rc;                                                                               \
+    }
+
+#define COMMA ,
+KERNEL_WRAPPER(cuLaunchKernel, POS_OP_KERNEL, 0, COMMA void **extra, COMMA extra)
+KERNEL_WRAPPER(cuLaunchKernel_ptsz, POS_OP_KERNEL, 1, COMMA void **extra, COMMA extra)
+KERNEL_WRAPPER(cuLaunchCooperativeKernel, POS_OP_COOPERATIVE, 0, , )
+KERNEL_WRAPPER(cuLaunchCooperativeKernel_ptsz, POS_OP_COOPERATIVE, 1, , )
+
+#define KERNEL_EX_WRAPPER(sym, ptsz)                                                             \
+    SHIM_API CUresult sym(const CUlaunchConfig *config, CUfunction f, void **kernelParams,       \
+                          void **extra)                                                          \
+    {                                                                                            \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
+        struct launch L;                                                                         \
+        if (!config ||                                                                           \
+            !launch_begin(&L, POS_OP_KERNEL_EX, ptsz, (uint64_t)(uintptr_t)f, config->hStream))  \
+            return real(config, f, kernelParams, extra);                                         \
+        set_dims(&L, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,    \
+                 config->blockDimY, config->blockDimZ, config->sharedMemBytes);                  \
+        CUresult rc = real(config, f, kernelParams, extra);                                      \
+        launch_end(&L, rc);                                                                      \
+        return rc;                                                                               \
+    }
+
+KERNEL_EX_WRAPPER(cuLaunchKernelEx, 0)
+KERNEL_EX_WRAPPER(cuLaunchKernelEx_ptsz, 1)
+
+#define GRAPH_WRAPPER(sym, ptsz)                                                                 \
+    SHIM_API CUresult sym(CUgraphExec g, CUstream h)                                             \
+    {                                                                                            \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
+        struct launch L;                                                                         \
+        if (!launch_begin(&L, POS_OP_GRAPH, ptsz, (uint64_t)(uintptr_t)g, h))                   \
+            return real(g, h);                                                                   \
+        set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                       \
+        CUresult rc = real(g, h);                                                                \
+        launch_end(&L, rc);                                                                      \
+        return rc;                                                                               \
+    }
+
+GRAPH_WRAPPER(cuGraphLaunch, 0)
+GRAPH_WRAPPER(cuGraphLaunch_ptsz, 1)
+
+#define HOSTFN_WRAPPER(sym, ptsz)                                                                \
+    SHIM_API CUresult sym(CUstream h, CUhostFn fn, void *data)                                   \
+    {                                                                                            \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
+        struct launch L;                                                                         \
+        if (!launch_begin(&L, POS_OP_HOSTFN, ptsz, (uint64_t)(uintptr_t)fn, h))                 \
+            return real(h, fn, data);                                                            \
+        set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                       \
+        CUresult rc = real(h, fn, data);                                                         \
+        launch_end(&L, rc);                                                                      \
+        return rc;                                                                               \
+    }
+
+HOSTFN_WRAPPER(cuLaunchHostFunc, 0)
+HOSTFN_WRAPPER(cuLaunchHostFunc_ptsz, 1)

@@ -1,0 +1,149 @@
+/* Internal contracts of libposshim.so: configuration, the real driver entry points, the
+ * per-thread record rings that the launch path fills and the collector drains, and the
+ * kernel-name interning. The launch path's inline helpers live here. */
+#ifndef POS_SHIM_H
+#define POS_SHIM_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "pos/op_record.h"
+#include "shim/symbols.h"
+
+#define SHIM_API __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- configuration (read once, at load) ------------------------------------------------- */
+
+enum shim_mode { SHIM_MODE_OFF = 0, SHIM_MODE_PASSTHROUGH, SHIM_MODE_SCHEDULED };
+
+struct shim_config {
+    int mode;              /* what runs: POS_MODE */
+    int mode_requested;    /* what POS_MODE asked for (-1: not set) */
+    char trace_path[4096]; /* POS_TRACE, "" = no trace */
+    uint32_t sample;       /* POS_SAMPLE: a completion marker every N launches; 0 = none */
+    uint32_t poll_us;      /* POS_POLL_US: collector poll interval while work is pending */
+    int debug;             /* POS_DEBUG */
+};
+
+extern struct shim_config shim_cfg;
+extern int shim_active;     /* records are kept: mode != off, not a fork child */
+extern _Atomic int shim_captures; /* stream captures under way in the process */
+
+void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- the real driver -------------------------------------------------------------------- */
+
+#define SHIM_DECLARE_REAL(sym, ...) extern __typeof__(&sym) shim_real_##sym;
+SHIM_INTERCEPTED(SHIM_DECLARE_REAL)
+SHIM_HELPERS(SHIM_DECLARE_REAL)
+#undef SHIM_DECLARE_REAL
+
+struct shim_entry {
+    const char *symbol; /* exported, versioned name */
+    const char *base;   /* name cuGetProcAddress is asked for */
+    int version;
+    int ptsz;
+    void **real; /* where the driver's function is kept */
+    void *wrapper;
+};
+
+extern const struct shim_entry shim_table[];
+extern const size_t shim_ntable;
+
+/* Resolves every real entry point (once; any thread). */
+void shim_resolve(void);
+
+/* For an exported wrapper whose real function is missing after resolution: reports it as the
+ * dynamic linker would, and exits 127. */
+__attribute__((noreturn)) void shim_missing(const char *symbol);
+
+/* The real function behind wrapper SYM, resolving the driver on first use. */
+#define SHIM_REAL(sym)                                                                           \
+    (likely(shim_real_##sym != NULL) ? shim_real_##sym                                           \
+                                     : (shim_resolve(), shim_real_##sym ? shim_real_##sym        \
+                                                                        : (shim_missing(#sym),   \
+                                                                           shim_real_##sym)))
+
+/* The real dlsym (never the shim's own). */
+void *shim_real_dlsym(void *handle, const char *name);
+
+/* ---- per-thread rings ------------------------------------------------------------------- */
+
+#define SHIM_RING 4096 /* records per thread */
+#define SHIM_SYNC_RING 256
+#define SHIM_MAX_THREADS 256
+
+enum shim_sync_kind { SHIM_SYNC_STREAM = 1, SHIM_SYNC_CTX, SHIM_SYNC_EVENT };
+
+struct shim_sync_event {
+    uint16_t kind;
+    uint16_t ptsz;
+    int32_t result;
+    uint64_t stream;
+    uint64_t ctx;
+    uint64_t start_ns, end_ns;
+};
+
+struct shim_thread {
+    _Atomic int state; /* 0 free, 1 owned by a live thread, 2 its thread exited */
+    uint32_t tid;
+    uint32_t until_marker;
+    /* single producer (the thread), single consumer (the collector) */
+    _Atomic uint64_t head, tail;
+    _Atomic uint64_t sync_head, sync_tail;
+    /* counters, written by the thread only */
+    _Atomic uint64_t launches, captured, failed, dropped, markers, marker_failures;
+    _Atomic uint64_t syncs, sync_ns;
+    struct pos_op_record ring[SHIM_RING];
+    struct shim_sync_event sync_ring[SHIM_SYNC_RING];
+};
+
+extern struct shim_thread *shim_threads; /* [SHIM_MAX_THREADS], lazily backed */
+extern __thread struct shim_thread *shim_self_tls __attribute__((tls_model("initial-exec")));
+
+/* Claims a ring for the calling thread (first launch of a thread; slow path). NULL if all
+ * are taken. */
+struct shim_thread *shim_thread_attach(void);
+
+static inline struct shim_thread *shim_self(void)
+{
+    struct shim_thread *t = shim_self_tls;
+    return likely(t != NULL) ? t : shim_thread_attach();
+}
+
+static inline uint64_t shim_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- kernel identity -------------------------------------------------------------------- */
+
+/* Interns NAME and maps HANDLE (a CUfunction or CUkernel value) to its id. Slow path. */
+uint32_t shim_ident_register(uint64_t handle, const char *name);
+/* The id of HANDLE, 0 if unknown. Lock-free; the launch path calls it. */
+uint32_t shim_ident_lookup(uint64_t handle);
+/* Name of an id ("?" if none). */
+const char *shim_ident_name(uint32_t id);
+
+/* ---- completion markers ---------------------------------------------------------------- */
+
+#define SHIM_MARKER_SLOTS 65536
+extern _Atomic uint64_t shim_marker_dptr; /* device address of the marker slots, 0 = not yet */
+extern volatile uint32_t *shim_marker_slots;
+extern _Atomic uint64_t shim_marker_next;
+
+/* ---- the collector ---------------------------------------------------------------------- */
+
+void shim_collector_start(void); /* after a successful cuInit */
+void shim_collector_stop(void);  /* at exit: drain, flush the trace */
+
+#endif

@@ -1,0 +1,55 @@
+/* The one table of driver entry points the shim intercepts. Each row: the exported
+ * (versioned) symbol, its base name as cuGetProcAddress is asked for it, the first CUDA
+ * version with that ABI (cudaTypedefs.h), and whether it is the per-thread-default-stream
+ * form. The exported wrappers, the dlsym interposer, cuGetProcAddress and the consistency
+ * test are all driven from it: intercepting a new symbol is one row plus its wrapper. */
+#ifndef POS_SHIM_SYMBOLS_H
+#define POS_SHIM_SYMBOLS_H
+
+/* X(symbol, base, version, ptsz) */
+#define SHIM_INTERCEPTED(X)                                                                      \
+    X(cuInit, cuInit, 2000, 0)                                                                   \
+    X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                                              \
+    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)                                           \
+    X(cuLaunchKernel, cuLaunchKernel, 4000, 0)                                                   \
+    X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, 1)                                              \
+    X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0)                                              \
+    X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 1)                                         \
+    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, 0)                             \
+    X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, 1)                        \
+    X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                                    \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1)                                               \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, 10000, 0)                                              \
+    X(cuLaunchHostFunc_ptsz, cuLaunchHostFunc, 10000, 1)                                         \
+    X(cuModuleGetFunction, cuModuleGetFunction, 2000, 0)                                         \
+    X(cuLibraryGetKernel, cuLibraryGetKernel, 12000, 0)                                          \
+    X(cuKernelGetFunction, cuKernelGetFunction, 12000, 0)                                        \
+    X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)                                         \
+    X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, 1)                                    \
+    X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)                                               \
+    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0)                                           \
+    X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                                           \
+    X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0)                                      \
+    X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, 1)                                 \
+    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                                   \
+    X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)                              \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0)                        \
+    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)                   \
+    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                                          \
+    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)
+
+/* Driver functions the shim itself calls and does not intercept. */
+#define SHIM_HELPERS(X)                                                                          \
+    X(cuStreamWriteValue32_v2)                                                                   \
+    X(cuStreamWriteValue32_v2_ptsz)                                                              \
+    X(cuStreamIsCapturing)                                                                       \
+    X(cuStreamIsCapturing_ptsz)                                                                  \
+    X(cuMemHostRegister_v2)                                                                      \
+    X(cuMemHostGetDevicePointer_v2)                                                              \
+    X(cuCtxPushCurrent_v2)                                                                       \
+    X(cuCtxPopCurrent_v2)                                                                        \
+    X(cuCtxGetCurrent)                                                                           \
+    X(cuFuncGetName)                                                                             \
+    X(cuKernelGetName)
+
+#endif

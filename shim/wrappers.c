@@ -1,0 +1,231 @@
+/* The other intercepted entry points: cuInit (starts the collector), cuGetProcAddress (hands
+ * out our wrappers for what the driver resolves), the calls that reveal kernel names, the
+ * synchronisation calls (counted and timed), and stream capture (so that launches into a
+ * capturing stream are told apart). Errors from the driver always come back unchanged. */
+#include "shim/shim.h"
+
+#include <string.h>
+
+SHIM_API CUresult cuInit(unsigned int Flags)
+{
+    CUresult rc = SHIM_REAL(cuInit)(Flags);
+    if (rc == CUDA_SUCCESS && shim_active)
+        shim_collector_start();
+    return rc;
+}
+
+/* ---- cuGetProcAddress ---------------------------------------------------------------------- */
+
+/* Swaps the driver's function for our wrapper when the driver handed out one we intercept. */
+static void substitute(const char *symbol, void **pfn)
+{
+    if (!pfn || !*pfn)
+        return;
+    for (size_t i = 0; i < shim_ntable; i++) {
+        if (shim_table[i].wrapper == *pfn)
+            return;
+        if (*shim_table[i].real == *pfn) {
+            *pfn = shim_table[i].wrapper;
+            return;
+        }
+    }
+    if (shim_cfg.debug) {
+        for (size_t i = 0; i < shim_ntable; i++)
+            if (symbol && strcmp(shim_table[i].base, symbol) == 0) {
+                shim_log("cuGetProcAddress(%s) gave a function the shim does not know: "
+                         "not intercepted",
+                         symbol);
+                return;
+            }
+    }
+}
+
+SHIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                      cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    CUresult rc = SHIM_REAL(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, status);
+    if (rc == CUDA_SUCCESS)
+        substitute(symbol, pfn);
+    return rc;
+}
+
+SHIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                   cuuint64_t flags)
+{
+    CUresult rc = SHIM_REAL(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS)
+        substitute(symbol, pfn);
+    return rc;
+}
+
+/* ---- kernel names ------------------------------------------------------------------------ */
+
+SHIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    CUresult rc = SHIM_REAL(cuModuleGetFunction)(hfunc, hmod, name);
+    if (rc == CUDA_SUCCESS && hfunc)
+        shim_ident_register((uint64_t)(uintptr_t)*hfunc, name);
+    return rc;
+}
+
+SHIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    CUresult rc = SHIM_REAL(cuLibraryGetKernel)(pKernel, library, name);
+    if (rc == CUDA_SUCCESS && pKernel)
+        shim_ident_register((uint64_t)(uintptr_t)*pKernel, name);
+    return rc;
+}
+
+SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    CUresult rc = SHIM_REAL(cuKernelGetFunction)(pFunc, kernel);
+    if (rc != CUDA_SUCCESS || !pFunc)
+        return rc;
+    uint32_t id = shim_ident_lookup((uint64_t)(uintptr_t)kernel);
+    const char *name = id ? shim_ident_name(id) : NULL;
+    if (!name && shim_real_cuKernelGetName)
+        shim_real_cuKernelGetName(&name, kernel);
+    if (name)
+        shim_ident_register((uint64_t)(uintptr_t)*pFunc, name);
+    return rc;
+}
+
+/* ---- synchronisation --------------------------------------------------------------------- */
+
+static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx, uint64_t start,
+                      CUresult rc)
+{
+    struct shim_thread *t = shim_self();
+    if (!t)
+        return;
+    uint64_t end = shim_now_ns();
+    atomic_fetch_add_explicit(&t->syncs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->sync_ns, end - start, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&t->sync_tail, memory_order_relaxed);
+    if (tail - atomic_load_explicit(&t->sync_head, memory_order_acquire) >= SHIM_SYNC_RING)
+        return;
+    struct shim_sync_event *e = &t->sync_ring[tail % SHIM_SYNC_RING];
+    e->kind = kind;
+    e->ptsz = (uint16_t)ptsz;
+    e->result = rc;
+    e->stream = stream;
+    e->ctx = ctx;
+    e->start_ns = start;
+    e->end_ns = end;
+    atomic_store_explicit(&t->sync_tail, tail + 1, memory_order_release);
+}
+
+static uint64_t current_ctx(void)
+{
+    CUcontext c = NULL;
+    if (shim_real_cuCtxGetCurrent)
+        shim_real_cuCtxGetCurrent(&c);
+    return (uint64_t)(uintptr_t)c;
+}
+
+#define STREAM_SYNC_WRAPPER(sym, ptsz)                                                           \
+    SHIM_API CUresult sym(CUstream h)                                                            \
+    {                                                                                            \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
+        if (!shim_active)                                                                        \
+            return real(h);                                                                      \
+        uint64_t start = shim_now_ns();                                                          \
+        CUresult rc = real(h);                                                                   \
+        note_sync(SHIM_SYNC_STREAM, ptsz, (uint64_t)(uintptr_t)h, current_ctx(), start, rc);    \
+        return rc;                                                                               \
+    }
+
+STREAM_SYNC_WRAPPER(cuStreamSynchronize, 0)
+STREAM_SYNC_WRAPPER(cuStreamSynchronize_ptsz, 1)
+
+SHIM_API CUresult cuCtxSynchronize(void)
+{
+    __typeof__(&cuCtxSynchronize) real = SHIM_REAL(cuCtxSynchronize);
+    if (!shim_active)
+        return real();
+    uint64_t start = shim_now_ns();
+    CUresult rc = real();
+    note_sync(SHIM_SYNC_CTX, 0, 0, current_ctx(), start, rc);
+    return rc;
+}
+
+SHIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    __typeof__(&cuCtxSynchronize_v2) real = SHIM_REAL(cuCtxSynchronize_v2);
+    if (!shim_active)
+        return real(ctx);
+    uint64_t start = shim_now_ns();
+    CUresult rc = real(ctx);
+    note_sync(SHIM_SYNC_CTX, 0, 0, ctx ? (uint64_t)(uintptr_t)ctx : current_ctx(), start, rc);
+    return rc;
+}
+
+SHIM_API CUresult cuEventSynchronize(CUevent ev)
+{
+    __typeof__(&cuEventSynchronize) real = SHIM_REAL(cuEventSynchronize);
+    if (!shim_active)
+        return real(ev);
+    uint64_t start = shim_now_ns();
+    CUresult rc = real(ev);
+    note_sync(SHIM_SYNC_EVENT, 0, 0, 0, start, rc);
+    return rc;
+}
+
+/* ---- stream capture ---------------------------------------------------------------------- */
+
+static CUresult capture_began(CUresult rc)
+{
+    if (rc == CUDA_SUCCESS)
+        atomic_fetch_add_explicit(&shim_captures, 1, memory_order_relaxed);
+    return rc;
+}
+
+/* A capture is over after cuStreamEndCapture unless the call was refused outright. */
+static CUresult capture_ended(CUresult rc)
+{
+    if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+        rc == CUDA_ERROR_STREAM_CAPTURE_UNJOINED || rc == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
+        int n = atomic_load(&shim_captures);
+        while (n > 0 && !atomic_compare_exchange_weak(&shim_captures, &n, n - 1))
+            ;
+    }
+    return rc;
+}
+
+SHIM_API CUresult cuStreamBeginCapture(CUstream h)
+{
+    return capture_began(SHIM_REAL(cuStreamBeginCapture)(h));
+}
+SHIM_API CUresult cuStreamBeginCapture_ptsz(CUstream h)
+{
+    return capture_began(SHIM_REAL(cuStreamBeginCapture_ptsz)(h));
+}
+SHIM_API CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode)
+{
+    return capture_began(SHIM_REAL(cuStreamBeginCapture_v2)(h, mode));
+}
+SHIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode)
+{
+    return capture_began(SHIM_REAL(cuStreamBeginCapture_v2_ptsz)(h, mode));
+}
+SHIM_API CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode *deps,
+                                              const CUgraphEdgeData *edges, size_t n,
+                                              CUstreamCaptureMode mode)
+{
+    return capture_began(SHIM_REAL(cuStreamBeginCaptureToGraph)(h, g, deps, edges, n, mode));
+}
+SHIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g,
+                                                   const CUgraphNode *deps,
+                                                   const CUgraphEdgeData *edges, size_t n,
+                                                   CUstreamCaptureMode mode)
+{
+    return capture_began(SHIM_REAL(cuStreamBeginCaptureToGraph_ptsz)(h, g, deps, edges, n, mode));
+}
+SHIM_API CUresult cuStreamEndCapture(CUstream h, CUgraph *g)
+{
+    return capture_ended(SHIM_REAL(cuStreamEndCapture)(h, g));
+}
+SHIM_API CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *g)
+{
+    return capture_ended(SHIM_REAL(cuStreamEndCapture_ptsz)(h, g));
+}

@@ -1,0 +1,337 @@
+/* Integration tests of libposshim.so with real processes on the simulated driver: every launch
+ * of a -lcuda program (posapp in all its modes), a dlopen+dlsym program and a runtime-style
+ * program (cuGetProcAddress_v2, per-thread default stream, 4 threads) is seen exactly once
+ * (trace operator lines = the program's launches); results with and without the shim are the
+ * same; graph capture + launch; fork + exec; processes that never touch CUDA or find no
+ * driver see what they would without the shim; POS_MODE=off. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/cunit_main.h"
+
+#define OUT_MAX 16384
+
+static char instance[64];
+static char tmpdir[128];
+
+struct result {
+    int status;
+    char out[OUT_MAX];
+    char err[OUT_MAX];
+};
+
+static void read_all(int fd, char *buf)
+{
+    size_t len = 0;
+    ssize_t n;
+    while (len < OUT_MAX - 1 && (n = read(fd, buf + len, OUT_MAX - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+}
+
+/* Runs ARGV with ENV ("K=V" list, applied after the defaults) and collects its output. */
+static void run(const char *const *env, const char *const *argv, struct result *r)
+{
+    int out[2], err[2];
+    CU_ASSERT_FATAL(pipe(out) == 0 && pipe(err) == 0);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        close(out[0]);
+        close(err[0]);
+        setenv("LD_LIBRARY_PATH", "build/sim", 1);
+        setenv("POS_SIM_INSTANCE", instance, 1);
+        unsetenv("LD_PRELOAD");
+        unsetenv("POS_TRACE");
+        unsetenv("POS_MODE");
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    /* read both pipes without deadlock: outputs here are small */
+    read_all(out[0], r->out);
+    read_all(err[0], r->err);
+    close(out[0]);
+    close(err[0]);
+    waitpid(pid, &r->status, 0);
+}
+
+static int exit_code(const struct result *r)
+{
+    return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
+}
+
+/* Value of "key N" (program output) or "key":N (posapp JSON) in TEXT, -1 if absent. */
+static long number_after(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(text, pat);
+    if (!p) {
+        snprintf(pat, sizeof pat, "%s ", key);
+        p = strstr(text, pat);
+    }
+    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+struct trace_stats {
+    long operators; /* non-comment lines */
+    long well_formed;
+    long with_completion;
+    long summary_captured;
+    long summary_dropped;
+    char first_names[512];
+};
+
+static void read_trace(const char *path, struct trace_stats *t)
+{
+    memset(t, 0, sizeof *t);
+    t->summary_captured = t->summary_dropped = -1;
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') {
+            if (strncmp(line, "# summary", 9) == 0) {
+                t->summary_captured = number_after(line, "captured");
+                t->summary_dropped = number_after(line, "dropped");
+            }
+            continue;
+        }
+        t->operators++;
+        char kind[32], name[256], grid[64], block[64], complete[32], done[16];
+        unsigned long long seq, submit;
+        unsigned tid, smem;
+        if (sscanf(line, "%llu %u %31s %255s %63s %63s %u %*s %*s %llu %31s %15s", &seq, &tid,
+                   kind, name, grid, block, &smem, &submit, complete, done) == 10)
+            t->well_formed++;
+        if (strcmp(complete, "-") != 0)
+            t->with_completion++;
+        if (strlen(t->first_names) + strlen(name) + 2 < sizeof t->first_names) {
+            strcat(t->first_names, name);
+            strcat(t->first_names, " ");
+        }
+    }
+    fclose(f);
+}
+
+static int suite_init(void)
+{
+    snprintf(instance, sizeof instance, "test-shim-%d", (int)getpid());
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/pos-test-shim-%d", (int)getpid());
+    mkdir(tmpdir, 0700);
+    return access("build/libposshim.so", R_OK) == 0 && access("build/posapp", X_OK) == 0 ? 0
+                                                                                          : -1;
+}
+
+static int suite_clean(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs ARGV under the shim with a trace; checks every launch the program reports is one
+ * trace line and returns the trace's figures. */
+static void traced_run(const char *tag, const char *const *argv, const char *launch_key,
+                       struct result *r, struct trace_stats *t)
+{
+    static char trace_env[300], path[256];
+    snprintf(path, sizeof path, "%s/%s.trace", tmpdir, tag);
+    snprintf(trace_env, sizeof trace_env, "POS_TRACE=%s", path);
+    const char *env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, NULL};
+    run(env, argv, r);
+    CU_ASSERT_EQUAL(exit_code(r), 0);
+    if (exit_code(r) != 0)
+        fprintf(stderr, "%s: %s %s\n", tag, r->out, r->err);
+    read_trace(path, t);
+    long launches = number_after(r->out, launch_key);
+    CU_ASSERT(launches > 0);
+    CU_ASSERT_EQUAL(t->operators, launches);
+    CU_ASSERT_EQUAL(t->well_formed, t->operators);
+    CU_ASSERT_EQUAL(t->summary_dropped, 0);
+    if (t->operators != launches)
+        fprintf(stderr, "%s: %ld trace lines for %ld launches\n", tag, t->operators, launches);
+}
+
+static void test_posapp_every_launch_seen_once(void)
+{
+    static const char *const cases[][12] = {
+        {"build/posapp", "--model", "resnet18", "--requests", "8", NULL},
+        {"build/posapp", "--model", "mobilenet_v2", "--requests", "8", "--streams", "3", NULL},
+        {"build/posapp", "--model", "inception_v1", "--requests", "8", "--threads", "3", NULL},
+        {"build/posapp", "--model", "resnet34", "--requests", "8", "--ptds", "--threads", "4",
+         NULL},
+        {"build/posapp", "--microbench", "3000", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct result r;
+        struct trace_stats t;
+        char tag[32];
+        snprintf(tag, sizeof tag, "posapp%zu", i);
+        traced_run(tag, cases[i], "launches", &r, &t);
+        CU_ASSERT(t.with_completion > 0);
+    }
+    /* kernel names learnt from cuModuleGetFunction */
+    struct result r;
+    struct trace_stats t;
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "1", NULL};
+    traced_run("names", argv, "launches", &r, &t);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t.first_names, "conv1 "));
+    CU_ASSERT_PTR_NULL(strstr(t.first_names, "? "));
+}
+
+static void test_results_same_with_and_without_shim(void)
+{
+    static const char *const cases[][12] = {
+        {"build/posapp", "--model", "resnet50", "--requests", "6", "--verify", NULL},
+        {"build/posapp", "--model", "yolop", "--requests", "4", "--verify", "--streams", "2",
+         NULL},
+        {"build/posapp", "--model", "bert_base", "--requests", "3", "--verify", "--ptds",
+         "--threads", "3", NULL},
+    };
+    const char *const shim_env[] = {"LD_PRELOAD=build/libposshim.so", NULL};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct result plain, shimmed;
+        run(NULL, cases[i], &plain);
+        run(shim_env, cases[i], &shimmed);
+        CU_ASSERT_EQUAL(exit_code(&plain), 0);
+        CU_ASSERT_EQUAL(exit_code(&shimmed), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(plain.out, "\"verified\":true"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(shimmed.out, "\"verified\":true"));
+        CU_ASSERT_EQUAL(number_after(plain.out, "launches"), number_after(shimmed.out, "launches"));
+        CU_ASSERT_EQUAL(number_after(plain.out, "requests"), number_after(shimmed.out, "requests"));
+        CU_ASSERT_STRING_EQUAL(shimmed.err, "");
+    }
+}
+
+static void test_dlopen_and_runtime_style_programs(void)
+{
+    struct result r;
+    struct trace_stats t;
+    const char *const dl[] = {"build/tests/shim_dlopen", "500", NULL};
+    traced_run("dlopen", dl, "launches", &r, &t);
+    const char *const rt[] = {"build/tests/shim_runtime", "300", NULL};
+    traced_run("runtime", rt, "launches", &r, &t);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "verified true"));
+    /* the same program without the shim prints the same */
+    struct result plain;
+    run(NULL, rt, &plain);
+    CU_ASSERT_STRING_EQUAL(plain.out, r.out);
+}
+
+static void test_graph_launch_is_one_operator(void)
+{
+    struct result r;
+    struct trace_stats t;
+    const char *const argv[] = {"build/tests/shim_graph", "7", NULL};
+    traced_run("graph", argv, "launches", &r, &t);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "verified true"));
+    CU_ASSERT_EQUAL(t.summary_captured, 22); /* recorded into the graph, not operators */
+    CU_ASSERT_PTR_NOT_NULL(strstr(t.first_names, "graph "));
+}
+
+static void test_fork_and_exec(void)
+{
+    char trace_env[256];
+    snprintf(trace_env, sizeof trace_env, "POS_TRACE=%s/fork.%%p.trace", tmpdir);
+    const char *const env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, NULL};
+    const char *const argv[] = {"build/tests/shim_fork", "400", "build/tests/shim_dlopen", "123",
+                                NULL};
+    struct result r;
+    run(env, argv, &r);
+    CU_ASSERT_EQUAL(exit_code(&r), 0);
+    if (exit_code(&r))
+        fprintf(stderr, "fork: %s %s\n", r.out, r.err);
+    /* two traces: the parent's 400 launches, the exec'd child's 123; the child that stayed
+     * and failed to use CUDA wrote none and did not disturb the parent's */
+    char pattern[256];
+    snprintf(pattern, sizeof pattern, "%s/fork.*.trace", tmpdir);
+    glob_t g;
+    CU_ASSERT_EQUAL_FATAL(glob(pattern, 0, NULL, &g), 0);
+    CU_ASSERT_EQUAL(g.gl_pathc, 2);
+    long total = 0, found400 = 0, found123 = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct trace_stats t;
+        read_trace(g.gl_pathv[i], &t);
+        total += t.operators;
+        found400 += t.operators == 400;
+        found123 += t.operators == 123;
+    }
+    globfree(&g);
+    CU_ASSERT_EQUAL(found400, 1);
+    CU_ASSERT_EQUAL(found123, 1);
+    CU_ASSERT_EQUAL(total, 523);
+}
+
+static void test_processes_without_cuda_or_driver(void)
+{
+    const char *const shim_env[] = {"LD_PRELOAD=build/libposshim.so", NULL};
+    struct result r;
+    const char *const nocuda[] = {"build/tests/shim_nocuda", NULL};
+    run(shim_env, nocuda, &r);
+    CU_ASSERT_EQUAL(exit_code(&r), 0);
+    CU_ASSERT_STRING_EQUAL(r.out, "ok\n");
+    CU_ASSERT_STRING_EQUAL(r.err, "");
+    const char *const t[] = {"/bin/true", NULL};
+    run(shim_env, t, &r);
+    CU_ASSERT_EQUAL(exit_code(&r), 0);
+    /* no driver at all: the program fails exactly as it does without the shim */
+    const char *const no_driver[] = {"LD_LIBRARY_PATH=/nonexistent", NULL};
+    const char *const no_driver_shim[] = {"LD_LIBRARY_PATH=/nonexistent",
+                                          "LD_PRELOAD=build/libposshim.so", NULL};
+    const char *const dl[] = {"build/tests/shim_dlopen", "10", NULL};
+    struct result a, b;
+    run(no_driver, dl, &a);
+    run(no_driver_shim, dl, &b);
+    CU_ASSERT_NOT_EQUAL(exit_code(&a), 0);
+    CU_ASSERT_EQUAL(exit_code(&a), exit_code(&b));
+    CU_ASSERT_STRING_EQUAL(a.out, b.out);
+    CU_ASSERT_STRING_EQUAL(a.err, b.err);
+}
+
+static void test_mode_off_records_nothing(void)
+{
+    char trace_env[300], path[256];
+    snprintf(path, sizeof path, "%s/off.trace", tmpdir);
+    snprintf(trace_env, sizeof trace_env, "POS_TRACE=%s", path);
+    const char *const env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, "POS_MODE=off",
+                               NULL};
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "2",
+                                "--verify", NULL};
+    struct result r;
+    run(env, argv, &r);
+    CU_ASSERT_EQUAL(exit_code(&r), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"verified\":true"));
+    CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    /* and a bad mode is reported once and ignored */
+    const char *const bad[] = {"LD_PRELOAD=build/libposshim.so", "POS_MODE=fast", NULL};
+    run(bad, argv, &r);
+    CU_ASSERT_EQUAL(exit_code(&r), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "ignoring POS_MODE='fast'"));
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("shim", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_posapp_every_launch_seen_once);
+    POS_ADD_TEST(s, test_results_same_with_and_without_shim);
+    POS_ADD_TEST(s, test_dlopen_and_runtime_style_programs);
+    POS_ADD_TEST(s, test_graph_launch_is_one_operator);
+    POS_ADD_TEST(s, test_fork_and_exec);
+    POS_ADD_TEST(s, test_processes_without_cuda_or_driver);
+    POS_ADD_TEST(s, test_mode_off_records_nothing);
+}

@@ -1,0 +1,112 @@
+/* The shim's one symbol table against its three ways in: for every intercepted symbol, the
+ * exported wrapper, what the interposed dlsym returns (from the driver's handle and from
+ * RTLD_DEFAULT) and what cuGetProcAddress returns for its base name, version and stream flag
+ * must all be the same wrapper, and the real function behind it the driver's own symbol.
+ * Re-executes itself under LD_PRELOAD=build/libposshim.so with the simulated driver. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "tests/cunit_main.h"
+
+typedef size_t (*count_fn)(void);
+typedef int (*entry_fn)(size_t, const char **, const char **, int *, int *, void **, void **);
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t,
+                           CUdriverProcAddressQueryResult *);
+
+static count_fn table_count;
+static entry_fn table_entry;
+static void *driver;
+
+static int suite_init(void)
+{
+    table_count = (count_fn)dlsym(RTLD_DEFAULT, "pos_shim_table_count");
+    table_entry = (entry_fn)dlsym(RTLD_DEFAULT, "pos_shim_table_entry");
+    driver = dlopen("libcuda.so.1", RTLD_NOW);
+    return table_count && table_entry && driver ? 0 : -1;
+}
+
+static void test_table_agrees_everywhere(void)
+{
+    gpa_fn gpa = (gpa_fn)dlsym(driver, "cuGetProcAddress_v2");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gpa);
+    size_t n = table_count();
+    CU_ASSERT(n >= 29);
+    int missing_in_driver = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *sym, *base;
+        int version, ptsz;
+        void *real, *wrapper;
+        CU_ASSERT_FATAL(table_entry(i, &sym, &base, &version, &ptsz, &real, &wrapper) == 0);
+        /* the exported wrapper is the table's */
+        CU_ASSERT_PTR_EQUAL(dlsym(RTLD_DEFAULT, sym), real ? wrapper : NULL);
+        if (!real) {
+            /* the simulated driver lacks it (cuStreamBeginCaptureToGraph): nothing resolves */
+            missing_in_driver++;
+            CU_ASSERT_PTR_NULL(dlsym(driver, sym));
+            continue;
+        }
+        /* the real function is the driver's own symbol, not ours */
+        Dl_info info;
+        CU_ASSERT_FATAL(dladdr(real, &info) != 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(info.dli_fname, "libcuda.so"));
+        CU_ASSERT_STRING_EQUAL(info.dli_sname, sym);
+        /* dlsym on the driver's handle gives the wrapper */
+        CU_ASSERT_PTR_EQUAL(dlsym(driver, sym), wrapper);
+        /* cuGetProcAddress for (base, version, stream flag) gives the wrapper */
+        void *fn = NULL;
+        cuuint64_t flags = ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+        CU_ASSERT_EQUAL(gpa(base, &fn, version, flags, NULL), CUDA_SUCCESS);
+        CU_ASSERT_PTR_EQUAL(fn, wrapper);
+        if (fn != wrapper)
+            fprintf(stderr, "cuGetProcAddress(%s, %d, %s) != wrapper of %s\n", base, version,
+                    ptsz ? "ptsz" : "legacy", sym);
+    }
+    CU_ASSERT_EQUAL(missing_in_driver, 2);
+}
+
+static void test_uninteresting_symbols_pass_through(void)
+{
+    gpa_fn gpa = (gpa_fn)dlsym(driver, "cuGetProcAddress_v2");
+    void *fn = NULL;
+    CU_ASSERT_EQUAL(gpa("cuMemAlloc", &fn, 12000, 0, NULL), CUDA_SUCCESS);
+    CU_ASSERT_PTR_EQUAL(fn, dlsym(driver, "cuMemAlloc_v2"));
+    Dl_info info;
+    CU_ASSERT(dladdr(fn, &info) && strstr(info.dli_fname, "libcuda.so"));
+    /* errors come back unchanged */
+    CUdriverProcAddressQueryResult st;
+    CU_ASSERT_EQUAL(gpa("cuNoSuchCall", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    CU_ASSERT_EQUAL(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    CU_ASSERT_PTR_NULL(dlsym(driver, "cuNoSuchCall"));
+    CU_ASSERT_PTR_NOT_NULL(dlsym(RTLD_DEFAULT, "malloc"));
+}
+
+void pos_test_register(void);
+
+/* Runs under the shim: re-executes itself with LD_PRELOAD when started without it. */
+__attribute__((constructor)) static void reexec_under_shim(void)
+{
+    if (getenv("POS_TEST_UNDER_SHIM"))
+        return;
+    setenv("POS_TEST_UNDER_SHIM", "1", 1);
+    setenv("LD_PRELOAD", "build/libposshim.so", 1);
+    setenv("LD_LIBRARY_PATH", "build/sim", 1);
+    char self[512];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return;
+    self[len] = '\0';
+    execl(self, self, (char *)NULL);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("shim_table", suite_init, NULL);
+    POS_ADD_TEST(s, test_table_agrees_everywhere);
+    POS_ADD_TEST(s, test_uninteresting_symbols_pass_through);
+}
