@@ -138,6 +138,7 @@ demo: all
 
 bench: all
 	@bash bench/testbed.sh
+	@bash bench/shim.sh
 
 # --- install --------------------------------------------------------------------------
 install: all

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Shim benchmark (simulated driver): what libposshim.so adds to each launch in passthrough,
+# in time (median of per-launch medians, with and without the shim alternating in one run)
+# and in instructions (callgrind, deterministic), what completion markers cost, and the
+# shim's memory. Writes docs/results/shim.md.
+#
+#   bash bench/shim.sh                 (make bench runs it)
+#   REPS=9 OUT=/tmp/s.md bash bench/shim.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${REPS:-11}
+OUT=${OUT:-docs/results/shim.md}
+N=${N:-5000} # launches per microbench run: below the simulated queue's 8192, so none waits
+APP=build/posapp
+SHIM=build/libposshim.so
+export LD_LIBRARY_PATH=build/sim POS_SIM_INSTANCE=bench-shim-$$
+[ -x "$APP" ] && [ -f "$SHIM" ] || { echo "bench: build first (make)" >&2; exit 1; }
+
+field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+declare -A p50 mean
+configs=(plain shim shim_sample1 shim_nomarkers shim_off)
+run_config() { # config -> JSON of one microbench run
+    case $1 in
+    plain) "$APP" --microbench "$N" ;;
+    shim) LD_PRELOAD=$SHIM "$APP" --microbench "$N" ;;
+    shim_sample1) LD_PRELOAD=$SHIM POS_SAMPLE=1 "$APP" --microbench "$N" ;;
+    shim_nomarkers) LD_PRELOAD=$SHIM POS_SAMPLE=0 "$APP" --microbench "$N" ;;
+    shim_off) LD_PRELOAD=$SHIM POS_MODE=off "$APP" --microbench "$N" ;;
+    esac
+}
+echo "bench: microbench x $REPS..." >&2
+for ((r = 0; r < REPS; r++)); do
+    for c in "${configs[@]}"; do
+        j=$(run_config "$c")
+        p50[$c]+="$(field "$j" launch_ns_p50) "
+        mean[$c]+="$(field "$j" launch_ns_mean) "
+    done
+done
+declare -A med medmean
+for c in "${configs[@]}"; do
+    med[$c]=$(tr ' ' '\n' <<<"${p50[$c]}" | grep . | median)
+    medmean[$c]=$(tr ' ' '\n' <<<"${mean[$c]}" | grep . | median)
+done
+added() { awk -v a="${med[$1]}" -v b="${med[plain]}" 'BEGIN {printf "%+.0f", a - b}'; }
+
+echo "bench: callgrind..." >&2
+cg() { # file -> inclusive instructions and calls of the named function in the named source
+    callgrind_annotate --inclusive=yes --tree=calling "$1" 2>/dev/null |
+        awk -v want="$2" '!done && $0 ~ /\*  / && index($0, want) {gsub(",", "", $1); print $1; done = 1}'
+}
+CG=$(mktemp -d)
+LD_PRELOAD=$SHIM valgrind --tool=callgrind --callgrind-out-file="$CG/shim" "$APP" --microbench "$N" \
+    >/dev/null 2>&1
+valgrind --tool=callgrind --callgrind-out-file="$CG/plain" "$APP" --microbench "$N" >/dev/null 2>&1
+shim_incl=$(cg "$CG/shim" "shim/launch.c:cuLaunchKernel")
+sim_incl_under_shim=$(cg "$CG/shim" "sim/driver/api_launch.c:cuLaunchKernel [")
+sim_incl_plain=$(cg "$CG/plain" "sim/driver/api_launch.c:cuLaunchKernel [")
+ir_added=$(awk -v a="$shim_incl" -v b="$sim_incl_under_shim" -v n="$N" 'BEGIN {printf "%.0f", (a - b) / n}')
+ir_driver=$(awk -v b="$sim_incl_plain" -v n="$N" 'BEGIN {printf "%.0f", b / n}')
+rm -rf "$CG"
+
+echo "bench: memory..." >&2
+rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+rss_plain=() rss_shim=() rss_trace=()
+TR=$(mktemp)
+for ((r = 0; r < 3; r++)); do
+    rss_plain+=("$(rss "$APP" --model resnet50 --requests 30)")
+    rss_shim+=("$(LD_PRELOAD=$SHIM rss "$APP" --model resnet50 --requests 30)")
+    rss_trace+=("$(LD_PRELOAD=$SHIM POS_TRACE=$TR rss "$APP" --model resnet50 --requests 30)")
+done
+rm -f "$TR"
+m_plain=$(printf '%s\n' "${rss_plain[@]}" | median)
+m_shim=$(printf '%s\n' "${rss_shim[@]}" | median)
+m_trace=$(printf '%s\n' "${rss_trace[@]}" | median)
+
+cpu=$(sed -n 's/^model name[ \t]*: //p' /proc/cpuinfo | head -1)
+cat >"$OUT" <<EOF
+# libposshim.so: cost per launch and memory
+
+**Simulated driver.** Produced by \`bash bench/shim.sh\` (or \`make bench\`) on $(date -u +%Y-%m-%d),
+$(nproc) cores ($cpu), kernel $(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown).
+The launches go to the simulated driver (\`build/sim/libcuda.so.1\`), so "driver" below means
+its cost, not NVIDIA's. Mode: passthrough (no scheduler), the default without posd.
+
+## Time added per launch
+
+\`posapp --microbench $N\` times every cuLaunchKernel call (clock_gettime around it); each run
+reports the median. The configurations alternate, $REPS runs each, in one session; the table
+gives the median of the runs' medians (and of their means).
+
+| configuration | median ns/launch | added vs. no shim | mean ns/launch |
+|---|---|---|---|
+| no shim | ${med[plain]} | | ${medmean[plain]} |
+| shim, passthrough (marker every 16th launch, the default) | ${med[shim]} | **$(added shim)** | ${medmean[shim]} |
+| shim, a marker after every launch (POS_SAMPLE=1, the default with POS_TRACE) | ${med[shim_sample1]} | $(added shim_sample1) | ${medmean[shim_sample1]} |
+| shim, no completion markers (POS_SAMPLE=0) | ${med[shim_nomarkers]} | $(added shim_nomarkers) | ${medmean[shim_nomarkers]} |
+| shim, POS_MODE=off | ${med[shim_off]} | $(added shim_off) | ${medmean[shim_off]} |
+
+Per-run medians (ns): no shim ${p50[plain]}; shim ${p50[shim]}; POS_SAMPLE=1 ${p50[shim_sample1]};
+POS_SAMPLE=0 ${p50[shim_nomarkers]}; off ${p50[shim_off]}.
+
+Target: at most 100 ns added median per launch in passthrough.
+
+A completion marker is one more driver call (\`cuStreamWriteValue32\`) behind the launch: with
+the default sampling it leaves the median alone and adds about 1/16 of a driver call to the
+mean; with a marker after every launch it adds a driver call to every launch.
+
+## Instructions added per launch (callgrind)
+
+\`valgrind --tool=callgrind posapp --microbench $N\`, with and without the shim. Inclusive
+instructions of the shim's cuLaunchKernel minus those of the driver's cuLaunchKernel it calls,
+over $N launches: everything the shim does per launch, including the amortised completion
+markers and the driver's cuCtxGetCurrent the record asks for.
+
+| | instructions per launch |
+|---|---|
+| added by the shim | **$ir_added** |
+| the simulated driver's cuLaunchKernel, for scale | $ir_driver |
+
+Target: at most 300.
+
+## Memory
+
+Peak RSS (\`/usr/bin/time -f %M\`) of \`posapp --model resnet50 --requests 30\`, median of 3:
+
+| | peak RSS (KiB) | added |
+|---|---|---|
+| no shim | $m_plain | |
+| shim, passthrough | $m_shim | $((m_shim - m_plain)) |
+| shim with POS_TRACE | $m_trace | $((m_trace - m_plain)) |
+
+The shim reserves address space for 256 threads' record rings (4096 records of 104 bytes
+each), backed only as threads launch; the kernel-name map is 1 MiB of static data.
+EOF
+echo "bench: wrote $OUT" >&2
