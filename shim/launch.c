@@ -76,10 +76,10 @@ static uint64_t place_marker(const struct launch *L)
                       ? shim_real_cuStreamWriteValue32_v2_ptsz(s, slot, value, 0)
                       : shim_real_cuStreamWriteValue32_v2(s, slot, value, 0);
     if (rc != CUDA_SUCCESS) {
-        atomic_fetch_add_explicit(&L->t->marker_failures, 1, memory_order_relaxed);
+        shim_count(&L->t->marker_failures, 1);
         return 0;
     }
-    atomic_fetch_add_explicit(&L->t->markers, 1, memory_order_relaxed);
+    shim_count(&L->t->markers, 1);
     return token;
 }
 
@@ -90,12 +90,12 @@ static void launch_end(struct launch *L, CUresult rc)
     uint64_t marker = 0;
     if (unlikely(rc != CUDA_SUCCESS)) {
         flags |= POS_OPF_FAILED;
-        atomic_fetch_add_explicit(&t->failed, 1, memory_order_relaxed);
+        shim_count(&t->failed, 1);
     } else if (unlikely(stream_capturing(L))) {
         flags |= POS_OPF_CAPTURED;
-        atomic_fetch_add_explicit(&t->captured, 1, memory_order_relaxed);
+        shim_count(&t->captured, 1);
     } else {
-        atomic_fetch_add_explicit(&t->launches, 1, memory_order_relaxed);
+        shim_count(&t->launches, 1);
         if (shim_cfg.sample && --t->until_marker == 0) {
             t->until_marker = shim_cfg.sample;
             marker = place_marker(L);
@@ -106,7 +106,7 @@ static void launch_end(struct launch *L, CUresult rc)
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     if (unlikely(tail - atomic_load_explicit(&t->head, memory_order_acquire) >= SHIM_RING)) {
         /* the collector is behind: lose the record, never the launch */
-        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        shim_count(&t->dropped, 1);
         return;
     }
     struct pos_op_record *r = &t->ring[tail % SHIM_RING];

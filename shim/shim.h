@@ -118,6 +118,13 @@ static inline struct shim_thread *shim_self(void)
     return likely(t != NULL) ? t : shim_thread_attach();
 }
 
+/* Adds to a counter only its own thread writes: no locked instruction needed. */
+static inline void shim_count(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
 static inline uint64_t shim_now_ns(void)
 {
     struct timespec ts;

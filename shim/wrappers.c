@@ -99,8 +99,8 @@ static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx, ui
     if (!t)
         return;
     uint64_t end = shim_now_ns();
-    atomic_fetch_add_explicit(&t->syncs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->sync_ns, end - start, memory_order_relaxed);
+    shim_count(&t->syncs, 1);
+    shim_count(&t->sync_ns, end - start);
     uint64_t tail = atomic_load_explicit(&t->sync_tail, memory_order_relaxed);
     if (tail - atomic_load_explicit(&t->sync_head, memory_order_acquire) >= SHIM_SYNC_RING)
         return;
