@@ -51,13 +51,18 @@ cg() { # file -> inclusive instructions and calls of the named function in the n
         awk -v want="$2" '!done && $0 ~ /\*  / && index($0, want) {gsub(",", "", $1); print $1; done = 1}'
 }
 CG=$(mktemp -d)
-LD_PRELOAD=$SHIM valgrind --tool=callgrind --callgrind-out-file="$CG/shim" "$APP" --microbench "$N" \
-    >/dev/null 2>&1
+ir_added() { # POS_SAMPLE value -> instructions the shim adds per launch
+    LD_PRELOAD=$SHIM POS_SAMPLE=$1 valgrind --tool=callgrind --callgrind-out-file="$CG/s$1" \
+        "$APP" --microbench "$N" >/dev/null 2>&1
+    local a b
+    a=$(cg "$CG/s$1" "shim/launch.c:cuLaunchKernel")
+    b=$(cg "$CG/s$1" "sim/driver/api_launch.c:cuLaunchKernel [")
+    awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN {printf "%.0f", (a - b) / n}'
+}
+ir_nomarkers=$(ir_added 0)
+ir_default=$(ir_added 32)
 valgrind --tool=callgrind --callgrind-out-file="$CG/plain" "$APP" --microbench "$N" >/dev/null 2>&1
-shim_incl=$(cg "$CG/shim" "shim/launch.c:cuLaunchKernel")
-sim_incl_under_shim=$(cg "$CG/shim" "sim/driver/api_launch.c:cuLaunchKernel [")
 sim_incl_plain=$(cg "$CG/plain" "sim/driver/api_launch.c:cuLaunchKernel [")
-ir_added=$(awk -v a="$shim_incl" -v b="$sim_incl_under_shim" -v n="$N" 'BEGIN {printf "%.0f", (a - b) / n}')
 ir_driver=$(awk -v b="$sim_incl_plain" -v n="$N" 'BEGIN {printf "%.0f", b / n}')
 rm -rf "$CG"
 
@@ -93,7 +98,7 @@ gives the median of the runs' medians (and of their means).
 | configuration | median ns/launch | added vs. no shim | mean ns/launch |
 |---|---|---|---|
 | no shim | ${med[plain]} | | ${medmean[plain]} |
-| shim, passthrough (marker every 16th launch, the default) | ${med[shim]} | **$(added shim)** | ${medmean[shim]} |
+| shim, passthrough (marker every 32nd launch, the default) | ${med[shim]} | **$(added shim)** | ${medmean[shim]} |
 | shim, a marker after every launch (POS_SAMPLE=1, the default with POS_TRACE) | ${med[shim_sample1]} | $(added shim_sample1) | ${medmean[shim_sample1]} |
 | shim, no completion markers (POS_SAMPLE=0) | ${med[shim_nomarkers]} | $(added shim_nomarkers) | ${medmean[shim_nomarkers]} |
 | shim, POS_MODE=off | ${med[shim_off]} | $(added shim_off) | ${medmean[shim_off]} |
@@ -104,19 +109,22 @@ POS_SAMPLE=0 ${p50[shim_nomarkers]}; off ${p50[shim_off]}.
 Target: at most 100 ns added median per launch in passthrough.
 
 A completion marker is one more driver call (\`cuStreamWriteValue32\`) behind the launch: with
-the default sampling it leaves the median alone and adds about 1/16 of a driver call to the
+the default sampling it leaves the median alone and adds about 1/32 of a driver call to the
 mean; with a marker after every launch it adds a driver call to every launch.
 
 ## Instructions added per launch (callgrind)
 
 \`valgrind --tool=callgrind posapp --microbench $N\`, with and without the shim. Inclusive
 instructions of the shim's cuLaunchKernel minus those of the driver's cuLaunchKernel it calls,
-over $N launches: everything the shim does per launch, including the amortised completion
-markers and the driver's cuCtxGetCurrent the record asks for.
+over $N launches: everything the shim does per launch, including the driver's
+cuCtxGetCurrent the record asks for. Without markers the count is deterministic; with the
+default sampling it also holds the amortised marker calls, whose number depends on how soon
+the collector registered the marker memory.
 
 | | instructions per launch |
 |---|---|
-| added by the shim | **$ir_added** |
+| added by the shim, no completion markers (POS_SAMPLE=0) | **$ir_nomarkers** |
+| added by the shim, default (a marker every 32nd launch) | $ir_default |
 | the simulated driver's cuLaunchKernel, for scale | $ir_driver |
 
 Target: at most 300.
@@ -131,7 +139,7 @@ Peak RSS (\`/usr/bin/time -f %M\`) of \`posapp --model resnet50 --requests 30\`,
 | shim, passthrough | $m_shim | $((m_shim - m_plain)) |
 | shim with POS_TRACE | $m_trace | $((m_trace - m_plain)) |
 
-The shim reserves address space for 256 threads' record rings (4096 records of 104 bytes
+The shim reserves address space for 256 threads' record rings (16384 records of 104 bytes
 each), backed only as threads launch; the kernel-name map is 1 MiB of static data.
 EOF
 echo "bench: wrote $OUT" >&2

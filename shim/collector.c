@@ -15,7 +15,9 @@
 
 #define COMPLETION_TIMEOUT_NS 2000000000ull /* give up waiting for a completion after 2 s */
 #define IDLE_SLEEP_US 2000
-#define MAX_IDLE_SLEEP_US 20000
+#define MAX_IDLE_SLEEP_US 5000
+
+_Atomic uint64_t shim_first_ctx;
 
 struct pending {
     struct pos_op_record r;
@@ -24,6 +26,9 @@ struct pending {
 static struct {
     pthread_t thread;
     pthread_once_t once;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond; /* kicks wake the collector before its sleep ends */
+    int kicked;
     _Atomic int started, stop;
     struct pending *pend;
     size_t npend, cap;
@@ -31,7 +36,10 @@ static struct {
     FILE *trace;
     int markers_failed;
     uint64_t written, timed_out, dropped;
-} C = {.once = PTHREAD_ONCE_INIT, .next_seq = 1};
+} C = {.once = PTHREAD_ONCE_INIT,
+       .mutex = PTHREAD_MUTEX_INITIALIZER,
+       .cond = PTHREAD_COND_INITIALIZER,
+       .next_seq = 1};
 
 /* ---- trace -------------------------------------------------------------------------------- */
 
@@ -222,17 +230,18 @@ static size_t drain(void)
 /* Registers the marker slots with the driver, in the context of the first operator seen. */
 static void setup_markers(void)
 {
-    if (atomic_load(&shim_marker_dptr) || C.markers_failed || !shim_cfg.sample || !C.npend)
+    CUcontext ctx = C.npend ? (CUcontext)(uintptr_t)C.pend[0].r.ctx
+                            : (CUcontext)(uintptr_t)atomic_load(&shim_first_ctx);
+    if (atomic_load(&shim_marker_dptr) || C.markers_failed || !shim_cfg.sample || !ctx)
         return;
     if (!shim_real_cuStreamWriteValue32_v2 || !shim_real_cuMemHostRegister_v2 ||
         !shim_real_cuCtxPushCurrent_v2 || !shim_real_cuMemHostGetDevicePointer_v2) {
         C.markers_failed = 1;
         return;
     }
-    CUcontext ctx = (CUcontext)(uintptr_t)C.pend[0].r.ctx;
     size_t size = SHIM_MARKER_SLOTS * sizeof(uint32_t);
     void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (!ctx || buf == MAP_FAILED) {
+    if (buf == MAP_FAILED) {
         C.markers_failed = 1;
         return;
     }
@@ -308,6 +317,32 @@ static void collect_once(int final)
     emit(final);
 }
 
+/* Sleeps US microseconds, or less if kicked. */
+static void sleep_us(unsigned us)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)us * 1000;
+    while (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&C.mutex);
+    while (!C.kicked && !atomic_load(&C.stop))
+        if (pthread_cond_timedwait(&C.cond, &C.mutex, &ts) != 0)
+            break;
+    C.kicked = 0;
+    pthread_mutex_unlock(&C.mutex);
+}
+
+void shim_collector_kick(void)
+{
+    pthread_mutex_lock(&C.mutex);
+    C.kicked = 1;
+    pthread_cond_signal(&C.cond);
+    pthread_mutex_unlock(&C.mutex);
+}
+
 static void *collector_main(void *arg)
 {
     (void)arg;
@@ -326,9 +361,9 @@ static void *collector_main(void *arg)
         }
         if (got || C.npend) {
             idle_us = IDLE_SLEEP_US;
-            usleep(shim_cfg.poll_us);
+            sleep_us(shim_cfg.poll_us);
         } else {
-            usleep(idle_us);
+            sleep_us(idle_us);
             if (idle_us < MAX_IDLE_SLEEP_US)
                 idle_us *= 2;
         }
@@ -394,6 +429,7 @@ void shim_collector_stop(void)
     if (!atomic_load(&C.started))
         return;
     atomic_store(&C.stop, 1);
+    shim_collector_kick();
     pthread_join(C.thread, NULL);
     /* markers of the last operators may still be landing: wait a little for them */
     for (int i = 0; i < 50; i++) {

@@ -84,7 +84,7 @@ static void read_config(void)
             strcpy(shim_cfg.trace_path, trace);
     }
     /* a trace wants every operator's completion; otherwise sample */
-    shim_cfg.sample = env_u32("POS_SAMPLE", shim_cfg.trace_path[0] ? 1 : 16, 1u << 20);
+    shim_cfg.sample = env_u32("POS_SAMPLE", shim_cfg.trace_path[0] ? 1 : 32, 1u << 20);
     shim_cfg.poll_us = env_u32("POS_POLL_US", 100, 1000000);
     if (shim_cfg.poll_us == 0)
         shim_cfg.poll_us = 1;
@@ -219,6 +219,13 @@ struct shim_thread *shim_thread_attach(void)
         t->until_marker = shim_cfg.sample;
         shim_self_tls = t;
         pthread_setspecific(thread_key, t);
+        /* a context to register completion markers in, as early as possible */
+        CUcontext ctx = NULL;
+        if (shim_real_cuCtxGetCurrent && shim_real_cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) {
+            uint64_t none = 0;
+            atomic_compare_exchange_strong(&shim_first_ctx, &none, (uint64_t)(uintptr_t)ctx);
+        }
+        shim_collector_kick();
         return t;
     }
     return NULL;

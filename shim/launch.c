@@ -114,9 +114,7 @@ static void launch_end(struct launch *L, CUresult rc)
     r->kind = L->kind;
     r->flags = flags;
     r->done_how = POS_DONE_UNKNOWN;
-    r->kernel_id = L->kind == POS_OP_GRAPH || L->kind == POS_OP_HOSTFN
-                       ? 0
-                       : shim_ident_lookup(L->function);
+    r->kernel_id = 0; /* the collector maps the function to its name's id */
     r->tid = t->tid;
     r->grid[0] = L->grid[0], r->grid[1] = L->grid[1], r->grid[2] = L->grid[2];
     r->block[0] = L->block[0], r->block[1] = L->block[1], r->block[2] = L->block[2];

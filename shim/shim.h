@@ -76,7 +76,7 @@ void *shim_real_dlsym(void *handle, const char *name);
 
 /* ---- per-thread rings ------------------------------------------------------------------- */
 
-#define SHIM_RING 4096 /* records per thread */
+#define SHIM_RING 16384 /* records per thread: ~1.7 MB, backed as it is used */
 #define SHIM_SYNC_RING 256
 #define SHIM_MAX_THREADS 256
 
@@ -151,6 +151,8 @@ extern _Atomic uint64_t shim_marker_next;
 /* ---- the collector ---------------------------------------------------------------------- */
 
 void shim_collector_start(void); /* after a successful cuInit */
+void shim_collector_kick(void);  /* something new to look at (slow paths only) */
+extern _Atomic uint64_t shim_first_ctx; /* a context seen launching: markers register in it */
 void shim_collector_stop(void);  /* at exit: drain, flush the trace */
 
 #endif
