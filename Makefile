@@ -48,8 +48,17 @@ INIH_LIBS := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 SIM_LIB := $(B)/sim/libcuda.so.1
 POSAPP  := $(B)/posapp
 SHIM    := $(B)/libposshim.so
+POSSTAT := $(B)/posstat
 
-all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM)
+POSD    := $(B)/posd
+
+all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
+
+# The daemon: event loop, clients, engine, config, policies.
+POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
+URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
+$(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
+	$(CC) -o $@ $^ $(URING_LIBS) $(INIH_LIBS)
 
 # The interposer: everything hidden but the intercepted cu* entry points and dlsym.
 SHIM_SRCS := $(wildcard shim/*.c)
@@ -82,6 +91,9 @@ POSAPP_SRCS := $(wildcard tools/posapp*.c)
 $(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS))
 	$(CC) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
 
+$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
+	$(CC) -o $@ $^
+
 # --- tests ----------------------------------------------------------------------------
 # Each tests/unit/test_NAME.c is one CUnit binary; TEST_LINK_test_NAME adds what it needs.
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
@@ -99,10 +111,13 @@ TEST_DEPS_test_model_file     := $(call obj,$(SIM_WORKLOAD_SRCS))
 TEST_DEPS_test_module_text    := $(call obj,sim/module_text.c)
 TEST_DEPS_test_posapp_arrival := $(call obj,tools/posapp_arrival.c)
 TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
+TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
+TEST_DEPS_test_policy         := $(call obj,$(wildcard sched/policy/*.c))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
+TEST_DEPS_test_config         := $(call obj,sched/config.c)
 TEST_LIBS_test_shim_table     := -ldl
 
 .SECONDEXPANSION:
@@ -145,6 +160,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
 	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/doc/pos
 	install -m 0755 $(POSAPP) $(DESTDIR)$(PREFIX)/bin/posapp
+	install -m 0755 $(POSSTAT) $(DESTDIR)$(PREFIX)/bin/posstat
+	install -m 0755 $(POSD) $(DESTDIR)$(PREFIX)/bin/posd
 	install -d $(DESTDIR)$(PREFIX)/lib/pos
 	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/pos/libposshim.so
 	install -m 0755 $(SIM_LIB) $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so.1
@@ -153,7 +170,7 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/pos/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/posapp
+	rm -f $(DESTDIR)$(PREFIX)/bin/posapp $(DESTDIR)$(PREFIX)/bin/posd $(DESTDIR)$(PREFIX)/bin/posstat
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pos $(DESTDIR)$(PREFIX)/share/pos $(DESTDIR)$(PREFIX)/share/doc/pos
 
 format:

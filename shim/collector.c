@@ -34,7 +34,6 @@ static struct {
     size_t npend, cap;
     uint64_t next_seq;
     FILE *trace;
-    int markers_failed;
     uint64_t written, timed_out, dropped;
 } C = {.once = PTHREAD_ONCE_INIT,
        .mutex = PTHREAD_MUTEX_INITIALIZER,
@@ -205,6 +204,9 @@ static size_t drain(void)
         uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
         for (; head != tail; head++, n++) {
             struct pos_op_record r = t->ring[head % SHIM_RING];
+            if ((r.flags & POS_OPF_FAILED) && r.sched_seq)
+                /* it never ran: posd must not count it in flight */
+                shim_session_complete(r.session, r.sched_seq, 0, POS_DONE_UNKNOWN, r.result);
             if (r.flags & (POS_OPF_CAPTURED | POS_OPF_FAILED))
                 continue; /* not operators */
             r.seq = C.next_seq++;
@@ -227,45 +229,13 @@ static size_t drain(void)
     return n;
 }
 
-/* Registers the marker slots with the driver, in the context of the first operator seen. */
+/* Registers the marker slots, in the context of the first operator seen. */
 static void setup_markers(void)
 {
     CUcontext ctx = C.npend ? (CUcontext)(uintptr_t)C.pend[0].r.ctx
                             : (CUcontext)(uintptr_t)atomic_load(&shim_first_ctx);
-    if (atomic_load(&shim_marker_dptr) || C.markers_failed || !shim_cfg.sample || !ctx)
-        return;
-    if (!shim_real_cuStreamWriteValue32_v2 || !shim_real_cuMemHostRegister_v2 ||
-        !shim_real_cuCtxPushCurrent_v2 || !shim_real_cuMemHostGetDevicePointer_v2) {
-        C.markers_failed = 1;
-        return;
-    }
-    size_t size = SHIM_MARKER_SLOTS * sizeof(uint32_t);
-    void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) {
-        C.markers_failed = 1;
-        return;
-    }
-    CUdeviceptr d = 0;
-    CUresult rc = shim_real_cuCtxPushCurrent_v2(ctx);
-    if (rc == CUDA_SUCCESS) {
-        rc = shim_real_cuMemHostRegister_v2(
-            buf, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-        if (rc == CUDA_SUCCESS)
-            rc = shim_real_cuMemHostGetDevicePointer_v2(&d, buf, 0);
-        CUcontext popped;
-        shim_real_cuCtxPopCurrent_v2(&popped);
-    }
-    if (rc != CUDA_SUCCESS) {
-        if (shim_cfg.debug)
-            shim_log("completion markers unavailable (driver error %d); completions come from "
-                     "synchronisations only",
-                     (int)rc);
-        munmap(buf, size);
-        C.markers_failed = 1;
-        return;
-    }
-    shim_marker_slots = buf;
-    atomic_store_explicit(&shim_marker_dptr, (uint64_t)d, memory_order_release);
+    if (ctx && !atomic_load(&shim_marker_dptr))
+        shim_markers_setup(ctx);
 }
 
 /* Names for kernels whose handle the launch path did not know (a function the application
@@ -296,6 +266,12 @@ static void emit(int final)
                       (r->marker && r->done_how != POS_DONE_MARKER);
         if (waiting && !final && now - r->submit_ns < COMPLETION_TIMEOUT_NS) {
             C.pend[keep++] = C.pend[i];
+            continue;
+        }
+        if (r->sched_seq && shim_session_complete(r->session, r->sched_seq, r->complete_ns,
+                                                  r->done_how, r->result) < 0 &&
+            !final) {
+            C.pend[keep++] = C.pend[i]; /* posd's channel is full: next cycle */
             continue;
         }
         if (r->done_how == POS_DONE_UNKNOWN)
@@ -349,6 +325,7 @@ static void *collector_main(void *arg)
     unsigned idle_us = IDLE_SLEEP_US;
     uint64_t last_flush = shim_now_ns();
     while (!atomic_load(&C.stop)) {
+        shim_session_poll();
         size_t got = drain();
         setup_markers();
         poll_markers();
@@ -374,6 +351,12 @@ static void *collector_main(void *arg)
 static void start_once(void)
 {
     trace_open();
+    /* attach to posd before the first launch, so none goes ahead of its policy */
+    shim_session_poll();
+    if (shim_sched_allowed && !atomic_load(&shim_session) &&
+        shim_cfg.mode_requested == SHIM_MODE_SCHEDULED)
+        shim_log("POS_MODE=scheduled but no posd at %s: passthrough until one is there",
+                 shim_socket_path());
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -15,6 +15,8 @@
 
 struct shim_config shim_cfg;
 int shim_active;
+int shim_sched_allowed;
+_Atomic uint32_t shim_sample;
 _Atomic int shim_captures;
 struct shim_thread *shim_threads;
 __thread struct shim_thread *shim_self_tls __attribute__((tls_model("initial-exec")));
@@ -71,11 +73,12 @@ static void read_config(void)
         else
             shim_log("ignoring POS_MODE='%s' (off, passthrough or scheduled)", mode);
     }
-    /* No scheduler is reachable from this shim yet: scheduled falls open to passthrough. */
+    /* Records are kept unless off; posd is asked unless passthrough was asked for. The mode
+     * is scheduled while attached to posd, passthrough otherwise. */
     shim_cfg.mode = shim_cfg.mode_requested == SHIM_MODE_OFF ? SHIM_MODE_OFF
                                                              : SHIM_MODE_PASSTHROUGH;
-    if (shim_cfg.mode_requested == SHIM_MODE_SCHEDULED)
-        shim_log("POS_MODE=scheduled: no scheduler to reach, running in passthrough");
+    shim_sched_allowed = shim_cfg.mode_requested == -1 ||
+                         shim_cfg.mode_requested == SHIM_MODE_SCHEDULED;
     const char *trace = getenv("POS_TRACE");
     if (trace && *trace) {
         if (strlen(trace) >= sizeof shim_cfg.trace_path)
@@ -86,6 +89,7 @@ static void read_config(void)
     /* a trace wants every operator's completion; otherwise sample */
     shim_cfg.sample = env_u32("POS_SAMPLE", shim_cfg.trace_path[0] ? 1 : 32, 1u << 20);
     shim_cfg.poll_us = env_u32("POS_POLL_US", 100, 1000000);
+    atomic_store(&shim_sample, shim_cfg.sample);
     if (shim_cfg.poll_us == 0)
         shim_cfg.poll_us = 1;
 }
@@ -239,6 +243,7 @@ static void fork_child(void)
      * calls, if any, go straight to the driver. */
     shim_active = 0;
     shim_self_tls = NULL;
+    shim_session_forked();
     shim_cfg.trace_path[0] = '\0';
 }
 

@@ -5,9 +5,59 @@
  * No lock, syscall, allocation, getenv or formatting here once a thread has its ring. */
 #include "shim/shim.h"
 
+#include <pthread.h>
+#include <sys/mman.h>
+
 _Atomic uint64_t shim_marker_dptr;
 volatile uint32_t *shim_marker_slots;
 _Atomic uint64_t shim_marker_next = 1;
+
+static pthread_mutex_t markers_lock = PTHREAD_MUTEX_INITIALIZER;
+static int markers_failed;
+
+/* Registers the host memory completion markers land in (once per process). In CTX, or in the
+ * calling thread's current context when CTX is NULL. Slow path: the collector calls it, and
+ * so does the first launch of a process that posd schedules (it needs its completions from
+ * the very first operator). */
+void shim_markers_setup(CUcontext ctx)
+{
+    if (atomic_load(&shim_marker_dptr) || markers_failed || !shim_cfg.sample)
+        return;
+    pthread_mutex_lock(&markers_lock);
+    if (atomic_load(&shim_marker_dptr) || markers_failed) {
+        pthread_mutex_unlock(&markers_lock);
+        return;
+    }
+    size_t size = SHIM_MARKER_SLOTS * sizeof(uint32_t);
+    void *buf = MAP_FAILED;
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+    CUdeviceptr d = 0;
+    if (shim_real_cuStreamWriteValue32_v2 && shim_real_cuMemHostRegister_v2 &&
+        shim_real_cuCtxPushCurrent_v2 && shim_real_cuMemHostGetDevicePointer_v2)
+        buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf != MAP_FAILED && (!ctx || (rc = shim_real_cuCtxPushCurrent_v2(ctx)) == CUDA_SUCCESS)) {
+        rc = shim_real_cuMemHostRegister_v2(
+            buf, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+        if (rc == CUDA_SUCCESS)
+            rc = shim_real_cuMemHostGetDevicePointer_v2(&d, buf, 0);
+        CUcontext popped;
+        if (ctx)
+            shim_real_cuCtxPopCurrent_v2(&popped);
+    }
+    if (rc != CUDA_SUCCESS) {
+        if (shim_cfg.debug)
+            shim_log("completion markers unavailable (driver error %d); completions come from "
+                     "synchronisations only",
+                     (int)rc);
+        if (buf != MAP_FAILED)
+            munmap(buf, size);
+        markers_failed = 1;
+    } else {
+        shim_marker_slots = buf;
+        atomic_store_explicit(&shim_marker_dptr, (uint64_t)d, memory_order_release);
+    }
+    pthread_mutex_unlock(&markers_lock);
+}
 
 struct launch {
     struct shim_thread *t;
@@ -18,13 +68,36 @@ struct launch {
     uint64_t stream;
     uint64_t ctx;
     uint32_t grid[3], block[3], smem;
+    int captured; /* -1 not asked yet, 0 no, 1 yes */
+    uint64_t sched_seq;
+    uint32_t session;
 };
 
+static int stream_capturing(struct launch *L);
+
 /* The submit/wait point of the scheduler. In passthrough it lets every launch go at once;
- * a scheduler plugs in here (and must never hold a launch into a capturing stream). */
+ * attached to posd it submits the launch and waits for its grant when posd holds it. A launch
+ * into a capturing stream is never submitted, so never held. */
 static inline void submit_point(struct launch *L)
 {
-    (void)L;
+    L->sched_seq = 0;
+    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    if (likely(s == NULL) || stream_capturing(L))
+        return;
+    struct shim_submit sub = {
+        .kernel_id = L->kind == POS_OP_GRAPH || L->kind == POS_OP_HOSTFN
+                         ? 0
+                         : shim_ident_lookup(L->function),
+        .kind = L->kind,
+        .ptsz = (L->flags & POS_OPF_PTSZ) != 0,
+        .grid = {L->grid[0], L->grid[1], L->grid[2]},
+        .block = {L->block[0], L->block[1], L->block[2]},
+        .smem = L->smem,
+        .stream = L->stream,
+        .submit_ns = L->submit_ns,
+    };
+    L->sched_seq = shim_session_submit(s, &sub);
+    L->session = s->gen;
 }
 
 static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64_t function,
@@ -44,28 +117,35 @@ static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64
     if (likely(shim_real_cuCtxGetCurrent != NULL))
         shim_real_cuCtxGetCurrent(&ctx);
     L->ctx = (uint64_t)(uintptr_t)ctx;
-    submit_point(L);
+    L->captured = -1;
     return 1;
 }
 
 /* A stream being captured only records: its launches are part of a graph, not operators.
  * Only asked while some capture is under way in the process. */
-static int stream_capturing(const struct launch *L)
+static int stream_capturing(struct launch *L)
 {
+    if (L->captured >= 0)
+        return L->captured;
     if (likely(atomic_load_explicit(&shim_captures, memory_order_relaxed) == 0))
-        return 0;
+        return L->captured = 0;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     CUstream s = (CUstream)(uintptr_t)L->stream;
     __typeof__(shim_real_cuStreamIsCapturing) fn =
         (L->flags & POS_OPF_PTSZ) ? shim_real_cuStreamIsCapturing_ptsz
                                   : shim_real_cuStreamIsCapturing;
-    return fn && fn(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+    L->captured = fn && fn(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+    return L->captured;
 }
 
 /* Puts a GPU-side write of a fresh token behind the op; the collector sees it land. */
 static uint64_t place_marker(const struct launch *L)
 {
     uint64_t dptr = atomic_load_explicit(&shim_marker_dptr, memory_order_acquire);
+    if (unlikely(!dptr) && L->sched_seq) {
+        shim_markers_setup(NULL); /* scheduled: completions from the first operator on */
+        dptr = atomic_load_explicit(&shim_marker_dptr, memory_order_acquire);
+    }
     if (!dptr)
         return 0;
     uint64_t token = atomic_fetch_add_explicit(&shim_marker_next, 1, memory_order_relaxed);
@@ -96,8 +176,11 @@ static void launch_end(struct launch *L, CUresult rc)
         shim_count(&t->captured, 1);
     } else {
         shim_count(&t->launches, 1);
-        if (shim_cfg.sample && --t->until_marker == 0) {
-            t->until_marker = shim_cfg.sample;
+        uint32_t sample = atomic_load_explicit(&shim_sample, memory_order_relaxed);
+        if (unlikely(t->until_marker > sample))
+            t->until_marker = sample; /* posd asked for markers more often */
+        if (sample && --t->until_marker == 0) {
+            t->until_marker = sample;
             marker = place_marker(L);
             if (marker)
                 flags |= POS_OPF_MARKED;
@@ -127,6 +210,8 @@ static void launch_end(struct launch *L, CUresult rc)
     r->marker = marker;
     r->submit_ns = L->submit_ns;
     r->complete_ns = 0;
+    r->sched_seq = L->sched_seq;
+    r->session = L->session;
     /* the record is complete before the collector may see it */
     atomic_store_explicit(&t->tail, tail + 1, memory_order_release);
 }
@@ -153,6 +238,7 @@ static inline void set_dims(struct launch *L, unsigned gx, unsigned gy, unsigned
         if (!launch_begin(&L, kind, ptsz, (uint64_t)(uintptr_t)f, h))                           \
             return real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);           \
         set_dims(&L, gx, gy, gz, bx, by, bz, smem);                                              \
+        submit_point(&L);                                                                        \
         CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);        \
         launch_end(&L, rc);                                                                      \
         return rc;                                                                               \
@@ -175,6 +261,7 @@ KERNEL_WRAPPER(cuLaunchCooperativeKernel_ptsz, POS_OP_COOPERATIVE, 1, , )
             return real(config, f, kernelParams, extra);                                         \
         set_dims(&L, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,    \
                  config->blockDimY, config->blockDimZ, config->sharedMemBytes);                  \
+        submit_point(&L);                                                                        \
         CUresult rc = real(config, f, kernelParams, extra);                                      \
         launch_end(&L, rc);                                                                      \
         return rc;                                                                               \
@@ -191,6 +278,7 @@ KERNEL_EX_WRAPPER(cuLaunchKernelEx_ptsz, 1)
         if (!launch_begin(&L, POS_OP_GRAPH, ptsz, (uint64_t)(uintptr_t)g, h))                   \
             return real(g, h);                                                                   \
         set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                       \
+        submit_point(&L);                                                                        \
         CUresult rc = real(g, h);                                                                \
         launch_end(&L, rc);                                                                      \
         return rc;                                                                               \
@@ -207,6 +295,7 @@ GRAPH_WRAPPER(cuGraphLaunch_ptsz, 1)
         if (!launch_begin(&L, POS_OP_HOSTFN, ptsz, (uint64_t)(uintptr_t)fn, h))                 \
             return real(h, fn, data);                                                            \
         set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                       \
+        submit_point(&L);                                                                        \
         CUresult rc = real(h, fn, data);                                                         \
         launch_end(&L, rc);                                                                      \
         return rc;                                                                               \

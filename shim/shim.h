@@ -148,6 +148,45 @@ extern _Atomic uint64_t shim_marker_dptr; /* device address of the marker slots,
 extern volatile uint32_t *shim_marker_slots;
 extern _Atomic uint64_t shim_marker_next;
 
+/* Registers the marker memory in CTX (NULL: the caller's current context). */
+void shim_markers_setup(CUcontext ctx);
+
+/* ---- posd (session.c) -------------------------------------------------------------------- */
+
+struct pos_client_shm;
+
+struct shim_session {
+    struct pos_client_shm *shm;
+    int sock;
+    int kick_fd;
+    uint32_t gen; /* which session: completions of an older one are not reported */
+    uint32_t client_id;
+};
+
+/* What a launch tells posd when it submits. */
+struct shim_submit {
+    uint32_t kernel_id;
+    uint16_t kind;
+    int ptsz;
+    uint32_t grid[3], block[3], smem;
+    uint64_t stream;
+    uint64_t submit_ns;
+};
+
+extern _Atomic(struct shim_session *) shim_session; /* NULL: passthrough */
+extern int shim_sched_allowed;                     /* POS_MODE lets us talk to posd */
+extern _Atomic uint32_t shim_sample;               /* markers every N launches, now */
+
+/* Submits one launch and waits for its grant if posd holds it; returns its seq (0: none). */
+uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub);
+/* Reports a completion to the session GEN; -1 when the channel is full (retry later). */
+int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
+                          int32_t result);
+void shim_session_poll(void); /* collector: liveness and re-attaching */
+void shim_session_note_sync(uint64_t ns);
+void shim_session_forked(void);
+const char *shim_socket_path(void);
+
 /* ---- the collector ---------------------------------------------------------------------- */
 
 void shim_collector_start(void); /* after a successful cuInit */

@@ -101,6 +101,7 @@ static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx, ui
     uint64_t end = shim_now_ns();
     shim_count(&t->syncs, 1);
     shim_count(&t->sync_ns, end - start);
+    shim_session_note_sync(end - start);
     uint64_t tail = atomic_load_explicit(&t->sync_tail, memory_order_relaxed);
     if (tail - atomic_load_explicit(&t->sync_head, memory_order_acquire) >= SHIM_SYNC_RING)
         return;

@@ -48,6 +48,9 @@ struct pos_op_record {
     uint64_t marker;    /* completion marker token, 0 if none */
     uint64_t submit_ns; /* CLOCK_MONOTONIC when the launch was called */
     uint64_t complete_ns; /* CLOCK_MONOTONIC of completion (see done_how), 0 if unknown */
+    uint64_t sched_seq;   /* the client's sequence number at posd, 0 if not submitted to one */
+    uint32_t session;     /* which posd session sched_seq belongs to */
+    uint32_t reserved;
 };
 
 #endif

@@ -1,0 +1,90 @@
+/* The shared memory between posd and one client (created by posd, a memfd passed at
+ * registration): the client's submission ring of operators, its completion channel, its grant
+ * state and its counters. The client writes the rings' tails and its counters; posd writes the
+ * heads and the grant state. posd reads every client-written value once into a local copy and
+ * bounds every index it derives: a client can hurt only itself. */
+#ifndef POS_CLIENT_SHM_H
+#define POS_CLIENT_SHM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pos/proto.h"
+
+#define POS_SHM_MAGIC UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
+#define POS_SHM_VERSION 1
+#define POS_SUB_RING 8192  /* submissions in flight between a client and posd */
+#define POS_DONE_RING 8192 /* completions likewise */
+
+/* How the client may launch. */
+enum pos_grant_mode {
+    POS_GRANT_FREE = 0, /* launch at once; posd only counts (no scheduler constraint) */
+    POS_GRANT_WINDOW,   /* launch operator SEQ only when SEQ <= granted */
+};
+
+/* posd's view of itself, as the client sees it. */
+enum pos_posd_state {
+    POS_POSD_ALIVE = 0,
+    POS_POSD_GONE, /* posd left (or the client saw it go): launch freely, re-attach later */
+};
+
+/* submission flags */
+#define POS_SUBF_FREE 0x1 /* launched without waiting (FREE mode): count it as granted */
+#define POS_SUBF_PTSZ 0x2
+
+struct pos_submission {
+    _Atomic uint64_t stamp; /* = seq once the slot is written: publishes it */
+    uint64_t seq;
+    uint32_t kernel_id; /* 0 if the shim does not know it yet */
+    uint16_t kind;      /* enum pos_op_kind */
+    uint16_t flags;     /* POS_SUBF_* */
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t smem;
+    uint32_t reserved;
+    uint64_t stream;
+    uint64_t submit_ns;
+};
+
+struct pos_completion_rec {
+    _Atomic uint64_t stamp; /* = index + 1 once written */
+    uint64_t seq;
+    uint64_t complete_ns; /* CLOCK_MONOTONIC; 0 when the launch failed (never ran) */
+    uint32_t how;         /* enum pos_completion */
+    int32_t result;       /* CUresult of the launch */
+};
+
+#define POS_CACHELINE 64
+
+struct pos_client_shm {
+    /* header, written by posd before the client maps it */
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size;
+    uint32_t client_id;
+    uint32_t sample; /* completion marker every SAMPLE launches, as posd wants it */
+
+    /* grant state: posd writes, the client reads */
+    _Alignas(POS_CACHELINE) _Atomic uint32_t grant_mode;
+    _Atomic uint32_t grant_word; /* futex: bumped at every grant update */
+    _Atomic uint64_t granted;    /* highest seq the client may launch in WINDOW mode */
+    _Atomic uint32_t posd_state; /* enum pos_posd_state; either side may set GONE */
+    _Atomic uint64_t heartbeat;  /* bumped by posd at every decision it makes */
+
+    /* client writes */
+    _Alignas(POS_CACHELINE) _Atomic uint64_t next_seq; /* last seq handed out */
+    _Atomic uint32_t waiters;                          /* threads waiting for a grant */
+    _Atomic uint64_t launches, waits, sync_ns, syncs;
+    _Atomic uint64_t wait_hist[POS_WAIT_BUCKETS];
+
+    /* submission ring: the client reserves by next_seq and publishes by stamp; posd consumes */
+    _Alignas(POS_CACHELINE) _Atomic uint64_t sub_head; /* posd: next seq it will read */
+    struct pos_submission sub[POS_SUB_RING];
+
+    /* completion channel: one producer (the shim's collector), posd consumes */
+    _Alignas(POS_CACHELINE) _Atomic uint64_t done_tail;
+    _Alignas(POS_CACHELINE) _Atomic uint64_t done_head;
+    struct pos_completion_rec done[POS_DONE_RING];
+};
+
+#endif

@@ -1,0 +1,88 @@
+/* The posd wire protocol: messages on the Unix socket (SOCK_SEQPACKET) between posd and its
+ * peers: shims registering as clients, and tools (posstat, posctl) asking for statistics.
+ * Every message starts with struct pos_msg_hdr; a peer with another magic or version is
+ * refused with POS_MSG_REJECT and a reason. Fixed layouts, little-endian, no pointers. */
+#ifndef POS_PROTO_H
+#define POS_PROTO_H
+
+#include <stdint.h>
+
+#define POS_PROTO_MAGIC 0x44534f50u /* "POSD" */
+#define POS_PROTO_VERSION 1
+#define POS_MSG_MAX 131072 /* largest message posd sends (a stats reply) */
+#define POS_REQ_MAX 4096   /* largest message a peer may send to posd */
+#define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
+#define POS_APP_NAME_MAX 64
+
+enum pos_msg_type {
+    POS_MSG_HELLO = 1,  /* shim -> posd: register as a client */
+    POS_MSG_WELCOME,    /* posd -> shim: accepted; carries the client's memfd and eventfd */
+    POS_MSG_REJECT,     /* posd -> peer: refused; the text says why */
+    POS_MSG_STATS_REQ,  /* tool -> posd */
+    POS_MSG_STATS,      /* posd -> tool: struct pos_stats_reply + clients */
+};
+
+struct pos_msg_hdr {
+    uint32_t magic;   /* POS_PROTO_MAGIC */
+    uint16_t version; /* POS_PROTO_VERSION */
+    uint16_t type;    /* enum pos_msg_type */
+    uint32_t len;     /* bytes after this header */
+    uint32_t reserved;
+};
+
+/* HELLO: what the shim says of itself. posd identifies the client by SO_PEERCRED and /proc,
+ * never by this; it only checks versions. */
+struct pos_hello {
+    uint32_t record_version; /* POS_OP_RECORD_VERSION of the shim */
+    uint32_t shm_version;    /* POS_SHM_VERSION the shim understands */
+};
+
+/* WELCOME, with SCM_RIGHTS: [0] memfd of struct pos_client_shm, [1] eventfd to kick posd. */
+struct pos_welcome {
+    uint32_t client_id;
+    uint32_t shm_size;
+};
+
+/* REJECT: a NUL-terminated reason follows. */
+
+/* ---- statistics ------------------------------------------------------------------------- */
+
+#define POS_WAIT_BUCKETS 24 /* grant waits: bucket i counts waits of [2^i, 2^(i+1)) us; 0: <2us */
+
+struct pos_device_stats {
+    uint64_t uptime_ns;
+    uint32_t clients;
+    uint32_t policy_len;
+    char policy[16];
+    uint64_t submitted, granted, completed;
+    uint64_t busy_ns; /* time with at least one operator of any client in flight */
+};
+
+struct pos_client_stats {
+    uint32_t client_id;
+    int32_t pid;
+    uint32_t uid, gid;
+    char app[POS_APP_NAME_MAX];
+    char class_name[16];
+    int32_t priority;
+    uint32_t flags; /* POS_CLIENT_* */
+    uint64_t submitted, granted, completed;
+    uint64_t in_flight, queued;
+    uint64_t busy_ns; /* time with at least one of its operators in flight */
+    uint64_t sync_ns, syncs;
+    uint64_t waits; /* launches that had to wait for a grant */
+    uint64_t wait_hist[POS_WAIT_BUCKETS];
+    uint64_t connected_ns; /* how long it has been registered */
+};
+
+#define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */
+
+/* STATS reply: a pos_device_stats, then nclients pos_client_stats. */
+struct pos_stats_reply {
+    struct pos_device_stats dev;
+    uint32_t nclients;
+    uint32_t reserved;
+    /* struct pos_client_stats clients[nclients] */
+};
+
+#endif

@@ -1,0 +1,352 @@
+/* posd's peers: the listening socket, registration of shims as clients (identity from
+ * SO_PEERCRED and /proc, never from the client; a shared-memory region and a kick eventfd
+ * sent back over SCM_RIGHTS), tool requests, protocol checks, and teardown. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "pos/op_record.h"
+#include "sched/posd.h"
+
+/* ---- the socket ------------------------------------------------------------------------- */
+
+static int make_parent_dir(const char *path)
+{
+    char dir[108];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int posd_listen(struct posd *d)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(d->socket_path) >= sizeof a.sun_path) {
+        posd_log(POSD_LOG_ERROR, "socket path too long: %s", d->socket_path);
+        return -ENAMETOOLONG;
+    }
+    strcpy(a.sun_path, d->socket_path);
+    int rc = make_parent_dir(d->socket_path);
+    if (rc < 0) {
+        posd_log(POSD_LOG_ERROR, "cannot create the directory of %s: %s", d->socket_path,
+                 strerror(-rc));
+        return rc;
+    }
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    /* a socket file left by a posd that died: replace it only if nobody answers there */
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof a) == 0) {
+        close(probe);
+        close(fd);
+        posd_log(POSD_LOG_ERROR, "another posd is listening on %s", d->socket_path);
+        return -EADDRINUSE;
+    }
+    if (probe >= 0)
+        close(probe);
+    unlink(d->socket_path);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
+        rc = -errno;
+        posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s", d->socket_path, strerror(-rc));
+        close(fd);
+        return rc;
+    }
+    /* any local user may register; identity and policy come from the kernel's word */
+    chmod(d->socket_path, 0666);
+    d->listen_fd = fd;
+    return 0;
+}
+
+void posd_unlink_socket(struct posd *d)
+{
+    if (d->listen_fd >= 0) {
+        close(d->listen_fd);
+        d->listen_fd = -1;
+        unlink(d->socket_path);
+    }
+}
+
+/* ---- identity ----------------------------------------------------------------------------- */
+
+static ssize_t read_small_file(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t len = 0;
+    ssize_t n;
+    while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+static void identify(struct posd_identity *id, pid_t pid)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, id->exe, sizeof id->exe - 1);
+    id->exe[n > 0 ? n : 0] = '\0';
+    const char *base = strrchr(id->exe, '/');
+    snprintf(id->app, sizeof id->app, "%.*s", (int)sizeof id->app - 1, base ? base + 1 : id->exe);
+    /* POS_APP in its environment is a name hint (readable as root or as the same user) */
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    ssize_t len = read_small_file(path, buf, sizeof buf);
+    for (ssize_t i = 0; len > 0 && i < len; i += (ssize_t)strlen(buf + i) + 1) {
+        if (strncmp(buf + i, "POS_APP=", 8) == 0 && buf[i + 8]) {
+            snprintf(id->app, sizeof id->app, "%s", buf + i + 8);
+            break;
+        }
+    }
+    /* the unified hierarchy's line: "0::/path" */
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    id->cgroup[0] = '\0';
+    if (read_small_file(path, buf, sizeof buf) > 0) {
+        char *line = strstr(buf, "0::");
+        if (line) {
+            line += 3;
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(id->cgroup, sizeof id->cgroup, "%s", line);
+        }
+    }
+}
+
+/* ---- messages ----------------------------------------------------------------------------- */
+
+static void fill_hdr(struct pos_msg_hdr *h, int type, size_t len)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = POS_PROTO_MAGIC;
+    h->version = POS_PROTO_VERSION;
+    h->type = (uint16_t)type;
+    h->len = (uint32_t)len;
+}
+
+static int send_msg(int sock, int type, const void *body, size_t len, const int *fds, int nfds)
+{
+    struct pos_msg_hdr h;
+    fill_hdr(&h, type, len);
+    struct iovec iov[2] = {{&h, sizeof h}, {(void *)body, len}};
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    if (nfds) {
+        m.msg_control = ctl.buf;
+        m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+    }
+    ssize_t n = sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return n == (ssize_t)(sizeof h + len) ? 0 : -1;
+}
+
+static void reject(struct posd_client *c, const char *reason)
+{
+    send_msg(c->sock, POS_MSG_REJECT, reason, strlen(reason) + 1, NULL, 0);
+}
+
+static int register_client(struct posd *d, struct posd_client *c, const struct pos_hello *h)
+{
+    char why[160];
+    if (h->shm_version != POS_SHM_VERSION || h->record_version != POS_OP_RECORD_VERSION) {
+        snprintf(why, sizeof why,
+                 "version mismatch: the shim speaks shared-memory v%u / records v%u, posd v%u / "
+                 "v%u; update the shim or posd",
+                 h->shm_version, h->record_version, POS_SHM_VERSION, POS_OP_RECORD_VERSION);
+        posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
+        reject(c, why);
+        return -1;
+    }
+    size_t size = (sizeof(struct pos_client_shm) + 4095) & ~(size_t)4095;
+    int memfd = memfd_create("pos-client", MFD_CLOEXEC);
+    if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0) {
+        posd_log(POSD_LOG_ERROR, "memfd for pid %d: %s", (int)c->ident.pid, strerror(errno));
+        if (memfd >= 0)
+            close(memfd);
+        reject(c, "posd could not allocate shared memory");
+        return -1;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    c->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (p == MAP_FAILED || c->kick_fd < 0) {
+        posd_log(POSD_LOG_ERROR, "shared memory for pid %d: %s", (int)c->ident.pid,
+                 strerror(errno));
+        if (p != MAP_FAILED)
+            munmap(p, size);
+        close(memfd);
+        reject(c, "posd could not allocate shared memory");
+        return -1;
+    }
+    c->shm = p;
+    c->shm_size = size;
+    c->shm->magic = POS_SHM_MAGIC;
+    c->shm->version = POS_SHM_VERSION;
+    c->shm->size = (uint32_t)size;
+    c->shm->client_id = c->id;
+    /* a capped client needs to hear of every completion to be released promptly */
+    c->shm->sample = c->pol.max_inflight ? 1 : 32;
+    atomic_store(&c->shm->grant_mode, POS_GRANT_WINDOW);
+    c->registered = 1;
+    c->connected_at = c->last_update = posd_now();
+    /* decide before the client starts, so it never launches ahead of its policy */
+    posd_engine_tick(d);
+    struct pos_welcome w = {.client_id = c->id, .shm_size = (uint32_t)size};
+    int fds[2] = {memfd, c->kick_fd};
+    int rc = send_msg(c->sock, POS_MSG_WELCOME, &w, sizeof w, fds, 2);
+    close(memfd);
+    if (rc < 0)
+        return -1;
+    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s",
+             c->id, (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
+             c->pol.priority, c->pol.rule[0] ? " rule " : "", c->pol.rule);
+    return 0;
+}
+
+static void reply_stats(struct posd *d, struct posd_client *c)
+{
+    static uint8_t buf[POS_MSG_MAX];
+    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr));
+    if (send_msg(c->sock, POS_MSG_STATS, buf, len, NULL, 0) < 0)
+        posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
+}
+
+int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
+{
+    const char *who = c->registered ? c->ident.app : "peer";
+    if (len > POS_REQ_MAX) {
+        posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting",
+                 who, (int)c->ident.pid, len);
+        return -1;
+    }
+    struct pos_msg_hdr h;
+    if (len < sizeof h) {
+        posd_log(POSD_LOG_WARN, "%s (pid %d): short message: disconnecting", who,
+                 (int)c->ident.pid);
+        return -1;
+    }
+    memcpy(&h, c->rx, sizeof h);
+    if (h.magic != POS_PROTO_MAGIC || h.version != POS_PROTO_VERSION) {
+        posd_log(POSD_LOG_WARN, "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
+                 "disconnecting", who, (int)c->ident.pid, POS_PROTO_VERSION, h.magic, h.version);
+        char why[128];
+        snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u",
+                 POS_PROTO_VERSION, h.version);
+        reject(c, why);
+        return -1;
+    }
+    if (h.len != len - sizeof h) {
+        posd_log(POSD_LOG_WARN, "%s (pid %d): message length mismatch: disconnecting", who,
+                 (int)c->ident.pid);
+        return -1;
+    }
+    switch (h.type) {
+    case POS_MSG_HELLO: {
+        struct pos_hello hello;
+        if (c->registered || c->is_tool || h.len != sizeof hello) {
+            posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
+            return -1;
+        }
+        memcpy(&hello, c->rx + sizeof h, sizeof hello);
+        posd_config_match(&d->cfg, &c->ident, &c->pol);
+        return register_client(d, c, &hello);
+    }
+    case POS_MSG_STATS_REQ:
+        if (!c->registered)
+            c->is_tool = 1;
+        reply_stats(d, c);
+        return 0;
+    default:
+        posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
+                 (int)c->ident.pid, h.type);
+        reject(c, "unknown message type");
+        return -1;
+    }
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+struct posd_client *posd_client_new(struct posd *d, int sock)
+{
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (c->used || c->pending)
+            continue;
+        uint32_t gen = c->gen + 1;
+        memset(c, 0, offsetof(struct posd_client, rx));
+        c->gen = gen;
+        c->used = 1;
+        c->sock = sock;
+        c->kick_fd = -1;
+        c->id = (uint32_t)++d->next_client_id;
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
+            c->ident.pid = cred.pid;
+            c->ident.uid = cred.uid;
+            c->ident.gid = cred.gid;
+            identify(&c->ident, cred.pid);
+        }
+        return c;
+    }
+    return NULL;
+}
+
+void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
+{
+    if (!c->used)
+        return;
+    if (c->registered)
+        posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
+                 (int)c->ident.pid, c->ident.app, why ? why : "left");
+    if (c->kick_fd >= 0) {
+        /* the pending read of the kick eventfd must not outlive the slot */
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
+        if (sqe) {
+            uint64_t ud = EV_CLIENT_KICK | ((uint64_t)(c - d->clients) << 8) |
+                          ((uint64_t)c->gen << 32);
+            io_uring_prep_cancel64(sqe, ud, 0);
+            io_uring_sqe_set_data64(sqe, EV_CANCEL);
+        }
+        close(c->kick_fd);
+        c->kick_fd = -1;
+    }
+    if (c->shm)
+        munmap(c->shm, c->shm_size);
+    c->shm = NULL;
+    if (c->sock >= 0)
+        close(c->sock);
+    c->sock = -1;
+    c->used = 0;
+    c->registered = 0;
+}
+
+void posd_clients_reconfigure(struct posd *d)
+{
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (!c->used || !c->registered)
+            continue;
+        posd_config_match(&d->cfg, &c->ident, &c->pol);
+        c->shm->sample = c->pol.max_inflight ? 1 : 32;
+    }
+}

@@ -1,0 +1,118 @@
+/* posd's configuration: the daemon settings, scheduling classes and the admin's rules that
+ * match clients (by app name, uid, gid, cgroup) and set their class, priority, SLO, weight,
+ * in-flight limit, SM share and device. Loaded with libinih from posd.conf plus the drop-ins
+ * of policy.d/ in lexical order; docs/policy.md documents every key. */
+#ifndef POS_SCHED_CONFIG_H
+#define POS_SCHED_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define POSD_NAME_MAX 64
+#define POSD_CLASS_NAME_MAX 16
+#define POSD_MAX_CLASSES 16
+#define POSD_PATH_MAX 256
+
+enum posd_log_level { POSD_LOG_ERROR = 0, POSD_LOG_WARN, POSD_LOG_INFO, POSD_LOG_DEBUG };
+
+struct posd_class {
+    char name[POSD_CLASS_NAME_MAX];
+    int priority;          /* lower number = more important */
+    uint32_t max_inflight; /* operators in flight per client of the class; 0 = no limit */
+    double min_share;      /* starvation guard: least share of each guard period, 0..1 */
+};
+
+struct posd_rule {
+    char name[POSD_NAME_MAX];
+    char file[POSD_PATH_MAX]; /* where it was defined, for messages */
+    int line;
+    /* matchers: a rule applies when every matcher it has matches */
+    char match_app[POSD_NAME_MAX]; /* fnmatch pattern on the app name */
+    int has_uid;
+    uid_t uid;
+    int has_gid;
+    gid_t gid;
+    char match_cgroup[POSD_PATH_MAX]; /* fnmatch pattern on the cgroup path */
+    /* settings: each applies when has_* is set */
+    int has_class;
+    char class_name[POSD_CLASS_NAME_MAX];
+    int class_line;
+    int has_priority;
+    int priority;
+    int has_slo;
+    double slo_ms;
+    int has_weight;
+    double weight;
+    int has_max_inflight;
+    uint32_t max_inflight;
+    int has_sm_share;
+    uint32_t sm_share; /* percent of SMs (1..100), applied through MPS where present */
+    int has_device;
+    int device;
+};
+
+struct posd_config {
+    /* [daemon] */
+    char socket[108];
+    char policy[16];
+    char default_class[POSD_CLASS_NAME_MAX];
+    uint32_t tick_us;   /* scheduling period while clients wait or work is in flight */
+    uint32_t credits;   /* grant window handed to a client beyond what it submitted */
+    int log_level;      /* enum posd_log_level */
+    /* [policy] */
+    double guard_period_ms;
+    double min_share;   /* default for classes that do not set one */
+    /* [class NAME] */
+    struct posd_class classes[POSD_MAX_CLASSES];
+    int nclasses;
+    /* [rule NAME], in the order they apply */
+    struct posd_rule *rules;
+    size_t nrules;
+};
+
+/* Who a client is, as posd established it (SO_PEERCRED and /proc, never the client's word). */
+struct posd_identity {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    char app[POSD_NAME_MAX];      /* POS_APP from its environment, else its executable's name */
+    char exe[POSD_PATH_MAX];      /* /proc/PID/exe */
+    char cgroup[POSD_PATH_MAX];   /* unified (v2) cgroup path, "" if none */
+};
+
+/* What the configuration says of one client. */
+struct posd_client_policy {
+    char class_name[POSD_CLASS_NAME_MAX];
+    int priority;
+    double slo_ms;    /* 0 = none */
+    double weight;    /* default 1 */
+    uint32_t max_inflight;
+    double min_share;
+    uint32_t sm_share; /* 0 = not set */
+    int device;
+    char rule[POSD_NAME_MAX]; /* last rule that matched, "" if none */
+};
+
+/* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "priority", default class
+ * "latency", classes realtime (0), latency (10), batch (20, max_inflight 2), tick 200 us,
+ * credits 1024, guard period 200 ms, min share 0.02. */
+void posd_config_defaults(struct posd_config *c);
+
+/* Loads MAIN (a missing MAIN is not an error when MAIN_OPTIONAL) and then every *.conf in
+ * DROPIN_DIR in lexical order (a missing directory is fine) over the defaults. Returns 0, or
+ * -EINVAL with "FILE:LINE: what is wrong" in ERR (the config is then untouched). */
+int posd_config_load(const char *main, int main_optional, const char *dropin_dir,
+                     struct posd_config *out, char *err, size_t errlen);
+
+void posd_config_free(struct posd_config *c);
+
+/* The class named NAME, or NULL. */
+const struct posd_class *posd_config_class(const struct posd_config *c, const char *name);
+
+/* Applies every rule that matches ID, in order (later rules override earlier settings), over
+ * the default class. */
+void posd_config_match(const struct posd_config *c, const struct posd_identity *id,
+                       struct posd_client_policy *out);
+
+#endif

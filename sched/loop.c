@@ -1,0 +1,239 @@
+/* posd's single event loop (liburing): accepts, client messages and hang-ups, kicks from
+ * clients that wait for a grant, signals (signalfd: SIGHUP reloads, SIGTERM/SIGINT stop) and
+ * the scheduling tick, which is armed only while some client has work: an idle posd sleeps in
+ * io_uring_wait_cqe and uses no CPU. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sched/posd.h"
+
+static struct signalfd_siginfo sig_buf;
+static struct __kernel_timespec tick_ts;
+
+static uint64_t ud(int kind, int slot, uint32_t gen)
+{
+    return (uint64_t)kind | ((uint64_t)slot << 8) | ((uint64_t)gen << 32);
+}
+
+static struct io_uring_sqe *sqe_get(struct posd *d)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
+    if (!sqe) {
+        io_uring_submit(&d->ring);
+        sqe = io_uring_get_sqe(&d->ring);
+    }
+    return sqe;
+}
+
+static void arm_accept(struct posd *d)
+{
+    struct io_uring_sqe *sqe = sqe_get(d);
+    io_uring_prep_accept(sqe, d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, EV_ACCEPT);
+}
+
+static void arm_signal(struct posd *d)
+{
+    struct io_uring_sqe *sqe = sqe_get(d);
+    io_uring_prep_read(sqe, d->signal_fd, &sig_buf, sizeof sig_buf, 0);
+    io_uring_sqe_set_data64(sqe, EV_SIGNAL);
+}
+
+static void arm_recv(struct posd *d, struct posd_client *c)
+{
+    struct io_uring_sqe *sqe = sqe_get(d);
+    /* MSG_TRUNC: the result is the message's real length, so oversized ones are seen */
+    io_uring_prep_recv(sqe, c->sock, c->rx, sizeof c->rx, MSG_TRUNC);
+    io_uring_sqe_set_data64(sqe, ud(EV_CLIENT_RECV, (int)(c - d->clients), c->gen));
+    c->pending++;
+}
+
+static void arm_kick(struct posd *d, struct posd_client *c)
+{
+    struct io_uring_sqe *sqe = sqe_get(d);
+    io_uring_prep_read(sqe, c->kick_fd, &c->kick_buf, sizeof c->kick_buf, 0);
+    io_uring_sqe_set_data64(sqe, ud(EV_CLIENT_KICK, (int)(c - d->clients), c->gen));
+    c->pending++;
+}
+
+void posd_arm_tick(struct posd *d, int64_t delay_ns)
+{
+    if (delay_ns < 0 || d->tick_armed)
+        return;
+    tick_ts.tv_sec = delay_ns / 1000000000LL;
+    tick_ts.tv_nsec = delay_ns % 1000000000LL;
+    struct io_uring_sqe *sqe = sqe_get(d);
+    io_uring_prep_timeout(sqe, &tick_ts, 0, 0);
+    io_uring_sqe_set_data64(sqe, EV_TICK);
+    d->tick_armed = 1;
+}
+
+static void tick(struct posd *d)
+{
+    posd_arm_tick(d, posd_engine_tick(d));
+}
+
+static void on_signal(struct posd *d)
+{
+    switch (sig_buf.ssi_signo) {
+    case SIGHUP: {
+        struct posd_config fresh;
+        char err[512];
+        posd_config_defaults(&fresh);
+        if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &fresh, err,
+                             sizeof err) < 0) {
+            posd_log(POSD_LOG_ERROR, "reload refused, keeping the running configuration: %s",
+                     err);
+            posd_config_free(&fresh);
+            break;
+        }
+        const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
+        if (!p) {
+            posd_log(POSD_LOG_ERROR, "reload refused: unknown policy '%s'", fresh.policy);
+            posd_config_free(&fresh);
+            break;
+        }
+        posd_config_free(&d->cfg);
+        d->cfg = fresh;
+        d->policy = p;
+        posd_set_log_level(d->cfg.log_level);
+        posd_clients_reconfigure(d);
+        posd_log(POSD_LOG_INFO, "configuration reloaded: policy %s, %zu rules", p->name,
+                 d->cfg.nrules);
+        tick(d);
+        break;
+    }
+    case SIGTERM:
+    case SIGINT:
+        posd_log(POSD_LOG_INFO, "signal %u: exiting", sig_buf.ssi_signo);
+        d->stop = 1;
+        break;
+    default:
+        break;
+    }
+}
+
+static struct posd_client *client_of(struct posd *d, uint64_t data)
+{
+    unsigned slot = (unsigned)((data >> 8) & 0xffffff);
+    uint32_t gen = (uint32_t)(data >> 32);
+    if (slot >= POSD_MAX_CLIENTS)
+        return NULL;
+    struct posd_client *c = &d->clients[slot];
+    c->pending--;
+    return c->used && c->gen == gen ? c : NULL;
+}
+
+static void handle(struct posd *d, uint64_t data, int res)
+{
+    struct posd_client *c;
+    switch (data & 0xff) {
+    case EV_ACCEPT:
+        if (res >= 0) {
+            c = posd_client_new(d, res);
+            if (!c) {
+                posd_log(POSD_LOG_WARN, "too many peers (%d): refusing one", POSD_MAX_CLIENTS);
+                close(res);
+            } else {
+                arm_recv(d, c);
+            }
+        } else if (res != -EINTR && res != -ECONNABORTED) {
+            posd_log(POSD_LOG_WARN, "accept: %s", strerror(-res));
+        }
+        if (!d->stop)
+            arm_accept(d);
+        break;
+    case EV_SIGNAL:
+        if (res == (int)sizeof sig_buf)
+            on_signal(d);
+        if (!d->stop)
+            arm_signal(d);
+        break;
+    case EV_TICK:
+        d->tick_armed = 0;
+        tick(d);
+        break;
+    case EV_CLIENT_RECV:
+        c = client_of(d, data);
+        if (!c)
+            break;
+        if (res <= 0) {
+            posd_client_close(d, c, res == 0 ? NULL : "socket error");
+            tick(d); /* its share is free at once */
+            break;
+        }
+        if (posd_client_message(d, c, (size_t)res) < 0) {
+            posd_client_close(d, c, c->registered ? "broke the protocol" : NULL);
+            tick(d);
+            break;
+        }
+        if (c->registered && c->kick_fd >= 0 && !c->kick_armed) {
+            c->kick_armed = 1;
+            arm_kick(d, c);
+        }
+        arm_recv(d, c);
+        tick(d); /* a new client starts the clock */
+        break;
+    case EV_CLIENT_KICK:
+        c = client_of(d, data);
+        if (!c)
+            break;
+        c->kick_armed = 0;
+        tick(d);
+        if (res > 0 && c->used && c->kick_fd >= 0) {
+            c->kick_armed = 1;
+            arm_kick(d, c);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+int posd_loop(struct posd *d)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (d->signal_fd < 0)
+        return -errno;
+    int rc = io_uring_queue_init(256, &d->ring, 0);
+    if (rc < 0) {
+        posd_log(POSD_LOG_ERROR, "io_uring: %s", strerror(-rc));
+        return rc;
+    }
+    arm_accept(d);
+    arm_signal(d);
+    while (!d->stop) {
+        io_uring_submit(&d->ring);
+        struct io_uring_cqe *cqe;
+        rc = io_uring_wait_cqe(&d->ring, &cqe);
+        if (rc == -EINTR)
+            continue;
+        if (rc < 0) {
+            posd_log(POSD_LOG_ERROR, "io_uring_wait_cqe: %s", strerror(-rc));
+            break;
+        }
+        unsigned head, n = 0;
+        io_uring_for_each_cqe(&d->ring, head, cqe)
+        {
+            handle(d, cqe->user_data, cqe->res);
+            n++;
+        }
+        io_uring_cq_advance(&d->ring, n);
+    }
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++)
+        if (d->clients[i].used)
+            posd_engine_release(&d->clients[i]);
+    io_uring_queue_exit(&d->ring);
+    return 0;
+}

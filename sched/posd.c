@@ -1,0 +1,142 @@
+/* posd: the central scheduler daemon. `posd [-c CONFIG] [-s SOCKET] [-p POLICY] [-f]`:
+ * loads the configuration (a bad one at start is fatal, with file:line), listens on the Unix
+ * socket, and runs the event loop until SIGTERM/SIGINT, removing its socket on the way out. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sched/posd.h"
+
+#define DEFAULT_CONFIG "/etc/posd/posd.conf"
+#define DEFAULT_DROPINS "/etc/posd/policy.d"
+
+static struct posd D;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: posd [-c CONFIG] [-s SOCKET] [-p POLICY] [-f]\n"
+            "  -c CONFIG  configuration file (default %s; drop-ins from policy.d/ beside it)\n"
+            "  -s SOCKET  Unix socket (default: the config's, else $POS_SOCKET, else %s)\n"
+            "  -p POLICY  scheduling policy, overriding the config:",
+            DEFAULT_CONFIG, POS_DEFAULT_SOCKET);
+    for (int i = 0; pos_policies[i]; i++)
+        fprintf(f, " %s", pos_policies[i]->name);
+    fprintf(f, "\n  -f         stay in the foreground (default: detach)\n");
+}
+
+/* The policy.d directory beside CONFIG. */
+static void dropins_of(const char *config, char *out, size_t len)
+{
+    const char *slash = strrchr(config, '/');
+    if (!slash)
+        snprintf(out, len, "policy.d");
+    else
+        snprintf(out, len, "%.*s/policy.d", (int)(slash - config), config);
+}
+
+static int detach(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0)
+        _exit(0);
+    setsid();
+    if (chdir("/") < 0)
+        return -errno;
+    int fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, 0);
+        dup2(fd, 1);
+        if (fd > 2)
+            close(fd);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL, *sock = NULL, *policy = NULL;
+    int foreground = 0, opt;
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    while ((opt = getopt_long(argc, argv, "c:s:p:fh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            config = optarg;
+            break;
+        case 's':
+            sock = optarg;
+            break;
+        case 'p':
+            policy = optarg;
+            break;
+        case 'f':
+            foreground = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    struct posd *d = &D;
+    d->listen_fd = -1;
+    d->config_optional = config == NULL;
+    snprintf(d->config_path, sizeof d->config_path, "%s", config ? config : DEFAULT_CONFIG);
+    dropins_of(d->config_path, d->dropin_dir, sizeof d->dropin_dir);
+    char err[512];
+    posd_config_defaults(&d->cfg);
+    if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &d->cfg, err,
+                         sizeof err) < 0) {
+        fprintf(stderr, "posd: %s\n", err);
+        return 1;
+    }
+    posd_set_log_level(d->cfg.log_level);
+    if (policy)
+        snprintf(d->cfg.policy, sizeof d->cfg.policy, "%s", policy);
+    d->policy = pos_policy_find(d->cfg.policy);
+    if (!d->policy) {
+        fprintf(stderr, "posd: unknown policy '%s' (", d->cfg.policy);
+        for (int i = 0; pos_policies[i]; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", pos_policies[i]->name);
+        fprintf(stderr, ")\n");
+        return 1;
+    }
+    const char *env_sock = getenv("POS_SOCKET");
+    const char *path = sock                        ? sock
+                       : env_sock && *env_sock       ? env_sock
+                                                    : d->cfg.socket;
+    if (!sock && config && strcmp(d->cfg.socket, POS_DEFAULT_SOCKET) != 0)
+        path = d->cfg.socket; /* a config that names a socket wins over the environment */
+    if (strlen(path) >= sizeof d->socket_path) {
+        fprintf(stderr, "posd: socket path too long (max %zu): %s\n", sizeof d->socket_path - 1,
+                path);
+        return 1;
+    }
+    memcpy(d->socket_path, path, strlen(path) + 1);
+    if (posd_listen(d) < 0)
+        return 1;
+    if (!foreground && detach() < 0) {
+        posd_unlink_socket(d);
+        return 1;
+    }
+    d->started_at = d->period_start = d->last_update = posd_now();
+    posd_log(POSD_LOG_INFO, "listening on %s, policy %s, %zu rules", d->socket_path,
+             d->policy->name, d->cfg.nrules);
+    int rc = posd_loop(d);
+    posd_unlink_socket(d);
+    posd_config_free(&d->cfg);
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,317 @@
+/* The shim's side of posd: registering (HELLO, then a shared-memory region and a kick eventfd
+ * over SCM_RIGHTS), submitting each launch and waiting for its grant when posd says so (a short
+ * spin, then a futex on shared memory), reporting completions, and failing open: when posd is
+ * absent, refuses us, goes away (hang-up, or no decision for a second while we wait) or
+ * restarts, launches go straight to the driver and the collector re-attaches later. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "pos/client_shm.h"
+#include "pos/proto.h"
+#include "shim/shim.h"
+
+#define SPIN_NS 20000             /* spin this long for a grant before sleeping */
+#define WAIT_SLICE_NS 20000000    /* futex sleeps, between liveness checks */
+#define STUCK_NS 1000000000LL     /* no decision from posd for this long: treat it as gone */
+#define RECONNECT_NS 500000000LL
+
+_Atomic(struct shim_session *) shim_session;
+static uint32_t session_gen;
+static int64_t last_attempt_ns;
+static int refused_said;
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+const char *shim_socket_path(void)
+{
+    const char *s = getenv("POS_SOCKET");
+    return s && *s ? s : POS_DEFAULT_SOCKET;
+}
+
+/* ---- registration ------------------------------------------------------------------------- */
+
+static int send_hello(int sock)
+{
+    struct {
+        struct pos_msg_hdr h;
+        struct pos_hello b;
+    } m;
+    memset(&m, 0, sizeof m);
+    m.h.magic = POS_PROTO_MAGIC;
+    m.h.version = POS_PROTO_VERSION;
+    m.h.type = POS_MSG_HELLO;
+    m.h.len = sizeof m.b;
+    m.b.record_version = POS_OP_RECORD_VERSION;
+    m.b.shm_version = POS_SHM_VERSION;
+    return send(sock, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
+}
+
+/* Receives WELCOME and its two descriptors, or reports a REJECT. Returns 0 or -1. */
+static int recv_welcome(int sock, struct pos_welcome *w, int fds[2])
+{
+    char buf[512];
+    union {
+        char c[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, sizeof buf - 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c,
+                       .msg_controllen = sizeof ctl.c};
+    ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    if (n < (ssize_t)sizeof(struct pos_msg_hdr))
+        return -1;
+    struct pos_msg_hdr h;
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != POS_PROTO_MAGIC || h.version != POS_PROTO_VERSION) {
+        shim_log("posd at %s speaks another protocol (version %u, this shim %d): passthrough",
+                 shim_socket_path(), h.version, POS_PROTO_VERSION);
+        return -1;
+    }
+    if (h.type == POS_MSG_REJECT) {
+        buf[n] = '\0';
+        if (!refused_said++)
+            shim_log("posd refused this process: %s; passthrough", buf + sizeof h);
+        return -1;
+    }
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (h.type != POS_MSG_WELCOME || h.len != sizeof *w || !cm || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+        return -1;
+    memcpy(w, buf + sizeof h, sizeof *w);
+    memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
+    return 0;
+}
+
+static struct shim_session *attach(void)
+{
+    int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+        return NULL;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", shim_socket_path());
+    struct timeval tv = {.tv_sec = 1};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int fds[2] = {-1, -1};
+    struct pos_welcome w;
+    if (connect(sock, (struct sockaddr *)&a, sizeof a) < 0 || send_hello(sock) < 0 ||
+        recv_welcome(sock, &w, fds) < 0) {
+        close(sock);
+        return NULL;
+    }
+    struct pos_client_shm *shm =
+        mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    close(fds[0]);
+    struct shim_session *s = calloc(1, sizeof *s);
+    if (shm == MAP_FAILED || !s || w.shm_size < sizeof *shm || shm->magic != POS_SHM_MAGIC ||
+        shm->version != POS_SHM_VERSION) {
+        if (shm != MAP_FAILED)
+            munmap(shm, w.shm_size);
+        free(s);
+        close(fds[1]);
+        close(sock);
+        shim_log("posd's shared memory is not what this shim expects: passthrough");
+        return NULL;
+    }
+    s->shm = shm;
+    s->sock = sock;
+    s->kick_fd = fds[1];
+    s->gen = ++session_gen;
+    s->client_id = w.client_id;
+    /* posd may want completions more often (a capped client is released by them) */
+    uint32_t want = shm->sample;
+    if (shim_cfg.sample && want && want < shim_cfg.sample)
+        atomic_store(&shim_sample, want);
+    if (shim_cfg.debug)
+        shim_log("attached to posd at %s as client %u", shim_socket_path(), w.client_id);
+    return s;
+}
+
+/* Ends S (posd is gone): waiting threads stop waiting; new launches go straight through. The
+ * mapping stays: threads may still hold S. */
+static void detach(struct shim_session *s, const char *why)
+{
+    atomic_store(&shim_session, NULL);
+    atomic_store(&shim_sample, shim_cfg.sample);
+    atomic_store(&s->shm->posd_state, POS_POSD_GONE);
+    atomic_fetch_add(&s->shm->grant_word, 1);
+    futex(&s->shm->grant_word, FUTEX_WAKE, INT_MAX, NULL);
+    close(s->sock);
+    close(s->kick_fd);
+    if (shim_cfg.debug)
+        shim_log("posd session %u ended (%s): passthrough until posd is back", s->gen, why);
+}
+
+/* Called by the collector every cycle: notices a posd that went away, re-attaches to one that
+ * is (back). */
+void shim_session_poll(void)
+{
+    if (!shim_sched_allowed)
+        return;
+    struct shim_session *s = atomic_load(&shim_session);
+    if (s) {
+        char c;
+        ssize_t n = recv(s->sock, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+        int gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+                   atomic_load(&s->shm->posd_state) == POS_POSD_GONE;
+        if (gone)
+            detach(s, n == 0 ? "hang-up" : "posd gone");
+        return;
+    }
+    uint64_t now = shim_now_ns();
+    if (last_attempt_ns && (int64_t)(now - (uint64_t)last_attempt_ns) < RECONNECT_NS)
+        return;
+    last_attempt_ns = (int64_t)now;
+    s = attach();
+    if (s)
+        atomic_store(&shim_session, s);
+}
+
+/* ---- the launch path's slow part ---------------------------------------------------------- */
+
+static void kick(struct shim_session *s)
+{
+    uint64_t one = 1;
+    ssize_t n = write(s->kick_fd, &one, sizeof one);
+    (void)n;
+}
+
+static int posd_gone(const struct shim_session *s)
+{
+    return atomic_load_explicit(&s->shm->posd_state, memory_order_acquire) == POS_POSD_GONE ||
+           atomic_load_explicit(&shim_session, memory_order_acquire) != s;
+}
+
+static int granted(const struct pos_client_shm *shm, uint64_t seq)
+{
+    return atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE ||
+           seq <= atomic_load_explicit(&shm->granted, memory_order_acquire);
+}
+
+static void note_wait(struct pos_client_shm *shm, uint64_t ns)
+{
+    uint64_t us = ns / 1000;
+    int b = 0;
+    while (us >= 2 && b < POS_WAIT_BUCKETS - 1) {
+        us >>= 1;
+        b++;
+    }
+    atomic_fetch_add_explicit(&shm->wait_hist[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shm->waits, 1, memory_order_relaxed);
+}
+
+/* Waits until SEQ is granted, posd lets everything go, or posd is gone. */
+static void wait_grant(struct shim_session *s, uint64_t seq)
+{
+    struct pos_client_shm *shm = s->shm;
+    uint64_t t0 = shim_now_ns();
+    while (shim_now_ns() - t0 < SPIN_NS)
+        if (granted(shm, seq) || posd_gone(s))
+            goto done;
+    atomic_fetch_add(&shm->waiters, 1);
+    kick(s);
+    uint64_t beat = atomic_load(&shm->heartbeat), beat_at = shim_now_ns();
+    for (;;) {
+        uint32_t w = atomic_load_explicit(&shm->grant_word, memory_order_acquire);
+        if (granted(shm, seq) || posd_gone(s))
+            break;
+        struct timespec ts = {0, WAIT_SLICE_NS};
+        futex(&shm->grant_word, FUTEX_WAIT, w, &ts);
+        uint64_t now = shim_now_ns(), b = atomic_load(&shm->heartbeat);
+        if (b != beat) {
+            beat = b;
+            beat_at = now;
+        } else if ((int64_t)(now - beat_at) > STUCK_NS) {
+            /* posd holds us but decides nothing: it is stuck, not scheduling. Fail open. */
+            atomic_store(&shm->posd_state, POS_POSD_GONE);
+            break;
+        } else {
+            kick(s);
+        }
+    }
+    atomic_fetch_sub(&shm->waiters, 1);
+done:
+    note_wait(shm, shim_now_ns() - t0);
+}
+
+uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub)
+{
+    struct pos_client_shm *shm = s->shm;
+    uint64_t seq = atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
+    /* a full ring: posd is behind; wake it and wait for room (or for it to be gone) */
+    while (seq - atomic_load_explicit(&shm->sub_head, memory_order_acquire) > POS_SUB_RING) {
+        if (posd_gone(s))
+            return 0;
+        kick(s);
+        usleep(50);
+    }
+    struct pos_submission *slot = &shm->sub[seq % POS_SUB_RING];
+    uint32_t mode = atomic_load_explicit(&shm->grant_mode, memory_order_acquire);
+    int go_now = mode == POS_GRANT_FREE;
+    slot->seq = seq;
+    slot->kernel_id = sub->kernel_id;
+    slot->kind = sub->kind;
+    slot->flags = (uint16_t)((go_now ? POS_SUBF_FREE : 0) | (sub->ptsz ? POS_SUBF_PTSZ : 0));
+    memcpy(slot->grid, sub->grid, sizeof slot->grid);
+    memcpy(slot->block, sub->block, sizeof slot->block);
+    slot->smem = sub->smem;
+    slot->stream = sub->stream;
+    slot->submit_ns = sub->submit_ns;
+    /* the slot is complete before posd may read it */
+    atomic_store_explicit(&slot->stamp, seq, memory_order_release);
+    if (seq - atomic_load_explicit(&shm->sub_head, memory_order_relaxed) == POS_SUB_RING / 2)
+        kick(s);
+    if (!go_now && !granted(shm, seq))
+        wait_grant(s, seq);
+    return seq;
+}
+
+/* ---- completions (the collector) ---------------------------------------------------------- */
+
+int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
+                          int32_t result)
+{
+    struct shim_session *s = atomic_load(&shim_session);
+    if (!s || s->gen != gen || !seq)
+        return 0; /* its session is over: posd forgot it */
+    struct pos_client_shm *shm = s->shm;
+    uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_relaxed);
+    if (tail - atomic_load_explicit(&shm->done_head, memory_order_acquire) >= POS_DONE_RING) {
+        kick(s);
+        return -1; /* full: try again next cycle */
+    }
+    struct pos_completion_rec *r = &shm->done[tail % POS_DONE_RING];
+    r->seq = seq;
+    r->complete_ns = complete_ns;
+    r->how = how;
+    r->result = result;
+    atomic_store_explicit(&r->stamp, tail + 1, memory_order_release);
+    atomic_store_explicit(&shm->done_tail, tail + 1, memory_order_release);
+    return 0;
+}
+
+void shim_session_note_sync(uint64_t ns)
+{
+    struct shim_session *s = atomic_load(&shim_session);
+    if (!s)
+        return;
+    atomic_fetch_add_explicit(&s->shm->syncs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->shm->sync_ns, ns, memory_order_relaxed);
+}
+
+void shim_session_forked(void)
+{
+    atomic_store(&shim_session, NULL);
+    shim_sched_allowed = 0;
+}

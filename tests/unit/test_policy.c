@@ -1,0 +1,157 @@
+/* Tests the scheduling policies (sched/policy/) as pure functions of a view: fifo lets all go;
+ * priority holds less important clients while a more important one has work, lets them run in
+ * a capped window otherwise, gives the most important class free launches, never takes a
+ * grant back, and grants a starving held client its guard share. */
+#include <string.h>
+
+#include "pos/client_shm.h"
+#include "sched/policy/policy.h"
+#include "tests/cunit_main.h"
+
+static struct pos_sched_client cl[4];
+
+static struct pos_sched_view view(size_t n, int64_t now)
+{
+    struct pos_sched_view v = {.now = now, .period_start = 0, .guard_period_ns = 200000000,
+                               .credits = 1024, .clients = cl, .nclients = n};
+    return v;
+}
+
+static void client(int i, int prio, uint32_t max_inflight, uint64_t submitted, uint64_t launched,
+                   uint64_t completed, uint64_t granted)
+{
+    memset(&cl[i], 0, sizeof cl[i]);
+    cl[i].id = (uint32_t)i + 1;
+    cl[i].priority = prio;
+    cl[i].max_inflight = max_inflight;
+    cl[i].min_share = 0.02;
+    cl[i].submitted = submitted;
+    cl[i].launched = launched;
+    cl[i].completed = completed;
+    cl[i].granted = granted;
+}
+
+static void test_registry(void)
+{
+    CU_ASSERT_PTR_NOT_NULL(pos_policy_find("fifo"));
+    CU_ASSERT_PTR_NOT_NULL(pos_policy_find("priority"));
+    CU_ASSERT_PTR_NULL(pos_policy_find("edf"));
+    int n = 0;
+    for (int i = 0; pos_policies[i]; i++, n++)
+        CU_ASSERT_PTR_NOT_NULL(pos_policies[i]->summary);
+    CU_ASSERT_EQUAL(n, 2);
+}
+
+static void test_fifo_lets_everything_go(void)
+{
+    client(0, 0, 0, 10, 10, 5, 0);
+    client(1, 20, 2, 100, 50, 40, 50);
+    struct pos_sched_view v = view(2, 1000);
+    pos_policy_find("fifo")->decide(&v);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(cl[i].mode, POS_GRANT_FREE);
+        CU_ASSERT_EQUAL(cl[i].held, 0);
+        CU_ASSERT(cl[i].new_granted >= cl[i].submitted + 1024);
+    }
+}
+
+static void test_priority_holds_lower_class_while_higher_busy(void)
+{
+    const struct pos_policy_ops *p = pos_policy_find("priority");
+    /* latency client with work in flight; a batch client with work queued */
+    client(0, 10, 0, 50, 50, 40, 50);
+    client(1, 20, 2, 30, 20, 20, 20);
+    struct pos_sched_view v = view(2, 1000000);
+    cl[1].served_ns = 1000000; /* not starving */
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(cl[0].held, 0);
+    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 20);
+    /* the latency client goes idle (all complete, nothing queued): batch runs, capped */
+    cl[0].completed = 50;
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 22); /* completed 20 + max_inflight 2 */
+    /* a waiting thread of the latency client is work too */
+    cl[0].waiting = 1;
+    cl[1].granted = 22;
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 22); /* never taken back */
+}
+
+static void test_priority_other_devices_do_not_hold(void)
+{
+    const struct pos_policy_ops *p = pos_policy_find("priority");
+    client(0, 0, 0, 50, 50, 10, 50);
+    client(1, 20, 4, 30, 20, 20, 20);
+    cl[1].device = 1;
+    struct pos_sched_view v = view(2, 1000);
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 24);
+    /* it is the most important client of its device but capped: a window, not free */
+    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
+}
+
+static void test_priority_starvation_guard(void)
+{
+    const struct pos_policy_ops *p = pos_policy_find("priority");
+    client(0, 0, 0, 500, 500, 100, 500);
+    client(1, 20, 3, 40, 10, 10, 10);
+    cl[1].min_share = 0.05;
+    /* early in the 200 ms period, unserved: not yet starving, held */
+    cl[1].served_ns = 1000000;
+    struct pos_sched_view v = view(2, 100000000);
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 10);
+    /* in the last 5% of the period, served 1 ms < 10 ms: it gets a step */
+    v.now = 191000000;
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 13);
+    /* once served its share (10 ms of 200) it is held again */
+    cl[1].served_ns = 11000000;
+    cl[1].granted = 13;
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 13);
+    /* nothing queued: no guard grant even if unserved */
+    cl[1].served_ns = 0;
+    cl[1].submitted = cl[1].launched = 13;
+    p->decide(&v);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 13);
+}
+
+static void test_priority_three_classes(void)
+{
+    const struct pos_policy_ops *p = pos_policy_find("priority");
+    client(0, 0, 0, 5, 5, 5, 5);    /* realtime, idle */
+    client(1, 10, 0, 60, 60, 50, 60); /* latency, busy */
+    client(2, 20, 2, 30, 20, 20, 20); /* batch, queued */
+    for (int i = 0; i < 3; i++)
+        cl[i].served_ns = 1000000000;
+    struct pos_sched_view v = view(3, 1000000);
+    p->decide(&v);
+    /* realtime is present, so latency launches in a window (credits), not freely */
+    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 50 + 1024);
+    CU_ASSERT_EQUAL(cl[2].held, 1);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("policy", NULL, NULL);
+    POS_ADD_TEST(s, test_registry);
+    POS_ADD_TEST(s, test_fifo_lets_everything_go);
+    POS_ADD_TEST(s, test_priority_holds_lower_class_while_higher_busy);
+    POS_ADD_TEST(s, test_priority_other_devices_do_not_hold);
+    POS_ADD_TEST(s, test_priority_starvation_guard);
+    POS_ADD_TEST(s, test_priority_three_classes);
+}

@@ -1,0 +1,681 @@
+/* posstat's pure half (see posstat_format.h): reply validation, rates between snapshots,
+ * histogram percentiles, Average: sums, and the text and JSON renderings driven by one column
+ * table, so that both outputs always carry the same fields. */
+#include "tools/posstat_format.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* --- reply validation ------------------------------------------------------------------- */
+
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int terminated(const char *s, size_t size)
+{
+    return memchr(s, '\0', size) != NULL;
+}
+
+/* Copies posd's reason for a person to read: anything but printable ASCII becomes '?'. */
+static void printable_copy(char *dst, size_t dstlen, const char *src)
+{
+    size_t i = 0;
+    for (; i + 1 < dstlen && src[i]; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}
+
+static int rejected(const char *body, uint32_t len, char *err, size_t errlen)
+{
+    if (len == 0 || body[0] == '\0')
+        return fail(-ECONNREFUSED, err, errlen, "posd refused the request (no reason given)");
+    if (!terminated(body, len))
+        return fail(-ECONNREFUSED, err, errlen,
+                    "posd refused the request (its reason is not NUL-terminated)");
+    char reason[200];
+    printable_copy(reason, sizeof reason, body);
+    return fail(-ECONNREFUSED, err, errlen, "posd refused the request: %s", reason);
+}
+
+static int check_client(const struct pos_client_stats *c, char *err, size_t errlen)
+{
+    if (!terminated(c->app, sizeof c->app))
+        return fail(-EPROTO, err, errlen,
+                    "bad STATS reply from posd: client %u (pid %d) has an app name that is not "
+                    "NUL-terminated",
+                    c->client_id, c->pid);
+    if (!terminated(c->class_name, sizeof c->class_name))
+        return fail(-EPROTO, err, errlen,
+                    "bad STATS reply from posd: client %u (pid %d) has a class name that is not "
+                    "NUL-terminated",
+                    c->client_id, c->pid);
+    return 0;
+}
+
+int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *snap, char *err,
+                        size_t errlen)
+{
+    struct pos_msg_hdr h;
+    if (len < sizeof h)
+        return fail(-EPROTO, err, errlen,
+                    "short reply from posd (%zu bytes, less than a message header)", len);
+    memcpy(&h, msg, sizeof h);
+    if (h.magic != POS_PROTO_MAGIC)
+        return fail(-EPROTO, err, errlen, "the reply is not from posd (magic 0x%08x, want 0x%08x)",
+                    h.magic, POS_PROTO_MAGIC);
+    if (h.version != POS_PROTO_VERSION)
+        return fail(-EPROTO, err, errlen,
+                    "posd speaks protocol version %u, this posstat speaks %u; use the posstat "
+                    "that came with this posd",
+                    h.version, POS_PROTO_VERSION);
+    if (h.len != len - sizeof h)
+        return fail(-EPROTO, err, errlen,
+                    "bad reply from posd: its header says %u bytes follow, %zu did", h.len,
+                    len - sizeof h);
+    const char *body = (const char *)msg + sizeof h;
+    if (h.type == POS_MSG_REJECT)
+        return rejected(body, h.len, err, errlen);
+    if (h.type != POS_MSG_STATS)
+        return fail(-EPROTO, err, errlen, "unexpected reply from posd: message type %u, want %u",
+                    h.type, POS_MSG_STATS);
+
+    struct pos_stats_reply rep;
+    if (h.len < sizeof rep)
+        return fail(-EPROTO, err, errlen,
+                    "short STATS reply from posd (%u bytes, want at least %zu)", h.len, sizeof rep);
+    memcpy(&rep, body, sizeof rep);
+    /* In 64 bits, where nclients * size cannot wrap. */
+    size_t room = h.len - sizeof rep;
+    const size_t csize = sizeof(struct pos_client_stats);
+    if ((uint64_t)rep.nclients * csize != room)
+        return fail(-EPROTO, err, errlen,
+                    "bad STATS reply from posd: it says %u clients but carries %zu bytes for them "
+                    "(%zu each)",
+                    rep.nclients, room, csize);
+    if (!terminated(rep.dev.policy, sizeof rep.dev.policy))
+        return fail(-EPROTO, err, errlen,
+                    "bad STATS reply from posd: the policy name is not NUL-terminated");
+    if (rep.dev.policy_len != strlen(rep.dev.policy)) {
+        char policy[sizeof rep.dev.policy];
+        printable_copy(policy, sizeof policy, rep.dev.policy);
+        return fail(-EPROTO, err, errlen,
+                    "bad STATS reply from posd: policy_len %u, but the policy name '%s' has %zu "
+                    "bytes",
+                    rep.dev.policy_len, policy, strlen(rep.dev.policy));
+    }
+
+    struct pos_client_stats *clients = NULL;
+    if (rep.nclients) {
+        clients = malloc(room);
+        if (!clients)
+            return fail(-ENOMEM, err, errlen, "out of memory");
+        memcpy(clients, body + sizeof rep, room);
+    }
+    for (uint32_t i = 0; i < rep.nclients; i++) {
+        int rc = check_client(&clients[i], err, errlen);
+        if (rc < 0) {
+            free(clients);
+            return rc;
+        }
+    }
+    *snap = (struct posstat_snapshot){.dev = rep.dev, .nclients = rep.nclients, .clients = clients};
+    return 0;
+}
+
+void posstat_snapshot_free(struct posstat_snapshot *snap)
+{
+    free(snap->clients);
+    snap->clients = NULL;
+    snap->nclients = 0;
+}
+
+/* --- percentiles ------------------------------------------------------------------------ */
+
+static uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+    return a + b < a ? UINT64_MAX : a + b;
+}
+
+double posstat_wait_percentile(const uint64_t hist[POS_WAIT_BUCKETS], unsigned pct)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < POS_WAIT_BUCKETS; i++)
+        total = add_saturating(total, hist[i]);
+    if (total == 0)
+        return NAN;
+    if (pct > 100)
+        pct = 100;
+    /* Nearest rank, ceil(total * pct / 100), without the product overflowing. */
+    uint64_t rank = total / 100 * pct + (total % 100 * pct + 99) / 100;
+    if (rank == 0)
+        rank = 1;
+    uint64_t seen = 0;
+    for (int i = 0; i < POS_WAIT_BUCKETS; i++) {
+        seen = add_saturating(seen, hist[i]);
+        if (seen >= rank)
+            return (double)(UINT64_C(2) << i);
+    }
+    return (double)(UINT64_C(2) << (POS_WAIT_BUCKETS - 1));
+}
+
+/* --- reports ---------------------------------------------------------------------------- */
+
+static int posd_restarted(const struct pos_device_stats *p, const struct pos_device_stats *c)
+{
+    return c->uptime_ns < p->uptime_ns;
+}
+
+/* The same client in PREV: same id and pid, registered no later than then. posd never reuses
+ * an id while it runs; a restart is caught before this. */
+static const struct pos_client_stats *same_client(const struct posstat_snapshot *prev,
+                                                  const struct pos_client_stats *c)
+{
+    for (uint32_t i = 0; prev && i < prev->nclients; i++) {
+        const struct pos_client_stats *p = &prev->clients[i];
+        if (p->client_id == c->client_id && p->pid == c->pid)
+            return c->connected_ns >= p->connected_ns ? p : NULL;
+    }
+    return NULL;
+}
+
+static double per_second(uint64_t delta, uint64_t span_ns)
+{
+    return span_ns ? (double)delta * 1e9 / (double)span_ns : NAN;
+}
+
+/* The rate of a counter that went from BEFORE to NOW: NaN if it went back, which a cumulative
+ * counter never does (some client counters come from memory the client itself writes). */
+static double counter_rate(uint64_t now, uint64_t before, uint64_t span_ns)
+{
+    return now >= before ? per_second(now - before, span_ns) : NAN;
+}
+
+/* Percentile PCT of the waits between BASE and C; NaN if none, or if a bucket went back. */
+static double wait_percentile(const struct pos_client_stats *base, const struct pos_client_stats *c,
+                              unsigned pct)
+{
+    uint64_t hist[POS_WAIT_BUCKETS];
+    for (int i = 0; i < POS_WAIT_BUCKETS; i++) {
+        if (c->wait_hist[i] < base->wait_hist[i])
+            return NAN;
+        hist[i] = c->wait_hist[i] - base->wait_hist[i];
+    }
+    return posstat_wait_percentile(hist, pct);
+}
+
+/* BASE is the earlier state of the same device; all zeros means "since posd started". */
+static void device_row(struct posstat_device_row *row, const struct pos_device_stats *base,
+                       const struct pos_device_stats *d)
+{
+    uint64_t span = d->uptime_ns - base->uptime_ns;
+    memcpy(row->policy, d->policy, sizeof row->policy);
+    row->clients = d->clients;
+    row->uptime_s = (double)d->uptime_ns / 1e9;
+    row->span_s = (double)span / 1e9;
+    row->submitted_per_s = counter_rate(d->submitted, base->submitted, span);
+    row->granted_per_s = counter_rate(d->granted, base->granted, span);
+    row->completed_per_s = counter_rate(d->completed, base->completed, span);
+    row->busy_pct = counter_rate(d->busy_ns, base->busy_ns, span) / 1e9 * 100.0;
+}
+
+/* BASE is the earlier state of the same client; all zeros means "since it registered". */
+static void client_row(struct posstat_client_row *row, const struct pos_client_stats *base,
+                       const struct pos_client_stats *c)
+{
+    uint64_t span = c->connected_ns - base->connected_ns;
+    row->client_id = c->client_id;
+    row->pid = c->pid;
+    memcpy(row->app, c->app, sizeof row->app);
+    memcpy(row->class_name, c->class_name, sizeof row->class_name);
+    row->span_s = (double)span / 1e9;
+    row->launches_per_s = counter_rate(c->submitted, base->submitted, span);
+    row->queued = (double)c->queued;
+    row->in_flight = (double)c->in_flight;
+    row->wait_p50_us = wait_percentile(base, c, 50);
+    row->wait_p99_us = wait_percentile(base, c, 99);
+    row->gpu_ms_per_s = counter_rate(c->busy_ns, base->busy_ns, span) / 1e6;
+    row->held = (c->flags & POS_CLIENT_HELD) != 0;
+}
+
+int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot *prev,
+                         const struct posstat_snapshot *cur, enum posstat_report_kind kind)
+{
+    static const struct pos_device_stats no_device;
+    static const struct pos_client_stats no_client;
+
+    if (prev && posd_restarted(&prev->dev, &cur->dev))
+        prev = NULL;
+    *r = (struct posstat_report){.kind = kind, .time = cur->time, .nclients = cur->nclients};
+    if (cur->dev.clients > cur->nclients)
+        r->clients_not_shown = cur->dev.clients - cur->nclients;
+    if (cur->nclients) {
+        r->clients = calloc(cur->nclients, sizeof *r->clients);
+        if (!r->clients)
+            return -ENOMEM;
+    }
+    device_row(&r->dev, prev ? &prev->dev : &no_device, &cur->dev);
+    for (uint32_t i = 0; i < cur->nclients; i++) {
+        const struct pos_client_stats *base = same_client(prev, &cur->clients[i]);
+        client_row(&r->clients[i], base ? base : &no_client, &cur->clients[i]);
+    }
+    return 0;
+}
+
+void posstat_report_free(struct posstat_report *r)
+{
+    free(r->clients);
+    r->clients = NULL;
+    r->nclients = 0;
+}
+
+/* --- Average: --------------------------------------------------------------------------- */
+
+static struct posstat_level_sum *find_levels(const struct posstat_average *a, uint32_t id,
+                                             int32_t pid)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (a->levels[i].client_id == id && a->levels[i].pid == pid)
+            return &a->levels[i];
+    return NULL;
+}
+
+/* Keeps the sums of this report's clients only: the Average: block shows the clients of the
+ * last report, and posd never gives an id back, so a client gone now does not return. The
+ * sums of a long run stay as small as one report. */
+int posstat_average_add(struct posstat_average *a, const struct posstat_report *r)
+{
+    struct posstat_level_sum *next = NULL;
+    if (r->nclients) {
+        next = calloc(r->nclients, sizeof *next);
+        if (!next)
+            return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < r->nclients; i++) {
+        const struct posstat_client_row *row = &r->clients[i];
+        const struct posstat_level_sum *old = find_levels(a, row->client_id, row->pid);
+        next[i] =
+            old ? *old : (struct posstat_level_sum){.client_id = row->client_id, .pid = row->pid};
+        next[i].queued += row->queued;
+        next[i].in_flight += row->in_flight;
+        next[i].samples++;
+    }
+    free(a->levels);
+    a->levels = next;
+    a->n = r->nclients;
+    a->reports++;
+    a->clients += r->dev.clients;
+    return 0;
+}
+
+int posstat_average_report(struct posstat_report *r, const struct posstat_average *a,
+                           const struct posstat_snapshot *first,
+                           const struct posstat_snapshot *last)
+{
+    int rc = posstat_report_build(r, first, last, POSSTAT_AVERAGE);
+    if (rc < 0)
+        return rc;
+    if (a->reports)
+        r->dev.clients = a->clients / (double)a->reports;
+    for (uint32_t i = 0; i < r->nclients; i++) {
+        struct posstat_client_row *row = &r->clients[i];
+        const struct posstat_level_sum *l = find_levels(a, row->client_id, row->pid);
+        if (l && l->samples) {
+            row->queued = l->queued / (double)l->samples;
+            row->in_flight = l->in_flight / (double)l->samples;
+        }
+        row->held = -1; /* a state, not a quantity: no mean to give */
+    }
+    return 0;
+}
+
+void posstat_average_free(struct posstat_average *a)
+{
+    free(a->levels);
+    *a = (struct posstat_average){0};
+}
+
+/* --- columns ---------------------------------------------------------------------------- */
+
+enum cell_kind {
+    CELL_NAME,  /* char array: text shows it sanitised and cut to the width; JSON escapes it */
+    CELL_I32,   /* int32_t */
+    CELL_U32,   /* uint32_t */
+    CELL_RATE,  /* double with the column's decimals in text, 3 in JSON */
+    CELL_WHOLE, /* double holding a whole number */
+    CELL_LEVEL, /* double: whole at a snapshot, a mean (decimals) in an Average */
+    CELL_BOOL,  /* int: 1 yes, 0 no, -1 not available */
+};
+
+struct column {
+    const char *title; /* text header; NULL: JSON only */
+    const char *unit;  /* second text header line */
+    const char *key;   /* JSON member name */
+    int width;         /* text; negative: left-aligned */
+    enum cell_kind kind;
+    int decimals; /* CELL_RATE in text */
+    size_t offset;
+};
+
+#define DEV(field) offsetof(struct posstat_device_row, field)
+#define CLI(field) offsetof(struct posstat_client_row, field)
+
+static const struct column device_columns[] = {
+    {"policy", "", "policy", -10, CELL_NAME, 0, DEV(policy)},
+    {"clients", "", "clients", 7, CELL_LEVEL, 0, DEV(clients)},
+    {NULL, NULL, "uptime_s", 0, CELL_RATE, 0, DEV(uptime_s)},
+    {"submitted", "op/s", "submitted_per_s", 10, CELL_RATE, 1, DEV(submitted_per_s)},
+    {"granted", "op/s", "granted_per_s", 10, CELL_RATE, 1, DEV(granted_per_s)},
+    {"completed", "op/s", "completed_per_s", 10, CELL_RATE, 1, DEV(completed_per_s)},
+    {"busy", "%", "busy_pct", 6, CELL_RATE, 1, DEV(busy_pct)},
+};
+
+static const struct column client_columns[] = {
+    {NULL, NULL, "id", 0, CELL_U32, 0, CLI(client_id)},
+    {"pid", "", "pid", 7, CELL_I32, 0, CLI(pid)},
+    {"app", "", "app", -16, CELL_NAME, 0, CLI(app)},
+    {"class", "", "class", -10, CELL_NAME, 0, CLI(class_name)},
+    {"launches", "op/s", "launches_per_s", 9, CELL_RATE, 1, CLI(launches_per_s)},
+    {"queued", "ops", "queued", 7, CELL_LEVEL, 0, CLI(queued)},
+    {"inflight", "ops", "in_flight", 8, CELL_LEVEL, 0, CLI(in_flight)},
+    {"wait_p50", "us", "wait_p50_us", 9, CELL_WHOLE, 0, CLI(wait_p50_us)},
+    {"wait_p99", "us", "wait_p99_us", 9, CELL_WHOLE, 0, CLI(wait_p99_us)},
+    {"gpu", "ms/s", "gpu_ms_per_s", 7, CELL_RATE, 1, CLI(gpu_ms_per_s)},
+    {"held", "", "held", -4, CELL_BOOL, 0, CLI(held)},
+    {NULL, NULL, "span_s", 0, CELL_RATE, 0, CLI(span_s)},
+};
+
+#define NCOLS(t) (sizeof(t) / sizeof((t)[0]))
+
+static double double_at(const void *row, size_t offset)
+{
+    double v;
+    memcpy(&v, (const char *)row + offset, sizeof v);
+    return v;
+}
+
+static int int_at(const void *row, size_t offset)
+{
+    int v;
+    memcpy(&v, (const char *)row + offset, sizeof v);
+    return v;
+}
+
+static uint32_t u32_at(const void *row, size_t offset)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)row + offset, sizeof v);
+    return v;
+}
+
+/* --- text ------------------------------------------------------------------------------- */
+
+struct line {
+    char buf[1024];
+    size_t len;
+};
+
+static void line_add(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void line_add(struct line *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(l->buf + l->len, sizeof l->buf - l->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        l->len += (size_t)n < sizeof l->buf - l->len ? (size_t)n : sizeof l->buf - l->len - 1;
+}
+
+/* Ends the line without trailing blanks, so that the last left-aligned column is not padded. */
+static void line_put(FILE *out, struct line *l)
+{
+    while (l->len && l->buf[l->len - 1] == ' ')
+        l->len--;
+    l->buf[l->len] = '\0';
+    fprintf(out, "%s\n", l->buf);
+    l->len = 0;
+}
+
+/* A name as one whitespace-free text field of at most MAX bytes: anything but printable,
+ * non-blank ASCII becomes '?', and an empty name is '-'. */
+static void text_name(char *dst, size_t max, const char *src)
+{
+    size_t i = 0;
+    for (; i < max && src[i]; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c > 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    if (i == 0)
+        dst[i++] = '-';
+    dst[i] = '\0';
+}
+
+static void text_cell(char *dst, size_t size, const struct column *c, const void *row,
+                      enum posstat_report_kind kind)
+{
+    double v = c->kind == CELL_RATE || c->kind == CELL_WHOLE || c->kind == CELL_LEVEL
+                   ? double_at(row, c->offset)
+                   : 0.0;
+    if (isnan(v)) {
+        snprintf(dst, size, "-");
+        return;
+    }
+    switch (c->kind) {
+    case CELL_NAME:
+        text_name(dst, (size_t)abs(c->width) < size ? (size_t)abs(c->width) : size - 1,
+                  (const char *)row + c->offset);
+        break;
+    case CELL_I32:
+        snprintf(dst, size, "%d", int_at(row, c->offset));
+        break;
+    case CELL_U32:
+        snprintf(dst, size, "%u", u32_at(row, c->offset));
+        break;
+    case CELL_RATE:
+        snprintf(dst, size, "%.*f", c->decimals, v);
+        break;
+    case CELL_WHOLE:
+        snprintf(dst, size, "%.0f", v);
+        break;
+    case CELL_LEVEL:
+        snprintf(dst, size, "%.*f", kind == POSSTAT_AVERAGE ? 1 : 0, v);
+        break;
+    case CELL_BOOL: {
+        static const char *const words[] = {"-", "no", "yes"};
+        int b = int_at(row, c->offset);
+        snprintf(dst, size, "%s", words[b < 0 ? 0 : b ? 2 : 1]);
+        break;
+    }
+    }
+}
+
+static void text_headers(FILE *out, const struct column *cols, size_t ncols)
+{
+    struct line names = {.len = 0}, units = {.len = 0};
+    line_add(&names, "%-8s", "# time");
+    line_add(&units, "%-8s", "#");
+    for (size_t i = 0; i < ncols; i++) {
+        if (!cols[i].title)
+            continue;
+        line_add(&names, "  %*s", cols[i].width, cols[i].title);
+        line_add(&units, "  %*s", cols[i].width, cols[i].unit);
+    }
+    line_put(out, &names);
+    line_put(out, &units);
+}
+
+static void text_row(FILE *out, const char *when, const struct column *cols, size_t ncols,
+                     const void *row, enum posstat_report_kind kind)
+{
+    struct line l = {.len = 0};
+    line_add(&l, "%-8s", when);
+    for (size_t i = 0; i < ncols; i++) {
+        if (!cols[i].title)
+            continue;
+        char cell[64];
+        text_cell(cell, sizeof cell, &cols[i], row, kind);
+        line_add(&l, "  %*s", cols[i].width, cell);
+    }
+    line_put(out, &l);
+}
+
+int posstat_render_text(FILE *out, const struct posstat_report *r)
+{
+    char when[16] = "Average:";
+    if (r->kind != POSSTAT_AVERAGE) {
+        time_t t = (time_t)r->time;
+        struct tm tm;
+        if (!localtime_r(&t, &tm) || !strftime(when, sizeof when, "%H:%M:%S", &tm))
+            snprintf(when, sizeof when, "-");
+    }
+    text_headers(out, device_columns, NCOLS(device_columns));
+    text_row(out, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+    text_headers(out, client_columns, NCOLS(client_columns));
+    for (uint32_t i = 0; i < r->nclients; i++)
+        text_row(out, when, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+    if (r->clients_not_shown)
+        fprintf(out, "# %u more clients in posd than its reply carries\n", r->clients_not_shown);
+    return ferror(out) ? -EIO : 0;
+}
+
+/* --- JSON ------------------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at S (N bytes left), or 0 when there is none. */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+    static const struct {
+        unsigned char mask, lead;
+        size_t len;
+        uint32_t min;
+    } leads[] = {{0xe0, 0xc0, 2, 0x80}, {0xf0, 0xe0, 3, 0x800}, {0xf8, 0xf0, 4, 0x10000}};
+
+    if (s[0] < 0x80)
+        return 1;
+    for (size_t k = 0; k < sizeof leads / sizeof leads[0]; k++) {
+        if ((s[0] & leads[k].mask) != leads[k].lead)
+            continue;
+        if (leads[k].len > n)
+            return 0;
+        uint32_t cp = s[0] & (unsigned char)~leads[k].mask;
+        for (size_t i = 1; i < leads[k].len; i++) {
+            if ((s[i] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i] & 0x3f);
+        }
+        int surrogate = cp >= 0xd800 && cp <= 0xdfff;
+        return cp < leads[k].min || cp > 0x10ffff || surrogate ? 0 : leads[k].len;
+    }
+    return 0;
+}
+
+/* A JSON string: quotes and backslashes escaped, control characters as \n-style or \u00XX
+ * escapes, valid UTF-8 kept, and each byte of invalid UTF-8 replaced by U+FFFD. */
+static void json_string(FILE *out, const char *str)
+{
+    static const char short_escapes[0x20] = {
+        ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str);
+    fputc('"', out);
+    while (n) {
+        size_t len = utf8_sequence(s, n);
+        if (len == 0) {
+            fputs("\\ufffd", out);
+            len = 1;
+        } else if (*s == '"' || *s == '\\') {
+            fprintf(out, "\\%c", *s);
+        } else if (*s < 0x20 && short_escapes[*s]) {
+            fprintf(out, "\\%c", short_escapes[*s]);
+        } else if (*s < 0x20 || *s == 0x7f) {
+            fprintf(out, "\\u%04x", *s);
+        } else {
+            fwrite(s, 1, len, out);
+        }
+        s += len;
+        n -= len;
+    }
+    fputc('"', out);
+}
+
+static void json_number(FILE *out, double v, int decimals)
+{
+    if (isnan(v))
+        fputs("null", out);
+    else
+        fprintf(out, "%.*f", decimals, v);
+}
+
+static void json_value(FILE *out, const struct column *c, const void *row,
+                       enum posstat_report_kind kind)
+{
+    switch (c->kind) {
+    case CELL_NAME:
+        json_string(out, (const char *)row + c->offset);
+        break;
+    case CELL_I32:
+        fprintf(out, "%d", int_at(row, c->offset));
+        break;
+    case CELL_U32:
+        fprintf(out, "%u", u32_at(row, c->offset));
+        break;
+    case CELL_RATE:
+        json_number(out, double_at(row, c->offset), 3);
+        break;
+    case CELL_WHOLE:
+        json_number(out, double_at(row, c->offset), 0);
+        break;
+    case CELL_LEVEL:
+        json_number(out, double_at(row, c->offset), kind == POSSTAT_AVERAGE ? 3 : 0);
+        break;
+    case CELL_BOOL: {
+        static const char *const words[] = {"null", "false", "true"};
+        int b = int_at(row, c->offset);
+        fputs(words[b < 0 ? 0 : b ? 2 : 1], out);
+        break;
+    }
+    }
+}
+
+static void json_object(FILE *out, const struct column *cols, size_t ncols, const void *row,
+                        enum posstat_report_kind kind)
+{
+    fputc('{', out);
+    for (size_t i = 0; i < ncols; i++) {
+        fprintf(out, "%s\"%s\":", i ? "," : "", cols[i].key);
+        json_value(out, &cols[i], row, kind);
+    }
+    fputc('}', out);
+}
+
+int posstat_render_json(FILE *out, const struct posstat_report *r)
+{
+    static const char *const kinds[] = {
+        [POSSTAT_TOTAL] = "total", [POSSTAT_INTERVAL] = "interval", [POSSTAT_AVERAGE] = "average"};
+    fprintf(out, "{\"time\":%.3f,\"report\":\"%s\",\"interval_s\":", r->time, kinds[r->kind]);
+    json_number(out, r->dev.span_s, 3);
+    fputs(",\"device\":", out);
+    json_object(out, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+    fputs(",\"clients\":[", out);
+    for (uint32_t i = 0; i < r->nclients; i++) {
+        if (i)
+            fputc(',', out);
+        json_object(out, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+    }
+    fputs("]}\n", out);
+    return ferror(out) ? -EIO : 0;
+}

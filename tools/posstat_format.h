@@ -1,0 +1,109 @@
+/* posstat's pure half: checking a STATS reply from posd, turning one or two snapshots into a
+ * report of rates, wait percentiles from the grant-wait histogram, the Average: block, and the
+ * text and JSON renderings. No sockets and no clocks: the unit tests drive all of it. */
+#ifndef POS_TOOLS_POSSTAT_FORMAT_H
+#define POS_TOOLS_POSSTAT_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pos/proto.h"
+
+/* One STATS reply, copied out of the message. Owns clients[]. */
+struct posstat_snapshot {
+    struct pos_device_stats dev;
+    uint32_t nclients;
+    struct pos_client_stats *clients;
+    double time; /* wall clock when it arrived, seconds since the epoch; set by the caller */
+};
+
+/* Checks a received message (header included) and copies it into *snap.
+ * Returns 0; -EPROTO for a malformed message, -ECONNREFUSED for a REJECT (err holds posd's
+ * reason), -ENOMEM. On error err holds one line without "posstat: " and *snap is untouched. */
+int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *snap, char *err,
+                        size_t errlen);
+void posstat_snapshot_free(struct posstat_snapshot *snap);
+
+/* The value at percentile PCT (1..100, nearest rank) of a grant-wait histogram, reported as the
+ * upper bound in us of the bucket holding it: 2 for bucket 0, 2^(i+1) for bucket i. NaN when
+ * the histogram is empty. */
+double posstat_wait_percentile(const uint64_t hist[POS_WAIT_BUCKETS], unsigned pct);
+
+enum posstat_report_kind {
+    POSSTAT_TOTAL,    /* one snapshot: totals since each client registered */
+    POSSTAT_INTERVAL, /* rates between two snapshots */
+    POSSTAT_AVERAGE,  /* first to last snapshot of a run; levels averaged over its reports */
+};
+
+/* Every double is NaN when the value is not available ('-' in text, null in JSON). */
+struct posstat_device_row {
+    char policy[sizeof(((struct pos_device_stats *)0)->policy)];
+    double clients; /* connected clients (mean over the reports in an Average) */
+    double uptime_s;
+    double span_s; /* time the rates cover */
+    double submitted_per_s, granted_per_s, completed_per_s;
+    double busy_pct;
+};
+
+struct posstat_client_row {
+    uint32_t client_id;
+    int32_t pid;
+    char app[POS_APP_NAME_MAX];
+    char class_name[sizeof(((struct pos_client_stats *)0)->class_name)];
+    double span_s; /* the interval, or the time since it registered for a client new to it */
+    double launches_per_s;
+    double queued, in_flight; /* levels at the snapshot (means in an Average) */
+    double wait_p50_us, wait_p99_us;
+    double gpu_ms_per_s;
+    int held; /* 1 yes, 0 no, -1 not available */
+};
+
+struct posstat_report {
+    enum posstat_report_kind kind;
+    double time; /* of the newest snapshot, seconds since the epoch */
+    struct posstat_device_row dev;
+    uint32_t nclients;
+    uint32_t clients_not_shown; /* posd counts more clients than its reply carries */
+    struct posstat_client_row *clients;
+};
+
+/* Builds the report of CUR against PREV (NULL: totals since each client registered). A client
+ * is compared with PREV only when PREV holds the same client (same id and pid, registered no
+ * later); otherwise it is new and shows its totals. If posd restarted in between (its uptime
+ * went back), PREV is ignored. A counter that went back has no rate, a wait histogram with a
+ * bucket that went back no percentiles. Returns 0 or -ENOMEM. */
+int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot *prev,
+                         const struct posstat_snapshot *cur, enum posstat_report_kind kind);
+void posstat_report_free(struct posstat_report *r);
+
+/* The sums behind an Average: block: the levels of each client of the latest interval report,
+ * summed over the reports it was in. */
+struct posstat_level_sum {
+    uint32_t client_id;
+    int32_t pid;
+    double queued, in_flight;
+    uint64_t samples;
+};
+
+struct posstat_average {
+    uint64_t reports;
+    double clients; /* summed over the reports */
+    size_t n;
+    struct posstat_level_sum *levels;
+};
+
+int posstat_average_add(struct posstat_average *a, const struct posstat_report *r);
+/* The Average: report: rates from FIRST to LAST, levels the means of the reports added. */
+int posstat_average_report(struct posstat_report *r, const struct posstat_average *a,
+                           const struct posstat_snapshot *first,
+                           const struct posstat_snapshot *last);
+void posstat_average_free(struct posstat_average *a);
+
+/* Text: '#' lines naming the columns and their units, a device line, a line per client; the
+ * first column is the local time HH:MM:SS, or "Average:". JSON: one object on one line.
+ * Both return 0 or -EIO when OUT failed. */
+int posstat_render_text(FILE *out, const struct posstat_report *r);
+int posstat_render_json(FILE *out, const struct posstat_report *r);
+
+#endif
