@@ -98,7 +98,8 @@ static ssize_t read_small_file(const char *path, char *buf, size_t cap)
 
 static void identify(struct posd_identity *id, pid_t pid)
 {
-    char path[64], buf[8192];
+    char path[64];
+    static char buf[65536]; /* environments can be large; posd is single-threaded */
     snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
     ssize_t n = readlink(path, id->exe, sizeof id->exe - 1);
     id->exe[n > 0 ? n : 0] = '\0';
@@ -267,6 +268,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
             return -1;
         }
         memcpy(&hello, c->rx + sizeof h, sizeof hello);
+        c->id = (uint32_t)++d->next_client_id; /* tools get no id */
         posd_config_match(&d->cfg, &c->ident, &c->pol);
         return register_client(d, c, &hello);
     }
@@ -297,7 +299,6 @@ struct posd_client *posd_client_new(struct posd *d, int sock)
         c->used = 1;
         c->sock = sock;
         c->kick_fd = -1;
-        c->id = (uint32_t)++d->next_client_id;
         struct ucred cred;
         socklen_t cl = sizeof cred;
         if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
@@ -315,9 +316,14 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
 {
     if (!c->used)
         return;
-    if (c->registered)
+    if (c->registered) {
+        posd_engine_drain(c);
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");
+        d->retired_submitted += c->submitted;
+        d->retired_granted += c->launched;
+        d->retired_completed += c->completed;
+    }
     if (c->kick_fd >= 0) {
         /* the pending read of the kick eventfd must not outlive the slot */
         struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);

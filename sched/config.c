@@ -102,30 +102,39 @@ struct loader {
     char msg[768];    /* "FILE:LINE: what is wrong" */
 };
 
+/* Records the first error as "WHERE: what is wrong" and stops the load. */
+static int vfail(struct loader *ld, int rc, const char *where, const char *fmt, va_list ap)
+{
+    int n = snprintf(ld->msg, sizeof ld->msg, "%s: ", where);
+    if (n >= 0 && (size_t)n < sizeof ld->msg)
+        vsnprintf(ld->msg + n, sizeof ld->msg - (size_t)n, fmt, ap);
+    ld->rc = rc;
+    return rc;
+}
+
+/* An error at a line of a file: "FILE:LINE: what is wrong". */
 static int fail_at(struct loader *ld, const char *path, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail_at(struct loader *ld, const char *path, int line, const char *fmt, ...)
 {
-    int n = snprintf(ld->msg, sizeof ld->msg, "%s:%d: ", path, line);
+    char where[POSD_PATH_MAX + 16];
+    snprintf(where, sizeof where, "%s:%d", path, line);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ld->msg + n, sizeof ld->msg - (size_t)n, fmt, ap);
+    vfail(ld, -EINVAL, where, fmt, ap);
     va_end(ap);
-    ld->rc = -EINVAL;
     return ld->rc;
 }
 
-/* An error about a whole file (it cannot be opened or read): no line. */
+/* An error about a whole file or directory (it cannot be opened or read): "PATH: ...". */
 static int fail_file(struct loader *ld, const char *path, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail_file(struct loader *ld, const char *path, int rc, const char *fmt, ...)
 {
-    int n = snprintf(ld->msg, sizeof ld->msg, "%s: ", path);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ld->msg + n, sizeof ld->msg - (size_t)n, fmt, ap);
+    vfail(ld, rc, path, fmt, ap);
     va_end(ap);
-    ld->rc = rc;
     return rc;
 }
 
@@ -396,6 +405,7 @@ static int parse_rule_class(struct loader *ld, const struct key_spec *k, const c
 #define RANGE(a, b) .lo = (a), .hi = (b)
 
 static const char *const policy_words[] = {"fifo", "priority", NULL};
+/* in enum posd_log_level order */
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 
 static const struct key_spec daemon_keys[] = {

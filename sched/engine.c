@@ -198,6 +198,16 @@ int64_t posd_engine_tick(struct posd *d)
     return next;
 }
 
+void posd_engine_drain(struct posd_client *c)
+{
+    if (!c->shm)
+        return;
+    int64_t now = posd_now();
+    account_busy(c, now);
+    if (drain_submissions(c, now) == 0)
+        drain_completions(c);
+}
+
 void posd_engine_release(struct posd_client *c)
 {
     if (!c->shm)
@@ -241,22 +251,32 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap)
     r->dev.uptime_ns = (uint64_t)(now - d->started_at);
     snprintf(r->dev.policy, sizeof r->dev.policy, "%s", d->policy->name);
     r->dev.policy_len = (uint32_t)strlen(r->dev.policy);
-    r->dev.busy_ns = d->dev_busy_ns;
+    /* device totals cover the clients that have left too */
+    r->dev.submitted = d->retired_submitted;
+    r->dev.granted = d->retired_granted;
+    r->dev.completed = d->retired_completed;
     size_t len = sizeof *r;
     struct pos_client_stats *cs = (struct pos_client_stats *)(r + 1);
+    int any_inflight = 0;
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
-        const struct posd_client *c = &d->clients[i];
+        struct posd_client *c = &d->clients[i];
         if (!c->used || !c->registered)
             continue;
+        account_busy(c, now); /* busy time up to this very moment */
+        any_inflight |= c->launched > c->completed;
         r->dev.clients++;
         r->dev.submitted += c->submitted;
+        r->dev.granted += c->mode == POS_GRANT_FREE ? c->launched : umin(c->granted, c->submitted);
         r->dev.completed += c->completed;
         if (len + sizeof *cs > cap)
             continue;
         fill_client_stats(c, &cs[r->nclients], now);
-        r->dev.granted += cs[r->nclients].granted;
         r->nclients++;
         len += sizeof *cs;
     }
+    if (any_inflight && now > d->last_update)
+        d->dev_busy_ns += (uint64_t)(now - d->last_update);
+    d->last_update = now;
+    r->dev.busy_ns = d->dev_busy_ns;
     return len;
 }

@@ -4,6 +4,7 @@
  * io_uring_wait_cqe and uses no CPU. */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -91,6 +92,8 @@ static void on_signal(struct posd *d)
             posd_config_free(&fresh);
             break;
         }
+        if (d->policy_override[0])
+            snprintf(fresh.policy, sizeof fresh.policy, "%s", d->policy_override);
         const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
         if (!p) {
             posd_log(POSD_LOG_ERROR, "reload refused: unknown policy '%s'", fresh.policy);

@@ -22,7 +22,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: posd [-c CONFIG] [-s SOCKET] [-p POLICY] [-f]\n"
             "  -c CONFIG  configuration file (default %s; drop-ins from policy.d/ beside it)\n"
-            "  -s SOCKET  Unix socket (default: the config's, else $POS_SOCKET, else %s)\n"
+            "  -s SOCKET  Unix socket (default: $POS_SOCKET, else the config's, else %s)\n"
             "  -p POLICY  scheduling policy, overriding the config:",
             DEFAULT_CONFIG, POS_DEFAULT_SOCKET);
     for (int i = 0; pos_policies[i]; i++)
@@ -104,8 +104,10 @@ int main(int argc, char **argv)
         return 1;
     }
     posd_set_log_level(d->cfg.log_level);
-    if (policy)
+    if (policy) {
+        snprintf(d->policy_override, sizeof d->policy_override, "%s", policy);
         snprintf(d->cfg.policy, sizeof d->cfg.policy, "%s", policy);
+    }
     d->policy = pos_policy_find(d->cfg.policy);
     if (!d->policy) {
         fprintf(stderr, "posd: unknown policy '%s' (", d->cfg.policy);
@@ -114,12 +116,9 @@ int main(int argc, char **argv)
         fprintf(stderr, ")\n");
         return 1;
     }
+    /* -s, then $POS_SOCKET (as the shim and the tools read it), then the configuration */
     const char *env_sock = getenv("POS_SOCKET");
-    const char *path = sock                        ? sock
-                       : env_sock && *env_sock       ? env_sock
-                                                    : d->cfg.socket;
-    if (!sock && config && strcmp(d->cfg.socket, POS_DEFAULT_SOCKET) != 0)
-        path = d->cfg.socket; /* a config that names a socket wins over the environment */
+    const char *path = sock ? sock : env_sock && *env_sock ? env_sock : d->cfg.socket;
     if (strlen(path) >= sizeof d->socket_path) {
         fprintf(stderr, "posd: socket path too long (max %zu): %s\n", sizeof d->socket_path - 1,
                 path);

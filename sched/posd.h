@@ -64,6 +64,7 @@ struct posd {
     char dropin_dir[POSD_PATH_MAX];
     int config_optional;
     const struct pos_policy_ops *policy;
+    char policy_override[16]; /* -p: survives reloads */
     char socket_path[108];
     int listen_fd;
     int signal_fd;
@@ -74,6 +75,7 @@ struct posd {
     int64_t period_start;
     int64_t last_update;
     uint64_t dev_busy_ns;
+    uint64_t retired_submitted, retired_granted, retired_completed; /* of departed clients */
     uint64_t next_client_id;
     struct posd_client clients[POSD_MAX_CLIENTS];
     struct pos_sched_client view[POSD_MAX_CLIENTS]; /* scratch for the policy */
@@ -99,6 +101,8 @@ void posd_clients_reconfigure(struct posd *d);
 /* Reads every client's rings, runs the policy, publishes grants. Returns the delay in ns
  * until the next tick is wanted, or -1 when nothing needs one (idle). */
 int64_t posd_engine_tick(struct posd *d);
+/* Reads what C left in its rings (it is leaving: its last completions count). */
+void posd_engine_drain(struct posd_client *c);
 /* Tells C's waiting threads that posd is going away (they launch freely from now on). */
 void posd_engine_release(struct posd_client *c);
 /* Fills a stats reply (header excluded) into BUF; returns its length. */

@@ -47,14 +47,17 @@ struct pos_welcome {
 
 /* ---- statistics ------------------------------------------------------------------------- */
 
-#define POS_WAIT_BUCKETS 24 /* grant waits: bucket i counts waits of [2^i, 2^(i+1)) us; 0: <2us */
+/* Grant waits: bucket 0 counts waits under 2 us, bucket i (1..22) waits of [2^i, 2^(i+1)) us,
+ * and the last bucket every wait of 2^23 us (8.4 s) or more. */
+#define POS_WAIT_BUCKETS 24
+#define POS_CLASS_NAME_MAX 16
 
 struct pos_device_stats {
     uint64_t uptime_ns;
     uint32_t clients;
     uint32_t policy_len;
     char policy[16];
-    uint64_t submitted, granted, completed;
+    uint64_t submitted, granted, completed; /* since posd started, departed clients too */
     uint64_t busy_ns; /* time with at least one operator of any client in flight */
 };
 
@@ -63,7 +66,7 @@ struct pos_client_stats {
     int32_t pid;
     uint32_t uid, gid;
     char app[POS_APP_NAME_MAX];
-    char class_name[16];
+    char class_name[POS_CLASS_NAME_MAX];
     int32_t priority;
     uint32_t flags; /* POS_CLIENT_* */
     uint64_t submitted, granted, completed;
@@ -77,7 +80,10 @@ struct pos_client_stats {
 
 #define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */
 
-/* STATS reply: a pos_device_stats, then nclients pos_client_stats. */
+/* STATS reply: a pos_device_stats, then nclients pos_client_stats. When more clients are
+ * registered than fit in POS_MSG_MAX, dev.clients is larger than nclients: the reply carries
+ * the first nclients of them. Client counters that come from the client's own shared memory
+ * (sync_ns, syncs, waits, wait_hist) are as the client wrote them. */
 struct pos_stats_reply {
     struct pos_device_stats dev;
     uint32_t nclients;

@@ -474,6 +474,21 @@ static void test_match_all_and_default_class(void)
     CU_ASSERT_DOUBLE_EQUAL(p.weight, 3, 0);
     CU_ASSERT_STRING_EQUAL(p.rule, "fast");
     posd_config_free(&c);
+
+    /* the class is settled first: a priority set before the rule that sets the class stays,
+     * and what no rule set comes from that class */
+    put_main(&f, "[rule prio]\nmatch_all = yes\npriority = 5\n"
+                 "[rule cls]\nmatch_app = x\nclass = batch\n");
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    p = match(&c, ident("x", 5, 5, ""));
+    CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
+    CU_ASSERT_EQUAL(p.priority, 5);
+    CU_ASSERT_EQUAL(p.max_inflight, 2);
+    p = match(&c, ident("y", 5, 5, ""));
+    CU_ASSERT_STRING_EQUAL(p.class_name, "latency");
+    CU_ASSERT_EQUAL(p.priority, 5);
+    CU_ASSERT_EQUAL(p.max_inflight, 0);
+    posd_config_free(&c);
 }
 
 static void test_user_and_group_names(void)
@@ -754,6 +769,19 @@ static void test_file_errors(void)
         expect_error(&f, path, 0, "cannot open: Permission denied");
         CU_ASSERT_FATAL(unlink(path) == 0);
     }
+
+    /* paths longer than a rule can record; messages longer than the buffer are cut */
+    char longpath[1100], want[1200], err2[1200];
+    size_t n = (size_t)snprintf(longpath, sizeof longpath, "%s", f.dir);
+    while (n + 10 < sizeof longpath)
+        n += (size_t)snprintf(longpath + n, sizeof longpath - n, "/aaaaaaaa");
+    posd_config_defaults(&c);
+    CU_ASSERT_EQUAL(posd_config_load(longpath, 1, NULL, &c, err2, sizeof err2), -ENAMETOOLONG);
+    snprintf(want, sizeof want, "%s: path longer than 255 characters", longpath);
+    CU_ASSERT(strncmp(err2, want, 700) == 0);
+    CU_ASSERT_EQUAL(posd_config_load(f.main, 1, longpath, &c, err2, sizeof err2), 0);
+    CU_ASSERT_EQUAL(c.tick_us, 300);
+    posd_config_free(&c);
 
     /* the main file must be a regular file; the drop-in directory a directory */
     struct files g = files_at("file-errors-2");

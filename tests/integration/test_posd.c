@@ -1,0 +1,519 @@
+/* Integration tests of posd with real processes (the shim, posapp, the simulated driver):
+ * grants and completions add up under fifo, the priority policy holds and releases, a client
+ * that dies frees its share at once, posd killed mid-run fails open and clients re-attach,
+ * bad peers are disconnected while others carry on, configuration errors at start and at
+ * SIGHUP, socket removal on exit, and an idle posd that uses no CPU. All without root, in a
+ * temporary directory (POS_SOCKET). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pos/client_shm.h"
+#include "pos/op_record.h"
+#include "pos/proto.h"
+#include "tests/cunit_main.h"
+
+#define OUT_MAX 16384
+
+static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
+static pid_t posd_pid = -1;
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int read_file(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return 0;
+}
+
+static void setup_env(void)
+{
+    setenv("LD_LIBRARY_PATH", "build/sim", 1);
+    setenv("POS_SIM_INSTANCE", instance, 1);
+    setenv("POS_SOCKET", sock_path, 1);
+}
+
+/* Starts posd with POLICY on the test socket; waits until it answers. */
+static void posd_start(const char *policy)
+{
+    posd_pid = fork();
+    CU_ASSERT_FATAL(posd_pid >= 0);
+    if (posd_pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        execl("build/posd", "posd", "-f", "-c", conf_path, "-s", sock_path, "-p", policy,
+              (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && access(sock_path, F_OK) != 0; i++)
+        usleep(10000);
+    CU_ASSERT_EQUAL(access(sock_path, F_OK), 0);
+}
+
+static void posd_stop(int sig)
+{
+    if (posd_pid <= 0)
+        return;
+    kill(posd_pid, sig);
+    int st;
+    waitpid(posd_pid, &st, 0);
+    posd_pid = -1;
+}
+
+struct proc {
+    pid_t pid;
+    char out_path[192];
+};
+
+/* Starts posapp under the shim with app name APP and ARGS. */
+static void posapp_start(struct proc *p, const char *app, const char *const *args)
+{
+    static int n;
+    snprintf(p->out_path, sizeof p->out_path, "%s/posapp.%d.out", dir, n++);
+    p->pid = fork();
+    CU_ASSERT_FATAL(p->pid >= 0);
+    if (p->pid == 0) {
+        int fd = open(p->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        setup_env();
+        setenv("LD_PRELOAD", "build/libposshim.so", 1);
+        setenv("POS_APP", app, 1);
+        const char *argv[32] = {"build/posapp"};
+        int k = 1;
+        for (int i = 0; args[i] && k < 31; i++)
+            argv[k++] = args[i];
+        argv[k] = NULL;
+        execv("build/posapp", (char *const *)argv);
+        _exit(127);
+    }
+}
+
+static int posapp_wait(struct proc *p, char *out, size_t cap)
+{
+    int st;
+    for (int i = 0; i < 12000; i++) {
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid)
+            goto done;
+        usleep(10000);
+    }
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, &st, 0);
+done:
+    read_file(p->out_path, out, cap);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs posstat -o json once; returns its output in OUT. */
+static int posstat_json(char *out, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>&1", sock_path);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    return pclose(f);
+}
+
+static long long json_num(const char *json, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+static int count_occurrences(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+static int suite_init(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/pos-test-posd-%d", (int)getpid());
+    mkdir(dir, 0700);
+    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
+    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
+    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
+    snprintf(instance, sizeof instance, "test-posd-%d", (int)getpid());
+    FILE *f = fopen(conf_path, "w");
+    if (!f)
+        return -1;
+    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n", f);
+    fclose(f);
+    setup_env();
+    return access("build/posd", X_OK) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    posd_stop(SIGKILL);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int peer_connect(void);
+
+/* Asks posd for its statistics directly (the protocol of include/pos/proto.h). */
+static int posd_device_stats(struct pos_device_stats *out)
+{
+    int s = peer_connect();
+    if (s < 0)
+        return -1;
+    struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_STATS_REQ, 0, 0};
+    static char buf[POS_MSG_MAX];
+    ssize_t n = -1;
+    if (send(s, &h, sizeof h, 0) == (ssize_t)sizeof h)
+        n = recv(s, buf, sizeof buf, 0);
+    close(s);
+    if (n < (ssize_t)(sizeof h + sizeof(struct pos_stats_reply)))
+        return -1;
+    memcpy(out, buf + sizeof h, sizeof *out);
+    return 0;
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+static void test_fifo_counts_add_up(void)
+{
+    posd_start("fifo");
+    const char *const a[] = {"--model", "resnet18", "--requests", "8", "--verify", NULL};
+    const char *const b[] = {"--model", "mobilenet_v2", "--requests", "8", "--verify",
+                             "--streams", "2", NULL};
+    const char *const c[] = {"--model", "inception_v1", "--requests", "5", "--verify",
+                             "--threads", "2", NULL};
+    const char *const e[] = {"--model", "resnet34", "--requests", "4", "--verify", "--ptds",
+                             "--threads", "2", NULL};
+    const char *const *args[4] = {a, b, c, e};
+    struct proc p[4];
+    for (int i = 0; i < 4; i++)
+        posapp_start(&p[i], "app", args[i]);
+    long long launches = 0;
+    for (int i = 0; i < 4; i++) {
+        char out[OUT_MAX];
+        CU_ASSERT_EQUAL(posapp_wait(&p[i], out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"verified\":true"));
+        launches += json_num(out, "launches");
+    }
+    usleep(100000);
+    struct pos_device_stats dev = {0};
+    CU_ASSERT_EQUAL_FATAL(posd_device_stats(&dev), 0);
+    CU_ASSERT_EQUAL(dev.clients, 0);
+    CU_ASSERT_EQUAL(dev.submitted, (uint64_t)launches);
+    CU_ASSERT_EQUAL(dev.granted, (uint64_t)launches);
+    CU_ASSERT_EQUAL(dev.completed, (uint64_t)launches);
+    if (dev.submitted != (uint64_t)launches || dev.completed != (uint64_t)launches)
+        fprintf(stderr, "submitted %llu granted %llu completed %llu launches %lld\n",
+                (unsigned long long)dev.submitted, (unsigned long long)dev.granted,
+                (unsigned long long)dev.completed, launches);
+    posd_stop(SIGTERM);
+}
+
+static void test_priority_holds_and_death_releases(void)
+{
+    posd_start("priority");
+    const char *const lat[] = {"--model", "resnet50", "--requests", "100000", NULL};
+    const char *const bat[] = {"--model", "resnet18", "--requests", "100000", NULL};
+    struct proc l, b;
+    posapp_start(&l, "latency1", lat);
+    usleep(300000);
+    posapp_start(&b, "batch1", bat);
+    usleep(500000);
+    char js[OUT_MAX];
+    posstat_json(js, sizeof js);
+    /* the batch client is held at least some of the time while the latency one works */
+    CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"class\":\"batch\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"class\":\"latency\""));
+    /* the latency client dies: its share is free at once, the batch client goes on */
+    kill(l.pid, SIGKILL);
+    char out[OUT_MAX];
+    posapp_wait(&l, out, sizeof out);
+    usleep(200000);
+    posstat_json(js, sizeof js);
+    CU_ASSERT_EQUAL(json_num(js, "clients"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"held\":false"));
+    long long before = json_num(js, "clients");
+    (void)before;
+    kill(b.pid, SIGKILL);
+    posapp_wait(&b, out, sizeof out);
+    posd_stop(SIGTERM);
+    char log[OUT_MAX * 4];
+    read_file(log_path, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "app 'batch1' class batch priority 20 rule batch-jobs"));
+}
+
+static void test_fail_open_and_reattach(void)
+{
+    posd_start("priority");
+    const char *const v[] = {"--model", "resnet18", "--requests", "150", "--verify", NULL};
+    struct proc p[4];
+    for (int i = 0; i < 4; i++)
+        posapp_start(&p[i], i < 2 ? "app" : "batch", v);
+    usleep(500000);
+    posd_stop(SIGKILL);
+    usleep(200000);
+    posd_start("priority");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int attached = 0;
+    char js[OUT_MAX];
+    for (int k = 0; k < 40 && attached < 4; k++) {
+        usleep(50000);
+        if (posstat_json(js, sizeof js) == 0)
+            attached = (int)json_num(js, "clients");
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    /* every client that is still running came back within 2 s */
+    int running = 0;
+    for (int i = 0; i < 4; i++)
+        running += kill(p[i].pid, 0) == 0;
+    CU_ASSERT(attached >= running || running == 0);
+    CU_ASSERT(secs < 2.0 || running == 0);
+    for (int i = 0; i < 4; i++) {
+        char out[OUT_MAX];
+        CU_ASSERT_EQUAL(posapp_wait(&p[i], out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"verified\":true"));
+        CU_ASSERT_EQUAL(json_num(out, "launches"), 150 * 31);
+    }
+    posd_stop(SIGTERM);
+}
+
+/* ---- bad peers ------------------------------------------------------------------------- */
+
+static int peer_connect(void)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)sizeof a.sun_path - 1, sock_path);
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+/* True when posd closed S (a recv returns 0, after an optional REJECT message). */
+static int closed_by_posd(int s, char *reason, size_t cap)
+{
+    char buf[4096];
+    ssize_t n = recv(s, buf, sizeof buf, 0);
+    if (n >= (ssize_t)sizeof(struct pos_msg_hdr)) {
+        struct pos_msg_hdr h;
+        memcpy(&h, buf, sizeof h);
+        if (h.type == POS_MSG_REJECT && reason)
+            snprintf(reason, cap, "%.*s", (int)(n - (ssize_t)sizeof h), buf + sizeof h);
+        n = recv(s, buf, sizeof buf, 0);
+    }
+    return n == 0;
+}
+
+static void hello(int s, uint32_t shm_version)
+{
+    struct {
+        struct pos_msg_hdr h;
+        struct pos_hello b;
+    } m = {{POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_HELLO, sizeof(struct pos_hello), 0},
+           {POS_OP_RECORD_VERSION, shm_version}};
+    CU_ASSERT_EQUAL(send(s, &m, sizeof m, 0), (ssize_t)sizeof m);
+}
+
+static void test_bad_peers_are_disconnected(void)
+{
+    posd_start("priority");
+    const char *const v[] = {"--model", "resnet18", "--requests", "60", "--verify", NULL};
+    struct proc good;
+    posapp_start(&good, "app", v);
+    char reason[256] = "";
+    /* garbage */
+    int s = peer_connect();
+    CU_ASSERT_EQUAL(send(s, "hello posd, let me in", 21, 0), 21);
+    CU_ASSERT(closed_by_posd(s, NULL, 0));
+    close(s);
+    /* wrong protocol version */
+    s = peer_connect();
+    struct pos_msg_hdr h = {POS_PROTO_MAGIC, 99, POS_MSG_HELLO, 0, 0};
+    send(s, &h, sizeof h, 0);
+    CU_ASSERT(closed_by_posd(s, reason, sizeof reason));
+    CU_ASSERT_PTR_NOT_NULL(strstr(reason, "protocol"));
+    close(s);
+    /* wrong shared-memory version */
+    s = peer_connect();
+    hello(s, 99);
+    CU_ASSERT(closed_by_posd(s, reason, sizeof reason));
+    CU_ASSERT_PTR_NOT_NULL(strstr(reason, "version mismatch"));
+    close(s);
+    /* oversized */
+    s = peer_connect();
+    static char big[POS_REQ_MAX * 4];
+    memset(big, 0x41, sizeof big);
+    send(s, big, sizeof big, 0);
+    CU_ASSERT(closed_by_posd(s, NULL, 0));
+    close(s);
+    /* a registered client that writes out-of-range values into its ring */
+    s = peer_connect();
+    hello(s, POS_SHM_VERSION);
+    char buf[512];
+    union {
+        char c[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c,
+                       .msg_controllen = sizeof ctl.c};
+    ssize_t n = recvmsg(s, &m, 0);
+    CU_ASSERT_FATAL(n > 0);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cm);
+    int fds[2];
+    memcpy(fds, CMSG_DATA(cm), sizeof fds);
+    struct pos_welcome w;
+    memcpy(&w, buf + sizeof(struct pos_msg_hdr), sizeof w);
+    struct pos_client_shm *shm =
+        mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    CU_ASSERT_FATAL(shm != MAP_FAILED);
+    atomic_store(&shm->next_seq, UINT64_C(1) << 60); /* far out of range */
+    uint64_t one = 1;
+    CU_ASSERT_EQUAL(write(fds[1], &one, sizeof one), 8); /* kick posd */
+    CU_ASSERT(closed_by_posd(s, NULL, 0));
+    close(s);
+    close(fds[0]);
+    close(fds[1]);
+    /* the good client carried on */
+    char out[OUT_MAX];
+    CU_ASSERT_EQUAL(posapp_wait(&good, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"verified\":true"));
+    char js[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0); /* posd still answers */
+    posd_stop(SIGTERM);
+    char log[OUT_MAX * 4];
+    read_file(log_path, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "not pos protocol"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "oversized message"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "wrote out-of-range values"));
+}
+
+/* ---- configuration, signals, idle -------------------------------------------------------- */
+
+static void test_bad_config_at_start_and_at_reload(void)
+{
+    char bad[192];
+    snprintf(bad, sizeof bad, "%s/bad.conf", dir);
+    write_file(bad, "[daemon]\npolicy = priority\n[rule x]\nmatch_app = y\nclass = nosuch\n");
+    char cmd[512], out[4096];
+    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/other.sock 2>&1", bad, dir);
+    FILE *f = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    char want[256];
+    snprintf(want, sizeof want, "%s:5:", bad);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    /* at SIGHUP, a bad file is logged and the running configuration stays */
+    posd_start("priority");
+    char saved[4096];
+    read_file(conf_path, saved, sizeof saved);
+    write_file(conf_path, "[daemon]\nbogus_key = 1\n");
+    kill(posd_pid, SIGHUP);
+    usleep(200000);
+    char js[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"policy\":\"priority\""));
+    write_file(conf_path, saved);
+    kill(posd_pid, SIGHUP);
+    usleep(200000);
+    posd_stop(SIGTERM);
+    char log[OUT_MAX * 4];
+    read_file(log_path, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "reload refused"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "configuration reloaded"));
+    /* SIGTERM removed the socket */
+    CU_ASSERT_NOT_EQUAL(access(sock_path, F_OK), 0);
+}
+
+static long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_file(path, buf, sizeof buf) < 0)
+        return -1;
+    char *p = strrchr(buf, ')');
+    long utime = 0, stime = 0;
+    /* fields 14 and 15 after the command */
+    int field = 2;
+    for (; p && *p && field < 14; p++)
+        if (*p == ' ')
+            field++;
+    if (p && sscanf(p, "%ld %ld", &utime, &stime) == 2)
+        return utime + stime;
+    return -1;
+}
+
+static void test_idle_posd_sleeps(void)
+{
+    posd_start("priority");
+    usleep(300000);
+    long before = cpu_ticks(posd_pid);
+    sleep(1);
+    long after = cpu_ticks(posd_pid);
+    CU_ASSERT(before >= 0);
+    CU_ASSERT_EQUAL(after, before); /* not one clock tick of CPU in a second */
+    posd_stop(SIGTERM);
+}
+
+static void test_scheduled_without_posd_is_passthrough(void)
+{
+    posd_stop(SIGTERM);
+    char cmd[512], out[OUT_MAX];
+    snprintf(cmd, sizeof cmd,
+             "POS_MODE=scheduled LD_PRELOAD=build/libposshim.so build/posapp --model resnet18 "
+             "--requests 2 --verify 2>&1");
+    FILE *f = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    CU_ASSERT_EQUAL(pclose(f), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no posd at"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"verified\":true"));
+    CU_ASSERT_EQUAL(count_occurrences(out, "posshim"), 1);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("posd", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_fifo_counts_add_up);
+    POS_ADD_TEST(s, test_priority_holds_and_death_releases);
+    POS_ADD_TEST(s, test_fail_open_and_reattach);
+    POS_ADD_TEST(s, test_bad_peers_are_disconnected);
+    POS_ADD_TEST(s, test_bad_config_at_start_and_at_reload);
+    POS_ADD_TEST(s, test_idle_posd_sleeps);
+    POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
+}
