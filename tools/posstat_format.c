@@ -231,6 +231,9 @@ static void device_row(struct posstat_device_row *row, const struct pos_device_s
     row->granted_per_s = counter_rate(d->granted, base->granted, span);
     row->completed_per_s = counter_rate(d->completed, base->completed, span);
     row->busy_pct = counter_rate(d->busy_ns, base->busy_ns, span) / 1e9 * 100.0;
+    row->submitted = (double)d->submitted;
+    row->granted = (double)d->granted;
+    row->completed = (double)d->completed;
 }
 
 /* BASE is the earlier state of the same client; all zeros means "since it registered". */
@@ -382,6 +385,9 @@ static const struct column device_columns[] = {
     {"granted", "op/s", "granted_per_s", 10, CELL_RATE, 1, DEV(granted_per_s)},
     {"completed", "op/s", "completed_per_s", 10, CELL_RATE, 1, DEV(completed_per_s)},
     {"busy", "%", "busy_pct", 6, CELL_RATE, 1, DEV(busy_pct)},
+    {NULL, NULL, "submitted", 0, CELL_WHOLE, 0, DEV(submitted)},
+    {NULL, NULL, "granted", 0, CELL_WHOLE, 0, DEV(granted)},
+    {NULL, NULL, "completed", 0, CELL_WHOLE, 0, DEV(completed)},
 };
 
 static const struct column client_columns[] = {

@@ -44,6 +44,7 @@ struct posstat_device_row {
     double span_s; /* time the rates cover */
     double submitted_per_s, granted_per_s, completed_per_s;
     double busy_pct;
+    double submitted, granted, completed; /* totals since posd started (JSON only) */
 };
 
 struct posstat_client_row {
