@@ -21,7 +21,7 @@
 
 #include "pos/proto.h"
 
-#define DEFAULT_MIN_SHARE 0.02
+#define DEFAULT_MIN_SHARE 0.01
 #define MAX_SECTION_KEYS  16
 #define CLASS_NAME_CHARS  "abcdefghijklmnopqrstuvwxyz0123456789_-"
 #define RULE_NAME_CHARS   CLASS_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZ."

@@ -159,7 +159,7 @@ static void test_defaults(void)
     CU_ASSERT_EQUAL(c.credits, 1024);
     CU_ASSERT_EQUAL(c.log_level, POSD_LOG_INFO);
     CU_ASSERT_DOUBLE_EQUAL(c.guard_period_ms, 200, 1e-9);
-    CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.02, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.01, 1e-12);
     CU_ASSERT_EQUAL(c.nclasses, 3);
     static const struct {
         const char *name;
@@ -170,7 +170,7 @@ static void test_defaults(void)
         const struct posd_class *k = class_of(&c, want[i].name);
         CU_ASSERT_EQUAL(k->priority, want[i].priority);
         CU_ASSERT_EQUAL(k->max_inflight, want[i].max_inflight);
-        CU_ASSERT_DOUBLE_EQUAL(k->min_share, 0.02, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(k->min_share, 0.01, 1e-12);
     }
     CU_ASSERT_PTR_NULL(posd_config_class(&c, "gold"));
     CU_ASSERT_PTR_NULL(c.rules);
@@ -315,10 +315,10 @@ static void test_classes(void)
     /* an update changes only the keys it sets */
     CU_ASSERT_EQUAL(batch->priority, 20);
     CU_ASSERT_EQUAL(batch->max_inflight, 8);
-    CU_ASSERT_DOUBLE_EQUAL(batch->min_share, 0.02, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(batch->min_share, 0.01, 1e-12);
     CU_ASSERT_EQUAL(gold->priority, 5);
     CU_ASSERT_EQUAL(gold->max_inflight, 6);
-    CU_ASSERT_DOUBLE_EQUAL(gold->min_share, 0.02, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(gold->min_share, 0.01, 1e-12);
     CU_ASSERT_EQUAL(silver->priority, -3);
     CU_ASSERT_EQUAL(silver->max_inflight, 4);
     CU_ASSERT_DOUBLE_EQUAL(silver->min_share, 0.1, 1e-12);
@@ -395,7 +395,7 @@ static void test_match(void)
     CU_ASSERT_STRING_EQUAL(p.class_name, "latency");
     CU_ASSERT_EQUAL(p.priority, 10);
     CU_ASSERT_EQUAL(p.max_inflight, 0);
-    CU_ASSERT_DOUBLE_EQUAL(p.min_share, 0.02, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(p.min_share, 0.01, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(p.slo_ms, 0, 0);
     CU_ASSERT_DOUBLE_EQUAL(p.weight, 1, 0);
     CU_ASSERT_EQUAL(p.sm_share, 0);
