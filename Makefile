@@ -155,6 +155,7 @@ demo: all
 bench: all
 	@bash bench/testbed.sh
 	@bash bench/shim.sh
+	@bash bench/posd.sh
 
 # --- install --------------------------------------------------------------------------
 install: all
@@ -169,10 +170,15 @@ install: all
 	ln -sf libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so
 	install -m 0644 sim/models/*.model $(DESTDIR)$(PREFIX)/share/pos/models/
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/pos/
+	install -d $(DESTDIR)/etc/posd/policy.d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	[ -e $(DESTDIR)/etc/posd/posd.conf ] || install -m 0644 etc/posd.conf $(DESTDIR)/etc/posd/
+	install -m 0644 etc/policy.d/*.conf $(DESTDIR)$(PREFIX)/share/doc/pos/
+	sed 's|/usr/local/bin|$(PREFIX)/bin|' etc/posd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/posapp $(DESTDIR)$(PREFIX)/bin/posd $(DESTDIR)$(PREFIX)/bin/posstat
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pos $(DESTDIR)$(PREFIX)/share/pos $(DESTDIR)$(PREFIX)/share/doc/pos
+	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,57 +1,91 @@
 #!/usr/bin/env bash
-# make demo: three inference processes (the POS paper's heterogeneous mix R18 + Iv1 + Mv1) share
-# one GPU. Until posd lands this shows the problem pos solves: each model alone, then all three
-# at once, time-sliced and under MPS, on the simulated Jetson Xavier NX. Simulated results.
+# make demo: three inference processes share one GPU — a latency-critical detector (resnet18,
+# SLO 10 ms) and two batch models (inception_v1, mobilenet_v1), closed loop, the POS paper's
+# heterogeneous mix. Each alone; then all three without a scheduler (time-sliced); then under
+# posd with fifo (accounting only) and with the priority policy, the batch models matched to
+# the batch class by a rule. Unmodified processes: LD_PRELOAD of the shim is all they get.
+# Simulated Jetson Xavier NX unless POS_SIM_DEVICE says otherwise; results are simulated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-APP=build/posapp
-MODELS=(resnet18 inception_v1 mobilenet_v1)
-REQ=${DEMO_REQUESTS:-40}
+APP=build/posapp SHIM=$PWD/build/libposshim.so
+REQ=${DEMO_REQUESTS:-60}
 SLO=${DEMO_SLO_MS:-10}
+T=$(mktemp -d)
+trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"' EXIT
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "demo: a real GPU is present ($(nvidia-smi -L | head -1)); posapp's workloads are"
     echo "demo: simulated kernels, so this demo runs on the simulated GPU all the same."
+    echo "demo: (bash tests/gpu/run.sh checks the shim on the real GPU.)"
 fi
 export LD_LIBRARY_PATH=$PWD/build/sim POS_SIM_DEVICE=${POS_SIM_DEVICE:-xavier-nx}
-export POS_SIM_INSTANCE=demo-$$
+export POS_SIM_INSTANCE=demo-$$ POS_SIM_MODE=timeslice POS_SOCKET=$T/posd.sock
+cat >"$T/posd.conf" <<'EOF'
+[rule detector]
+match_app = detector
+class = latency
+slo_ms = 10
+
+[rule batch-models]
+match_app = batch-*
+class = batch
+EOF
 
 field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
-row() { printf '  %-14s %9s %9s %9s %10s\n' "$@"; }
+row() { printf '  %-22s %9s %9s %9s %8s\n' "$@"; }
+header() { row model p50_ms p99_ms req/s slo_ok; }
+names=(detector batch-inception batch-mobilenet)
+models=(resnet18 inception_v1 mobilenet_v1)
 
-run_set() { # MODE label: runs the three models at once, prints a row each
-    local mode=$1 pids=() files=() i
-    for i in 0 1 2; do
-        files[i]=$(mktemp)
-        POS_SIM_MODE=$mode "$APP" --model "${MODELS[i]}" --requests "$REQ" --slo "$SLO" >"${files[i]}" &
-        pids[i]=$!
-    done
-    for i in 0 1 2; do
-        wait "${pids[i]}"
-        local j; j=$(cat "${files[i]}")
-        row "${MODELS[i]}" "$(field "$j" p50_ms)" "$(field "$j" p99_ms)" \
-            "$(field "$j" throughput_rps)" "$(field "$j" slo_attainment)"
-        rm -f "${files[i]}"
-    done
+show() { # name json
+    row "$1" "$(printf '%.2f' "$(field "$2" p50_ms)")" "$(printf '%.2f' "$(field "$2" p99_ms)")" \
+        "$(printf '%.1f' "$(field "$2" throughput_rps)")" "$(field "$2" slo_attainment)"
 }
 
-echo "pos demo (simulated $POS_SIM_DEVICE; $REQ closed-loop requests per model, SLO $SLO ms)"
+# run_mix PRELOAD: the detector for REQ requests, the batch models closed loop meanwhile
+run_mix() {
+    local preload=$1 pids=() i
+    for i in 1 2; do
+        POS_APP=${names[i]} LD_PRELOAD=$preload $APP --model "${models[i]}" --requests 100000 \
+            --slo "$SLO" >"$T/m$i.json" &
+        pids+=($!)
+    done
+    sleep 0.3
+    POS_APP=detector LD_PRELOAD=$preload $APP --model resnet18 --requests "$REQ" --slo "$SLO" \
+        >"$T/m0.json"
+    local stat=""
+    [ -n "$preload" ] && stat=$(build/posstat 2>/dev/null | grep -E 'batch-' || true)
+    kill -INT "${pids[@]}" 2>/dev/null || true
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+    show detector "$(cat "$T/m0.json")"
+    [ -n "$stat" ] && echo "$stat" | awk '{printf "  %-22s %8s launches/s%s\n", $3, $5, $NF == "yes" ? "  (held)" : ""}'
+    return 0
+}
+
+echo "pos demo: a detector (resnet18, SLO $SLO ms) and two batch models on one simulated"
+echo "$POS_SIM_DEVICE; $REQ detector requests per run, closed loop."
 echo
 echo "each model alone:"
-row model p50_ms p99_ms req/s slo_ok
-for m in "${MODELS[@]}"; do
-    j=$(POS_SIM_MODE=timeslice "$APP" --model "$m" --requests "$REQ" --slo "$SLO")
-    row "$m" "$(field "$j" p50_ms)" "$(field "$j" p99_ms)" "$(field "$j" throughput_rps)" \
-        "$(field "$j" slo_attainment)"
+header
+for i in 0 1 2; do
+    show "${names[i]}" "$($APP --model "${models[i]}" --requests "$REQ" --slo "$SLO")"
 done
 echo
-echo "all three at once, time-sliced (a GPU without MPS):"
-row model p50_ms p99_ms req/s slo_ok
-run_set timeslice
+echo "all three at once, no scheduler (time-sliced GPU):"
+header
+run_mix ""
 echo
-echo "all three at once, MPS (kernels of different processes share the SMs):"
-row model p50_ms p99_ms req/s slo_ok
-run_set mps
-echo
-echo "Without a scheduler every model slows down together; posd (next) reorders and co-locates"
-echo "their kernels by priority and SLO. Figures: simulated GPU, see docs/sim.md."
+for policy in fifo priority; do
+    build/posd -f -c "$T/posd.conf" -p $policy 2>>"$T/posd.log" &
+    posd_pid=$!
+    for _ in $(seq 100); do [ -S "$POS_SOCKET" ] && break; sleep 0.02; done
+    echo "all three under posd, policy $policy (batch models: launches/s from posstat):"
+    header
+    run_mix "$SHIM"
+    kill $posd_pid
+    wait $posd_pid 2>/dev/null || true
+    echo
+done
+echo "Under priority, posd holds the batch models while the detector has work and lets them"
+echo "use the gaps; see docs/posd.md and docs/results/posd.md. Figures: simulated GPU."
