@@ -339,8 +339,11 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
     if (c->shm)
         munmap(c->shm, c->shm_size);
     c->shm = NULL;
-    if (c->sock >= 0)
+    if (c->sock >= 0) {
+        /* the pending recv holds the socket open: shut it down so the peer sees the end now */
+        shutdown(c->sock, SHUT_RDWR);
         close(c->sock);
+    }
     c->sock = -1;
     c->used = 0;
     c->registered = 0;

@@ -238,9 +238,10 @@ static void setup_markers(void)
         shim_markers_setup(ctx);
 }
 
-/* Names for kernels whose handle the launch path did not know (a function the application
- * got some other way): asked of the driver, off the launch path. */
-static void resolve_names(void)
+/* Kernel ids from the name map; for a handle the map does not know (a function the
+ * application got some other way) the name is asked of the driver, off the launch path,
+ * unless ASK_DRIVER is 0 (at exit, when the driver may be gone). */
+static void resolve_names(int ask_driver)
 {
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
@@ -248,7 +249,7 @@ static void resolve_names(void)
             continue;
         r->kernel_id = shim_ident_lookup(r->function);
         const char *name = NULL;
-        if (!r->kernel_id && shim_real_cuFuncGetName &&
+        if (!r->kernel_id && ask_driver && shim_real_cuFuncGetName &&
             shim_real_cuFuncGetName(&name, (CUfunction)(uintptr_t)r->function) == CUDA_SUCCESS)
             r->kernel_id = shim_ident_register(r->function, name);
     }
@@ -288,8 +289,7 @@ static void collect_once(int final)
     drain();
     setup_markers();
     poll_markers();
-    if (!final)
-        resolve_names();
+    resolve_names(!final);
     emit(final);
 }
 
@@ -329,7 +329,7 @@ static void *collector_main(void *arg)
         size_t got = drain();
         setup_markers();
         poll_markers();
-        resolve_names();
+        resolve_names(1);
         emit(0);
         uint64_t now = shim_now_ns();
         if (C.trace && now - last_flush > 100000000ull) {

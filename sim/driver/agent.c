@@ -190,14 +190,17 @@ static void finish_op(struct reaped *r)
         int zero = 0;
         atomic_compare_exchange_strong(&s->ctx->sticky, &zero, (int)rc);
     }
-    atomic_fetch_add_explicit(&s->ctx->completed, 1, memory_order_release);
-    atomic_fetch_add_explicit(&drv.completed_all, 1, memory_order_release);
+    /* Counting the completion and deciding to free a destroyed stream are one step under
+     * drv.lock, as are the destroyers' checks (and a context's teardown, which waits for the
+     * context's count): exactly one frees a stream, and only after its last op is done. */
+    pthread_mutex_lock(&drv.lock);
     uint64_t done = atomic_fetch_add_explicit(&s->completed, 1, memory_order_release) + 1;
-    if (s->destroyed && done >= s->submitted) {
-        pthread_mutex_lock(&drv.lock);
+    struct drv_ctx *ctx = s->ctx;
+    if (s->destroyed && done >= s->submitted)
         drv_stream_release(s);
-        pthread_mutex_unlock(&drv.lock);
-    }
+    atomic_fetch_add_explicit(&ctx->completed, 1, memory_order_release);
+    atomic_fetch_add_explicit(&drv.completed_all, 1, memory_order_release);
+    pthread_mutex_unlock(&drv.lock);
 }
 
 /* Wakes processes whose ops now end before their agents planned to look. */

@@ -365,7 +365,7 @@ static CUresult replay(struct drv_exec *x, struct drv_stream *s)
         if (d.effect == EFF_EVENT) {
             d.u.event.ev->op = t.op;
             d.u.event.ev->gen = t.gen;
-            d.u.event.ev->stream = target;
+            d.u.event.ev->ctx = target->ctx;
         }
         x->node_op[i] = t.op;
         x->node_gen[i] = t.gen;

@@ -244,7 +244,7 @@ static CUresult event_record(int ptsz, CUevent hEvent, CUstream h, unsigned flag
     }
     e->op = t.op;
     e->gen = t.gen;
-    e->stream = s;
+    e->ctx = s->ctx;
     return CUDA_SUCCESS;
 }
 
@@ -284,7 +284,7 @@ API CUresult cuEventSynchronize(CUevent hEvent)
     struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    return drv_wait_counter(&e->done_rec, e->records, e->stream ? e->stream->ctx : NULL);
+    return drv_wait_counter(&e->done_rec, e->records, e->ctx);
 }
 
 API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)

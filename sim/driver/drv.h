@@ -105,7 +105,8 @@ struct drv_event {
     _Atomic uint64_t done_rec; /* the record number that last completed */
     int op;                    /* op of the latest record */
     uint32_t gen;
-    struct drv_stream *stream; /* stream of the latest record */
+    struct drv_ctx *ctx; /* context of the latest record (contexts are never freed; streams
+                          * are, so an event keeps no stream pointer) */
     int64_t time_ns;           /* wall time of the completed record */
     /* captured record: node in the capturing graph */
     struct drv_graph *capture;

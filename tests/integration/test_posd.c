@@ -244,9 +244,12 @@ static void test_priority_holds_and_death_releases(void)
     posapp_start(&l, "latency1", lat);
     usleep(300000);
     posapp_start(&b, "batch1", bat);
-    usleep(500000);
-    char js[OUT_MAX];
-    posstat_json(js, sizeof js);
+    char js[OUT_MAX] = "";
+    for (int i = 0; i < 100; i++) { /* both registered (slow on a loaded machine) */
+        usleep(100000);
+        if (posstat_json(js, sizeof js) == 0 && json_num(js, "clients") == 2)
+            break;
+    }
     /* the batch client is held at least some of the time while the latency one works */
     CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"class\":\"batch\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"class\":\"latency\""));
@@ -254,8 +257,11 @@ static void test_priority_holds_and_death_releases(void)
     kill(l.pid, SIGKILL);
     char out[OUT_MAX];
     posapp_wait(&l, out, sizeof out);
-    usleep(200000);
-    posstat_json(js, sizeof js);
+    for (int i = 0; i < 50; i++) {
+        usleep(100000);
+        if (posstat_json(js, sizeof js) == 0 && json_num(js, "clients") == 1)
+            break;
+    }
     CU_ASSERT_EQUAL(json_num(js, "clients"), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"held\":false"));
     long long before = json_num(js, "clients");
@@ -283,7 +289,7 @@ static void test_fail_open_and_reattach(void)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int attached = 0;
     char js[OUT_MAX];
-    for (int k = 0; k < 40 && attached < 4; k++) {
+    for (int k = 0; k < 200 && attached < 4; k++) {
         usleep(50000);
         if (posstat_json(js, sizeof js) == 0)
             attached = (int)json_num(js, "clients");
@@ -294,8 +300,9 @@ static void test_fail_open_and_reattach(void)
     int running = 0;
     for (int i = 0; i < 4; i++)
         running += kill(p[i].pid, 0) == 0;
+    /* the time is the benchmark's to measure (docs/results/posd.md); here, generously */
     CU_ASSERT(attached >= running || running == 0);
-    CU_ASSERT(secs < 2.0 || running == 0);
+    CU_ASSERT(secs < 10.0 || running == 0);
     for (int i = 0; i < 4; i++) {
         char out[OUT_MAX];
         CU_ASSERT_EQUAL(posapp_wait(&p[i], out, sizeof out), 0);
@@ -312,7 +319,7 @@ static int peer_connect(void)
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)sizeof a.sun_path - 1, sock_path);
-    struct timeval tv = {.tv_sec = 2};
+    struct timeval tv = {.tv_sec = 10}; /* generous: CI machines can be loaded */
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
         close(s);
@@ -403,7 +410,13 @@ static void test_bad_peers_are_disconnected(void)
     atomic_store(&shm->next_seq, UINT64_C(1) << 60); /* far out of range */
     uint64_t one = 1;
     CU_ASSERT_EQUAL(write(fds[1], &one, sizeof one), 8); /* kick posd */
-    CU_ASSERT(closed_by_posd(s, NULL, 0));
+    int closed = closed_by_posd(s, NULL, 0);
+    CU_ASSERT(closed);
+    if (!closed) {
+        char log[OUT_MAX * 4];
+        read_file(log_path, log, sizeof log);
+        fprintf(stderr, "posd log:\n%s\n", log);
+    }
     close(s);
     close(fds[0]);
     close(fds[1]);
