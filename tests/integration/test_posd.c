@@ -274,6 +274,17 @@ static void test_priority_holds_and_death_releases(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "app 'batch1' class batch priority 20 rule batch-jobs"));
 }
 
+/* Running and not a zombie (a finished posapp not yet reaped is not attached anywhere). */
+static int alive(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_file(path, buf, sizeof buf) < 0)
+        return 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
 static void test_fail_open_and_reattach(void)
 {
     posd_start("priority");
@@ -289,20 +300,27 @@ static void test_fail_open_and_reattach(void)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int attached = 0;
     char js[OUT_MAX];
-    for (int k = 0; k < 200 && attached < 4; k++) {
+    int running = 4;
+    for (int k = 0; k < 200 && attached < running; k++) {
         usleep(50000);
         if (posstat_json(js, sizeof js) == 0)
             attached = (int)json_num(js, "clients");
+        running = 0;
+        for (int i = 0; i < 4; i++)
+            running += alive(p[i].pid);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    /* every client that is still running came back within 2 s */
-    int running = 0;
-    for (int i = 0; i < 4; i++)
-        running += kill(p[i].pid, 0) == 0;
+    /* every client that is still running came back */
     /* the time is the benchmark's to measure (docs/results/posd.md); here, generously */
     CU_ASSERT(attached >= running || running == 0);
     CU_ASSERT(secs < 10.0 || running == 0);
+    if ((attached < running || secs >= 10.0) && running) {
+        char log[OUT_MAX * 4];
+        read_file(log_path, log, sizeof log);
+        fprintf(stderr, "attached %d of %d running after %.1f s\n%s\nposd log:\n%s\n", attached,
+                running, secs, js, log);
+    }
     for (int i = 0; i < 4; i++) {
         char out[OUT_MAX];
         CU_ASSERT_EQUAL(posapp_wait(&p[i], out, sizeof out), 0);
