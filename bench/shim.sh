@@ -116,8 +116,8 @@ mean; with a marker after every launch it adds a driver call to every launch.
 
 \`valgrind --tool=callgrind posapp --microbench $N\`, with and without the shim. Inclusive
 instructions of the shim's cuLaunchKernel minus those of the driver's cuLaunchKernel it calls,
-over $N launches: everything the shim does per launch, including the driver's
-cuCtxGetCurrent the record asks for. Without markers the count is deterministic; with the
+over $N launches: everything the shim does per launch. Without markers the count is
+deterministic; with the
 default sampling it also holds the amortised marker calls, whose number depends on how soon
 the collector registered the marker memory.
 

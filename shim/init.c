@@ -224,10 +224,10 @@ struct shim_thread *shim_thread_attach(void)
         shim_self_tls = t;
         pthread_setspecific(thread_key, t);
         /* a context to register completion markers in, as early as possible */
-        CUcontext ctx = NULL;
-        if (shim_real_cuCtxGetCurrent && shim_real_cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) {
+        uint64_t ctx = shim_current_ctx();
+        if (ctx) {
             uint64_t none = 0;
-            atomic_compare_exchange_strong(&shim_first_ctx, &none, (uint64_t)(uintptr_t)ctx);
+            atomic_compare_exchange_strong(&shim_first_ctx, &none, ctx);
         }
         shim_collector_kick();
         return t;
@@ -243,6 +243,7 @@ static void fork_child(void)
      * calls, if any, go straight to the driver. */
     shim_active = 0;
     shim_self_tls = NULL;
+    shim_ctx_known = 0;
     shim_session_forked();
     shim_cfg.trace_path[0] = '\0';
 }

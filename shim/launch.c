@@ -113,10 +113,7 @@ static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64
     L->flags = ptsz ? POS_OPF_PTSZ : 0;
     L->function = function;
     L->stream = (uint64_t)(uintptr_t)stream;
-    CUcontext ctx = NULL;
-    if (likely(shim_real_cuCtxGetCurrent != NULL))
-        shim_real_cuCtxGetCurrent(&ctx);
-    L->ctx = (uint64_t)(uintptr_t)ctx;
+    L->ctx = shim_current_ctx();
     L->captured = -1;
     return 1;
 }

@@ -132,6 +132,18 @@ static inline uint64_t shim_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- the current context (context.c) ------------------------------------------------------ */
+
+extern __thread uint64_t shim_ctx_cache __attribute__((tls_model("initial-exec")));
+extern __thread int shim_ctx_known __attribute__((tls_model("initial-exec")));
+uint64_t shim_current_ctx_slow(void);
+
+/* The calling thread's current context, without a driver call in the steady state. */
+static inline uint64_t shim_current_ctx(void)
+{
+    return likely(shim_ctx_known) ? shim_ctx_cache : shim_current_ctx_slow();
+}
+
 /* ---- kernel identity -------------------------------------------------------------------- */
 
 /* Interns NAME and maps HANDLE (a CUfunction or CUkernel value) to its id. Slow path. */

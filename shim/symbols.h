@@ -36,7 +36,16 @@
     X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0)                        \
     X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)                   \
     X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                                          \
-    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)
+    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)                                     \
+    X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)                                                 \
+    X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                                            \
+    X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0)                                              \
+    X(cuCtxCreate_v2, cuCtxCreate, 3020, 0)                                                      \
+    X(cuCtxCreate_v3, cuCtxCreate, 11040, 0)                                                     \
+    X(cuCtxCreate_v4, cuCtxCreate, 12050, 0)                                                     \
+    X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                                                    \
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0)                        \
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)
 
 /* Driver functions the shim itself calls and does not intercept. */
 #define SHIM_HELPERS(X)                                                                          \
@@ -46,8 +55,6 @@
     X(cuStreamIsCapturing_ptsz)                                                                  \
     X(cuMemHostRegister_v2)                                                                      \
     X(cuMemHostGetDevicePointer_v2)                                                              \
-    X(cuCtxPushCurrent_v2)                                                                       \
-    X(cuCtxPopCurrent_v2)                                                                        \
     X(cuCtxGetCurrent)                                                                           \
     X(cuFuncGetName)                                                                             \
     X(cuKernelGetName)

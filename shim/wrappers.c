@@ -118,10 +118,7 @@ static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx, ui
 
 static uint64_t current_ctx(void)
 {
-    CUcontext c = NULL;
-    if (shim_real_cuCtxGetCurrent)
-        shim_real_cuCtxGetCurrent(&c);
-    return (uint64_t)(uintptr_t)c;
+    return shim_current_ctx();
 }
 
 #define STREAM_SYNC_WRAPPER(sym, ptsz)                                                           \

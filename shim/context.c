@@ -1,0 +1,82 @@
+/* The calling thread's current context, kept by the shim so that the launch path need not ask
+ * the driver: every call that can change it (set, push, pop, create, destroy, primary-context
+ * release and reset) passes through here and either records the new context or forgets the
+ * cached one, which the next launch then asks the driver for once. */
+#include "shim/shim.h"
+
+__thread uint64_t shim_ctx_cache __attribute__((tls_model("initial-exec")));
+__thread int shim_ctx_known __attribute__((tls_model("initial-exec")));
+
+uint64_t shim_current_ctx_slow(void)
+{
+    CUcontext c = NULL;
+    if (shim_real_cuCtxGetCurrent && shim_real_cuCtxGetCurrent(&c) == CUDA_SUCCESS) {
+        shim_ctx_cache = (uint64_t)(uintptr_t)c;
+        shim_ctx_known = 1;
+    }
+    return (uint64_t)(uintptr_t)c;
+}
+
+static CUresult became(CUresult rc, CUcontext ctx)
+{
+    if (rc == CUDA_SUCCESS && ctx) {
+        shim_ctx_cache = (uint64_t)(uintptr_t)ctx;
+        shim_ctx_known = 1;
+    } else {
+        shim_ctx_known = 0;
+    }
+    return rc;
+}
+
+static CUresult forget(CUresult rc)
+{
+    shim_ctx_known = 0;
+    return rc;
+}
+
+SHIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    return became(SHIM_REAL(cuCtxSetCurrent)(ctx), ctx);
+}
+
+SHIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    return became(SHIM_REAL(cuCtxPushCurrent_v2)(ctx), ctx);
+}
+
+SHIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    return forget(SHIM_REAL(cuCtxPopCurrent_v2)(pctx));
+}
+
+SHIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return forget(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev));
+}
+
+SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
+                                 unsigned int flags, CUdevice dev)
+{
+    return forget(SHIM_REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev));
+}
+
+SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+                                 CUdevice dev)
+{
+    return forget(SHIM_REAL(cuCtxCreate_v4)(pctx, params, flags, dev));
+}
+
+SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    return forget(SHIM_REAL(cuCtxDestroy_v2)(ctx));
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    return forget(SHIM_REAL(cuDevicePrimaryCtxRelease_v2)(dev));
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    return forget(SHIM_REAL(cuDevicePrimaryCtxReset_v2)(dev));
+}
