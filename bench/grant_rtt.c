@@ -56,8 +56,8 @@ int main(int argc, char **argv)
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {buf, sizeof buf};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c,
-                       .msg_controllen = sizeof ctl.c};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c, .msg_controllen = sizeof ctl.c};
     struct cmsghdr *cm;
     if (recvmsg(s, &m, 0) <= 0 || !(cm = CMSG_FIRSTHDR(&m))) {
         fprintf(stderr, "grant_rtt: posd did not welcome us\n");
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     double sum = 0;
     for (int i = 0; i < waited; i++)
         sum += (double)rtt[i];
-    printf("waits %d p50_us %.1f p99_us %.1f mean_us %.1f\n", waited,
-           rtt[waited / 2] / 1e3, rtt[(size_t)((waited - 1) * 0.99)] / 1e3, sum / waited / 1e3);
+    printf("waits %d p50_us %.1f p99_us %.1f mean_us %.1f\n", waited, rtt[waited / 2] / 1e3,
+           rtt[(size_t)((waited - 1) * 0.99)] / 1e3, sum / waited / 1e3);
     return 0;
 }

@@ -217,8 +217,8 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     close(memfd);
     if (rc < 0)
         return -1;
-    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s",
-             c->id, (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
+    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s", c->id,
+             (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
              c->pol.priority, c->pol.rule[0] ? " rule " : "", c->pol.rule);
     return 0;
 }
@@ -235,8 +235,8 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
 {
     const char *who = c->registered ? c->ident.app : "peer";
     if (len > POS_REQ_MAX) {
-        posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting",
-                 who, (int)c->ident.pid, len);
+        posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting", who,
+                 (int)c->ident.pid, len);
         return -1;
     }
     struct pos_msg_hdr h;
@@ -247,11 +247,13 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
     }
     memcpy(&h, c->rx, sizeof h);
     if (h.magic != POS_PROTO_MAGIC || h.version != POS_PROTO_VERSION) {
-        posd_log(POSD_LOG_WARN, "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
-                 "disconnecting", who, (int)c->ident.pid, POS_PROTO_VERSION, h.magic, h.version);
+        posd_log(POSD_LOG_WARN,
+                 "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
+                 "disconnecting",
+                 who, (int)c->ident.pid, POS_PROTO_VERSION, h.magic, h.version);
         char why[128];
-        snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u",
-                 POS_PROTO_VERSION, h.version);
+        snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u", POS_PROTO_VERSION,
+                 h.version);
         reject(c, why);
         return -1;
     }
@@ -328,8 +330,8 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         /* the pending read of the kick eventfd must not outlive the slot */
         struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
         if (sqe) {
-            uint64_t ud = EV_CLIENT_KICK | ((uint64_t)(c - d->clients) << 8) |
-                          ((uint64_t)c->gen << 32);
+            uint64_t ud =
+                EV_CLIENT_KICK | ((uint64_t)(c - d->clients) << 8) | ((uint64_t)c->gen << 32);
             io_uring_prep_cancel64(sqe, ud, 0);
             io_uring_sqe_set_data64(sqe, EV_CANCEL);
         }

@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define POSD_NAME_MAX 64
+#define POSD_NAME_MAX       64
 #define POSD_CLASS_NAME_MAX 16
-#define POSD_MAX_CLASSES 16
-#define POSD_PATH_MAX 256
+#define POSD_MAX_CLASSES    16
+#define POSD_PATH_MAX       256
 
 enum posd_log_level { POSD_LOG_ERROR = 0, POSD_LOG_WARN, POSD_LOG_INFO, POSD_LOG_DEBUG };
 
@@ -57,12 +57,12 @@ struct posd_config {
     char socket[108];
     char policy[16];
     char default_class[POSD_CLASS_NAME_MAX];
-    uint32_t tick_us;   /* scheduling period while clients wait or work is in flight */
-    uint32_t credits;   /* grant window handed to a client beyond what it submitted */
-    int log_level;      /* enum posd_log_level */
+    uint32_t tick_us; /* scheduling period while clients wait or work is in flight */
+    uint32_t credits; /* grant window handed to a client beyond what it submitted */
+    int log_level;    /* enum posd_log_level */
     /* [policy] */
     double guard_period_ms;
-    double min_share;   /* default for classes that do not set one */
+    double min_share; /* default for classes that do not set one */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;
@@ -76,17 +76,17 @@ struct posd_identity {
     pid_t pid;
     uid_t uid;
     gid_t gid;
-    char app[POSD_NAME_MAX];      /* POS_APP from its environment, else its executable's name */
-    char exe[POSD_PATH_MAX];      /* /proc/PID/exe */
-    char cgroup[POSD_PATH_MAX];   /* unified (v2) cgroup path, "" if none */
+    char app[POSD_NAME_MAX];    /* POS_APP from its environment, else its executable's name */
+    char exe[POSD_PATH_MAX];    /* /proc/PID/exe */
+    char cgroup[POSD_PATH_MAX]; /* unified (v2) cgroup path, "" if none */
 };
 
 /* What the configuration says of one client. */
 struct posd_client_policy {
     char class_name[POSD_CLASS_NAME_MAX];
     int priority;
-    double slo_ms;    /* 0 = none */
-    double weight;    /* default 1 */
+    double slo_ms; /* 0 = none */
+    double weight; /* default 1 */
     uint32_t max_inflight;
     double min_share;
     uint32_t sm_share; /* 0 = not set */

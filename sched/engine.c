@@ -112,8 +112,7 @@ static void publish(struct posd_client *c, const struct pos_sched_client *v)
     c->granted = v->new_granted;
     c->mode = v->mode;
     c->held = v->held;
-    atomic_store_explicit(&shm->heartbeat, atomic_load(&shm->heartbeat) + 1,
-                          memory_order_relaxed);
+    atomic_store_explicit(&shm->heartbeat, atomic_load(&shm->heartbeat) + 1, memory_order_relaxed);
     if (!changed)
         return;
     /* the grant before the mode: a thread that sees WINDOW must see its grant */
@@ -217,8 +216,7 @@ void posd_engine_release(struct posd_client *c)
     futex_wake_all(&c->shm->grant_word);
 }
 
-static void fill_client_stats(const struct posd_client *c, struct pos_client_stats *s,
-                              int64_t now)
+static void fill_client_stats(const struct posd_client *c, struct pos_client_stats *s, int64_t now)
 {
     memset(s, 0, sizeof *s);
     s->client_id = c->id;

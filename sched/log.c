@@ -26,5 +26,8 @@ void posd_log(int level, const char *fmt, ...)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     fprintf(stderr, "posd[%ld.%03ld] %s: %s\n", (long)ts.tv_sec, ts.tv_nsec / 1000000,
-            names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+            names[level < 0   ? 0
+                  : level > 3 ? 3
+                              : level],
+            msg);
 }

@@ -87,8 +87,7 @@ static void on_signal(struct posd *d)
         posd_config_defaults(&fresh);
         if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &fresh, err,
                              sizeof err) < 0) {
-            posd_log(POSD_LOG_ERROR, "reload refused, keeping the running configuration: %s",
-                     err);
+            posd_log(POSD_LOG_ERROR, "reload refused, keeping the running configuration: %s", err);
             posd_config_free(&fresh);
             break;
         }

@@ -12,7 +12,7 @@
 
 #include "sched/posd.h"
 
-#define DEFAULT_CONFIG "/etc/posd/posd.conf"
+#define DEFAULT_CONFIG  "/etc/posd/posd.conf"
 #define DEFAULT_DROPINS "/etc/posd/policy.d"
 
 static struct posd D;

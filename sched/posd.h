@@ -12,9 +12,9 @@
 #include "sched/config.h"
 #include "sched/policy/policy.h"
 
-#define POSD_MAX_CLIENTS 256
-#define POSD_SLOW_TICK_NS 10000000LL /* accounting only: clients that launch freely */
-#define POSD_STALL_NS 100000000LL    /* an unpublished submission slot is skipped after this */
+#define POSD_MAX_CLIENTS  256
+#define POSD_SLOW_TICK_NS 10000000LL  /* accounting only: clients that launch freely */
+#define POSD_STALL_NS     100000000LL /* an unpublished submission slot is skipped after this */
 
 /* What an io_uring completion is about (user_data = kind | slot << 8 | gen << 32). */
 enum posd_event {
@@ -31,15 +31,15 @@ struct posd_client {
     uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
     uint32_t id;
     int sock;
-    int kick_fd;  /* eventfd the client writes to wake posd */
-    int is_tool;  /* a tool connection (posstat), not a GPU client */
+    int kick_fd; /* eventfd the client writes to wake posd */
+    int is_tool; /* a tool connection (posstat), not a GPU client */
     int registered;
     struct pos_client_shm *shm;
     size_t shm_size;
     struct posd_identity ident;
     struct posd_client_policy pol;
     /* posd's own accounting: never read back from shared memory */
-    uint64_t sub_head;   /* next seq to read is sub_head + 1 */
+    uint64_t sub_head; /* next seq to read is sub_head + 1 */
     uint64_t done_head;
     uint64_t submitted, launched, completed, granted;
     uint32_t mode;

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #define COMPLETION_TIMEOUT_NS 2000000000ull /* give up waiting for a completion after 2 s */
-#define IDLE_SLEEP_US 2000
-#define MAX_IDLE_SLEEP_US 5000
+#define IDLE_SLEEP_US         2000
+#define MAX_IDLE_SLEEP_US     5000
 
 _Atomic uint64_t shim_first_ctx;
 
@@ -107,8 +107,8 @@ static void trace_write(const struct pos_op_record *r)
     if (r->complete_ns)
         snprintf(done, sizeof done, "%llu", (unsigned long long)r->complete_ns);
     fprintf(C.trace, "%llu %u %s %s %u,%u,%u %u,%u,%u %u 0x%llx 0x%llx %llu %s %s\n",
-            (unsigned long long)r->seq, r->tid, kind_name(r->kind), name, r->grid[0],
-            r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2], r->smem,
+            (unsigned long long)r->seq, r->tid, kind_name(r->kind), name, r->grid[0], r->grid[1],
+            r->grid[2], r->block[0], r->block[1], r->block[2], r->smem,
             (unsigned long long)r->stream, (unsigned long long)r->ctx,
             (unsigned long long)r->submit_ns, done, how[r->done_how <= 2 ? r->done_how : 0]);
 }
@@ -166,8 +166,8 @@ static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
 {
     if (e->result != CUDA_SUCCESS || e->kind == SHIM_SYNC_EVENT)
         return;
-    struct pos_op_record probe = {.stream = e->stream, .ctx = e->ctx, .tid = tid,
-                                  .flags = e->ptsz ? POS_OPF_PTSZ : 0};
+    struct pos_op_record probe = {
+        .stream = e->stream, .ctx = e->ctx, .tid = tid, .flags = e->ptsz ? POS_OPF_PTSZ : 0};
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
         if (r->done_how != POS_DONE_UNKNOWN || r->submit_ns > e->start_ns)
@@ -263,14 +263,15 @@ static void emit(int final)
     size_t keep = 0;
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
-        int waiting = r->done_how == POS_DONE_UNKNOWN ||
-                      (r->marker && r->done_how != POS_DONE_MARKER);
+        int waiting =
+            r->done_how == POS_DONE_UNKNOWN || (r->marker && r->done_how != POS_DONE_MARKER);
         if (waiting && !final && now - r->submit_ns < COMPLETION_TIMEOUT_NS) {
             C.pend[keep++] = C.pend[i];
             continue;
         }
-        if (r->sched_seq && shim_session_complete(r->session, r->sched_seq, r->complete_ns,
-                                                  r->done_how, r->result) < 0 &&
+        if (r->sched_seq &&
+            shim_session_complete(r->session, r->sched_seq, r->complete_ns, r->done_how,
+                                  r->result) < 0 &&
             !final) {
             C.pend[keep++] = C.pend[i]; /* posd's channel is full: next cycle */
             continue;
@@ -397,9 +398,8 @@ static void write_summary(void)
                 "markers %llu marker_failures %llu no_completion %llu syncs %llu sync_ms %.3f\n",
                 (unsigned long long)C.written, (unsigned long long)launches,
                 (unsigned long long)captured, (unsigned long long)failed,
-                (unsigned long long)dropped, (unsigned long long)markers,
-                (unsigned long long)mfail, (unsigned long long)C.timed_out,
-                (unsigned long long)syncs, sync_ns / 1e6);
+                (unsigned long long)dropped, (unsigned long long)markers, (unsigned long long)mfail,
+                (unsigned long long)C.timed_out, (unsigned long long)syncs, sync_ns / 1e6);
     if (shim_cfg.debug)
         shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu",
                  (unsigned long long)C.written, (unsigned long long)launches,

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAP_SIZE (1u << 16) /* handles; open addressing */
+#define MAP_SIZE  (1u << 16) /* handles; open addressing */
 #define MAX_NAMES (1u << 15)
 
 struct map_slot {

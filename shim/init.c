@@ -26,7 +26,8 @@ SHIM_INTERCEPTED(SHIM_DEFINE_REAL)
 SHIM_HELPERS(SHIM_DEFINE_REAL)
 #undef SHIM_DEFINE_REAL
 
-#define SHIM_ROW(sym, base, ver, ptsz) {#sym, #base, ver, ptsz, (void **)&shim_real_##sym, (void *)sym},
+#define SHIM_ROW(sym, base, ver, ptsz)                                                             \
+    {#sym, #base, ver, ptsz, (void **)&shim_real_##sym, (void *)sym},
 const struct shim_entry shim_table[] = {SHIM_INTERCEPTED(SHIM_ROW)};
 #undef SHIM_ROW
 const size_t shim_ntable = sizeof shim_table / sizeof shim_table[0];
@@ -75,10 +76,10 @@ static void read_config(void)
     }
     /* Records are kept unless off; posd is asked unless passthrough was asked for. The mode
      * is scheduled while attached to posd, passthrough otherwise. */
-    shim_cfg.mode = shim_cfg.mode_requested == SHIM_MODE_OFF ? SHIM_MODE_OFF
-                                                             : SHIM_MODE_PASSTHROUGH;
-    shim_sched_allowed = shim_cfg.mode_requested == -1 ||
-                         shim_cfg.mode_requested == SHIM_MODE_SCHEDULED;
+    shim_cfg.mode =
+        shim_cfg.mode_requested == SHIM_MODE_OFF ? SHIM_MODE_OFF : SHIM_MODE_PASSTHROUGH;
+    shim_sched_allowed =
+        shim_cfg.mode_requested == -1 || shim_cfg.mode_requested == SHIM_MODE_SCHEDULED;
     const char *trace = getenv("POS_TRACE");
     if (trace && *trace) {
         if (strlen(trace) >= sizeof shim_cfg.trace_path)
@@ -145,7 +146,7 @@ static void do_resolve(void)
         if (fn != shim_table[i].wrapper)
             __atomic_store_n(shim_table[i].real, fn, __ATOMIC_RELEASE);
     }
-#define SHIM_RESOLVE_HELPER(sym)                                                                 \
+#define SHIM_RESOLVE_HELPER(sym)                                                                   \
     __atomic_store_n((void **)&shim_real_##sym, shim_real_dlsym(h, #sym), __ATOMIC_RELEASE);
     SHIM_HELPERS(SHIM_RESOLVE_HELPER)
 #undef SHIM_RESOLVE_HELPER

@@ -128,9 +128,9 @@ static int stream_capturing(struct launch *L)
         return L->captured = 0;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     CUstream s = (CUstream)(uintptr_t)L->stream;
-    __typeof__(shim_real_cuStreamIsCapturing) fn =
-        (L->flags & POS_OPF_PTSZ) ? shim_real_cuStreamIsCapturing_ptsz
-                                  : shim_real_cuStreamIsCapturing;
+    __typeof__(shim_real_cuStreamIsCapturing) fn = (L->flags & POS_OPF_PTSZ)
+                                                       ? shim_real_cuStreamIsCapturing_ptsz
+                                                       : shim_real_cuStreamIsCapturing;
     L->captured = fn && fn(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
     return L->captured;
 }
@@ -223,22 +223,22 @@ static inline void set_dims(struct launch *L, unsigned gx, unsigned gy, unsigned
 
 /* ---- wrappers ------------------------------------------------------------------------------ */
 
-#define KERNEL_ARGS                                                                              \
-    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,            \
+#define KERNEL_ARGS                                                                                \
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,              \
         unsigned int by, unsigned int bz, unsigned int smem, CUstream h
 
-#define KERNEL_WRAPPER(sym, kind, ptsz, extra_decl, extra_args)                                  \
-    SHIM_API CUresult sym(KERNEL_ARGS, void **kernelParams extra_decl)                           \
-    {                                                                                            \
-        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
-        struct launch L;                                                                         \
-        if (!launch_begin(&L, kind, ptsz, (uint64_t)(uintptr_t)f, h))                           \
-            return real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);           \
-        set_dims(&L, gx, gy, gz, bx, by, bz, smem);                                              \
-        submit_point(&L);                                                                        \
-        CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);        \
-        launch_end(&L, rc);                                                                      \
-        return rc;                                                                               \
+#define KERNEL_WRAPPER(sym, kind, ptsz, extra_decl, extra_args)                                    \
+    SHIM_API CUresult sym(KERNEL_ARGS, void **kernelParams extra_decl)                             \
+    {                                                                                              \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                    \
+        struct launch L;                                                                           \
+        if (!launch_begin(&L, kind, ptsz, (uint64_t)(uintptr_t)f, h))                              \
+            return real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);              \
+        set_dims(&L, gx, gy, gz, bx, by, bz, smem);                                                \
+        submit_point(&L);                                                                          \
+        CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, h, kernelParams extra_args);           \
+        launch_end(&L, rc);                                                                        \
+        return rc;                                                                                 \
     }
 
 #define COMMA ,
@@ -247,55 +247,55 @@ KERNEL_WRAPPER(cuLaunchKernel_ptsz, POS_OP_KERNEL, 1, COMMA void **extra, COMMA 
 KERNEL_WRAPPER(cuLaunchCooperativeKernel, POS_OP_COOPERATIVE, 0, , )
 KERNEL_WRAPPER(cuLaunchCooperativeKernel_ptsz, POS_OP_COOPERATIVE, 1, , )
 
-#define KERNEL_EX_WRAPPER(sym, ptsz)                                                             \
-    SHIM_API CUresult sym(const CUlaunchConfig *config, CUfunction f, void **kernelParams,       \
-                          void **extra)                                                          \
-    {                                                                                            \
-        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
-        struct launch L;                                                                         \
-        if (!config ||                                                                           \
-            !launch_begin(&L, POS_OP_KERNEL_EX, ptsz, (uint64_t)(uintptr_t)f, config->hStream))  \
-            return real(config, f, kernelParams, extra);                                         \
-        set_dims(&L, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,    \
-                 config->blockDimY, config->blockDimZ, config->sharedMemBytes);                  \
-        submit_point(&L);                                                                        \
-        CUresult rc = real(config, f, kernelParams, extra);                                      \
-        launch_end(&L, rc);                                                                      \
-        return rc;                                                                               \
+#define KERNEL_EX_WRAPPER(sym, ptsz)                                                               \
+    SHIM_API CUresult sym(const CUlaunchConfig *config, CUfunction f, void **kernelParams,         \
+                          void **extra)                                                            \
+    {                                                                                              \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                    \
+        struct launch L;                                                                           \
+        if (!config ||                                                                             \
+            !launch_begin(&L, POS_OP_KERNEL_EX, ptsz, (uint64_t)(uintptr_t)f, config->hStream))    \
+            return real(config, f, kernelParams, extra);                                           \
+        set_dims(&L, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,      \
+                 config->blockDimY, config->blockDimZ, config->sharedMemBytes);                    \
+        submit_point(&L);                                                                          \
+        CUresult rc = real(config, f, kernelParams, extra);                                        \
+        launch_end(&L, rc);                                                                        \
+        return rc;                                                                                 \
     }
 
 KERNEL_EX_WRAPPER(cuLaunchKernelEx, 0)
 KERNEL_EX_WRAPPER(cuLaunchKernelEx_ptsz, 1)
 
-#define GRAPH_WRAPPER(sym, ptsz)                                                                 \
-    SHIM_API CUresult sym(CUgraphExec g, CUstream h)                                             \
-    {                                                                                            \
-        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
-        struct launch L;                                                                         \
-        if (!launch_begin(&L, POS_OP_GRAPH, ptsz, (uint64_t)(uintptr_t)g, h))                   \
-            return real(g, h);                                                                   \
-        set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                       \
-        submit_point(&L);                                                                        \
-        CUresult rc = real(g, h);                                                                \
-        launch_end(&L, rc);                                                                      \
-        return rc;                                                                               \
+#define GRAPH_WRAPPER(sym, ptsz)                                                                   \
+    SHIM_API CUresult sym(CUgraphExec g, CUstream h)                                               \
+    {                                                                                              \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                    \
+        struct launch L;                                                                           \
+        if (!launch_begin(&L, POS_OP_GRAPH, ptsz, (uint64_t)(uintptr_t)g, h))                      \
+            return real(g, h);                                                                     \
+        set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                         \
+        submit_point(&L);                                                                          \
+        CUresult rc = real(g, h);                                                                  \
+        launch_end(&L, rc);                                                                        \
+        return rc;                                                                                 \
     }
 
 GRAPH_WRAPPER(cuGraphLaunch, 0)
 GRAPH_WRAPPER(cuGraphLaunch_ptsz, 1)
 
-#define HOSTFN_WRAPPER(sym, ptsz)                                                                \
-    SHIM_API CUresult sym(CUstream h, CUhostFn fn, void *data)                                   \
-    {                                                                                            \
-        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
-        struct launch L;                                                                         \
-        if (!launch_begin(&L, POS_OP_HOSTFN, ptsz, (uint64_t)(uintptr_t)fn, h))                 \
-            return real(h, fn, data);                                                            \
-        set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                       \
-        submit_point(&L);                                                                        \
-        CUresult rc = real(h, fn, data);                                                         \
-        launch_end(&L, rc);                                                                      \
-        return rc;                                                                               \
+#define HOSTFN_WRAPPER(sym, ptsz)                                                                  \
+    SHIM_API CUresult sym(CUstream h, CUhostFn fn, void *data)                                     \
+    {                                                                                              \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                    \
+        struct launch L;                                                                           \
+        if (!launch_begin(&L, POS_OP_HOSTFN, ptsz, (uint64_t)(uintptr_t)fn, h))                    \
+            return real(h, fn, data);                                                              \
+        set_dims(&L, 0, 0, 0, 0, 0, 0, 0);                                                         \
+        submit_point(&L);                                                                          \
+        CUresult rc = real(h, fn, data);                                                           \
+        launch_end(&L, rc);                                                                        \
+        return rc;                                                                                 \
     }
 
 HOSTFN_WRAPPER(cuLaunchHostFunc, 0)

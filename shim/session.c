@@ -19,10 +19,10 @@
 #include "pos/proto.h"
 #include "shim/shim.h"
 
-#define SPIN_NS 20000             /* spin this long for a grant before sleeping */
-#define WAIT_SLICE_NS 20000000    /* futex sleeps, between liveness checks */
-#define STUCK_NS 1000000000LL     /* no decision from posd for this long: treat it as gone */
-#define RECONNECT_NS 500000000LL
+#define SPIN_NS       20000        /* spin this long for a grant before sleeping */
+#define WAIT_SLICE_NS 20000000     /* futex sleeps, between liveness checks */
+#define STUCK_NS      1000000000LL /* no decision from posd for this long: treat it as gone */
+#define RECONNECT_NS  500000000LL
 
 _Atomic(struct shim_session *) shim_session;
 static uint32_t session_gen;
@@ -67,8 +67,8 @@ static int recv_welcome(int sock, struct pos_welcome *w, int fds[2])
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {buf, sizeof buf - 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c,
-                       .msg_controllen = sizeof ctl.c};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c, .msg_controllen = sizeof ctl.c};
     ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
     if (n < (ssize_t)sizeof(struct pos_msg_hdr))
         return -1;

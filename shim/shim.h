@@ -15,8 +15,8 @@
 #include "pos/op_record.h"
 #include "shim/symbols.h"
 
-#define SHIM_API __attribute__((visibility("default")))
-#define likely(x) __builtin_expect(!!(x), 1)
+#define SHIM_API    __attribute__((visibility("default")))
+#define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ---- configuration (read once, at load) ------------------------------------------------- */
@@ -33,7 +33,7 @@ struct shim_config {
 };
 
 extern struct shim_config shim_cfg;
-extern int shim_active;     /* records are kept: mode != off, not a fork child */
+extern int shim_active;           /* records are kept: mode != off, not a fork child */
 extern _Atomic int shim_captures; /* stream captures under way in the process */
 
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -65,19 +65,19 @@ void shim_resolve(void);
 __attribute__((noreturn)) void shim_missing(const char *symbol);
 
 /* The real function behind wrapper SYM, resolving the driver on first use. */
-#define SHIM_REAL(sym)                                                                           \
-    (likely(shim_real_##sym != NULL) ? shim_real_##sym                                           \
-                                     : (shim_resolve(), shim_real_##sym ? shim_real_##sym        \
-                                                                        : (shim_missing(#sym),   \
-                                                                           shim_real_##sym)))
+#define SHIM_REAL(sym)                                                                             \
+    (likely(shim_real_##sym != NULL)                                                               \
+         ? shim_real_##sym                                                                         \
+         : (shim_resolve(),                                                                        \
+            shim_real_##sym ? shim_real_##sym : (shim_missing(#sym), shim_real_##sym)))
 
 /* The real dlsym (never the shim's own). */
 void *shim_real_dlsym(void *handle, const char *name);
 
 /* ---- per-thread rings ------------------------------------------------------------------- */
 
-#define SHIM_RING 16384 /* records per thread: ~1.7 MB, backed as it is used */
-#define SHIM_SYNC_RING 256
+#define SHIM_RING        16384 /* records per thread: ~1.7 MB, backed as it is used */
+#define SHIM_SYNC_RING   256
 #define SHIM_MAX_THREADS 256
 
 enum shim_sync_kind { SHIM_SYNC_STREAM = 1, SHIM_SYNC_CTX, SHIM_SYNC_EVENT };
@@ -186,8 +186,8 @@ struct shim_submit {
 };
 
 extern _Atomic(struct shim_session *) shim_session; /* NULL: passthrough */
-extern int shim_sched_allowed;                     /* POS_MODE lets us talk to posd */
-extern _Atomic uint32_t shim_sample;               /* markers every N launches, now */
+extern int shim_sched_allowed;                      /* POS_MODE lets us talk to posd */
+extern _Atomic uint32_t shim_sample;                /* markers every N launches, now */
 
 /* Submits one launch and waits for its grant if posd holds it; returns its seq (0: none). */
 uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub);
@@ -201,9 +201,9 @@ const char *shim_socket_path(void);
 
 /* ---- the collector ---------------------------------------------------------------------- */
 
-void shim_collector_start(void); /* after a successful cuInit */
-void shim_collector_kick(void);  /* something new to look at (slow paths only) */
+void shim_collector_start(void);        /* after a successful cuInit */
+void shim_collector_kick(void);         /* something new to look at (slow paths only) */
 extern _Atomic uint64_t shim_first_ctx; /* a context seen launching: markers register in it */
-void shim_collector_stop(void);  /* at exit: drain, flush the trace */
+void shim_collector_stop(void);         /* at exit: drain, flush the trace */
 
 #endif

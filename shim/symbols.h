@@ -7,56 +7,56 @@
 #define POS_SHIM_SYMBOLS_H
 
 /* X(symbol, base, version, ptsz) */
-#define SHIM_INTERCEPTED(X)                                                                      \
-    X(cuInit, cuInit, 2000, 0)                                                                   \
-    X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                                              \
-    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)                                           \
-    X(cuLaunchKernel, cuLaunchKernel, 4000, 0)                                                   \
-    X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, 1)                                              \
-    X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0)                                              \
-    X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 1)                                         \
-    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, 0)                             \
-    X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, 1)                        \
-    X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                                    \
-    X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1)                                               \
-    X(cuLaunchHostFunc, cuLaunchHostFunc, 10000, 0)                                              \
-    X(cuLaunchHostFunc_ptsz, cuLaunchHostFunc, 10000, 1)                                         \
-    X(cuModuleGetFunction, cuModuleGetFunction, 2000, 0)                                         \
-    X(cuLibraryGetKernel, cuLibraryGetKernel, 12000, 0)                                          \
-    X(cuKernelGetFunction, cuKernelGetFunction, 12000, 0)                                        \
-    X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)                                         \
-    X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, 1)                                    \
-    X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)                                               \
-    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0)                                           \
-    X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                                           \
-    X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0)                                      \
-    X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, 1)                                 \
-    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                                   \
-    X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)                              \
-    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0)                        \
-    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)                   \
-    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                                          \
-    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)                                     \
-    X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)                                                 \
-    X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                                            \
-    X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0)                                              \
-    X(cuCtxCreate_v2, cuCtxCreate, 3020, 0)                                                      \
-    X(cuCtxCreate_v3, cuCtxCreate, 11040, 0)                                                     \
-    X(cuCtxCreate_v4, cuCtxCreate, 12050, 0)                                                     \
-    X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                                                    \
-    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0)                        \
+#define SHIM_INTERCEPTED(X)                                                                        \
+    X(cuInit, cuInit, 2000, 0)                                                                     \
+    X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                                                \
+    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)                                             \
+    X(cuLaunchKernel, cuLaunchKernel, 4000, 0)                                                     \
+    X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, 1)                                                \
+    X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0)                                                \
+    X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 1)                                           \
+    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, 0)                               \
+    X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, 1)                          \
+    X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                                      \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1)                                                 \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, 10000, 0)                                                \
+    X(cuLaunchHostFunc_ptsz, cuLaunchHostFunc, 10000, 1)                                           \
+    X(cuModuleGetFunction, cuModuleGetFunction, 2000, 0)                                           \
+    X(cuLibraryGetKernel, cuLibraryGetKernel, 12000, 0)                                            \
+    X(cuKernelGetFunction, cuKernelGetFunction, 12000, 0)                                          \
+    X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)                                           \
+    X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, 1)                                      \
+    X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)                                                 \
+    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0)                                             \
+    X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                                             \
+    X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0)                                        \
+    X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, 1)                                   \
+    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                                     \
+    X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)                                \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0)                          \
+    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)                     \
+    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                                            \
+    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)                                       \
+    X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)                                                   \
+    X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                                              \
+    X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0)                                                \
+    X(cuCtxCreate_v2, cuCtxCreate, 3020, 0)                                                        \
+    X(cuCtxCreate_v3, cuCtxCreate, 11040, 0)                                                       \
+    X(cuCtxCreate_v4, cuCtxCreate, 12050, 0)                                                       \
+    X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                                                      \
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0)                           \
     X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)
 
 /* Driver functions the shim itself calls and does not intercept. */
-#define SHIM_HELPERS(X)                                                                          \
-    X(cuStreamWriteValue32_v2)                                                                   \
-    X(cuStreamWriteValue32_v2_ptsz)                                                              \
-    X(cuStreamIsCapturing)                                                                       \
-    X(cuStreamIsCapturing_ptsz)                                                                  \
-    X(cuMemHostRegister_v2)                                                                      \
-    X(cuMemHostGetDevicePointer_v2)                                                              \
-    X(cuCtxGetCurrent)                                                                           \
-    X(cuFuncGetName)                                                                             \
+#define SHIM_HELPERS(X)                                                                            \
+    X(cuStreamWriteValue32_v2)                                                                     \
+    X(cuStreamWriteValue32_v2_ptsz)                                                                \
+    X(cuStreamIsCapturing)                                                                         \
+    X(cuStreamIsCapturing_ptsz)                                                                    \
+    X(cuMemHostRegister_v2)                                                                        \
+    X(cuMemHostGetDevicePointer_v2)                                                                \
+    X(cuCtxGetCurrent)                                                                             \
+    X(cuFuncGetName)                                                                               \
     X(cuKernelGetName)
 
 #endif

@@ -121,16 +121,16 @@ static uint64_t current_ctx(void)
     return shim_current_ctx();
 }
 
-#define STREAM_SYNC_WRAPPER(sym, ptsz)                                                           \
-    SHIM_API CUresult sym(CUstream h)                                                            \
-    {                                                                                            \
-        __typeof__(&sym) real = SHIM_REAL(sym);                                                  \
-        if (!shim_active)                                                                        \
-            return real(h);                                                                      \
-        uint64_t start = shim_now_ns();                                                          \
-        CUresult rc = real(h);                                                                   \
-        note_sync(SHIM_SYNC_STREAM, ptsz, (uint64_t)(uintptr_t)h, current_ctx(), start, rc);    \
-        return rc;                                                                               \
+#define STREAM_SYNC_WRAPPER(sym, ptsz)                                                             \
+    SHIM_API CUresult sym(CUstream h)                                                              \
+    {                                                                                              \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                    \
+        if (!shim_active)                                                                          \
+            return real(h);                                                                        \
+        uint64_t start = shim_now_ns();                                                            \
+        CUresult rc = real(h);                                                                     \
+        note_sync(SHIM_SYNC_STREAM, ptsz, (uint64_t)(uintptr_t)h, current_ctx(), start, rc);       \
+        return rc;                                                                                 \
     }
 
 STREAM_SYNC_WRAPPER(cuStreamSynchronize, 0)
@@ -212,8 +212,7 @@ SHIM_API CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgra
 {
     return capture_began(SHIM_REAL(cuStreamBeginCaptureToGraph)(h, g, deps, edges, n, mode));
 }
-SHIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g,
-                                                   const CUgraphNode *deps,
+SHIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g, const CUgraphNode *deps,
                                                    const CUgraphEdgeData *edges, size_t n,
                                                    CUstreamCaptureMode mode)
 {

@@ -11,10 +11,10 @@
 
 #include "pos/proto.h"
 
-#define POS_SHM_MAGIC UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
+#define POS_SHM_MAGIC   UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
 #define POS_SHM_VERSION 1
-#define POS_SUB_RING 8192  /* submissions in flight between a client and posd */
-#define POS_DONE_RING 8192 /* completions likewise */
+#define POS_SUB_RING    8192 /* submissions in flight between a client and posd */
+#define POS_DONE_RING   8192 /* completions likewise */
 
 /* How the client may launch. */
 enum pos_grant_mode {

@@ -9,18 +9,18 @@
 #define POS_OP_RECORD_VERSION 1
 
 enum pos_op_kind {
-    POS_OP_KERNEL = 1, /* cuLaunchKernel */
-    POS_OP_KERNEL_EX,  /* cuLaunchKernelEx */
-    POS_OP_COOPERATIVE,/* cuLaunchCooperativeKernel */
-    POS_OP_GRAPH,      /* cuGraphLaunch: one opaque operator */
-    POS_OP_HOSTFN,     /* cuLaunchHostFunc */
+    POS_OP_KERNEL = 1,  /* cuLaunchKernel */
+    POS_OP_KERNEL_EX,   /* cuLaunchKernelEx */
+    POS_OP_COOPERATIVE, /* cuLaunchCooperativeKernel */
+    POS_OP_GRAPH,       /* cuGraphLaunch: one opaque operator */
+    POS_OP_HOSTFN,      /* cuLaunchHostFunc */
 };
 
 /* flags */
-#define POS_OPF_PTSZ 0x0001     /* launched through a per-thread-default-stream entry point */
+#define POS_OPF_PTSZ     0x0001 /* launched through a per-thread-default-stream entry point */
 #define POS_OPF_CAPTURED 0x0002 /* into a capturing stream: part of a graph, not an operator */
-#define POS_OPF_MARKED 0x0004   /* followed by a completion marker (marker field) */
-#define POS_OPF_FAILED 0x0008   /* the driver refused the launch (result field) */
+#define POS_OPF_MARKED   0x0004 /* followed by a completion marker (marker field) */
+#define POS_OPF_FAILED   0x0008 /* the driver refused the launch (result field) */
 
 /* How complete_ns was learnt. */
 enum pos_completion {
@@ -39,14 +39,14 @@ struct pos_op_record {
     uint32_t tid;       /* submitting thread (kernel thread id) */
     uint32_t grid[3];
     uint32_t block[3];
-    uint32_t smem;      /* dynamic shared memory bytes */
-    int32_t result;     /* CUresult of the launch */
-    uint64_t seq;       /* per-process launch number, from 1 */
-    uint64_t function;  /* CUfunction / CUkernel / CUgraphExec handle value */
-    uint64_t stream;    /* CUstream handle value as passed (0 = default stream) */
-    uint64_t ctx;       /* current CUcontext at launch */
-    uint64_t marker;    /* completion marker token, 0 if none */
-    uint64_t submit_ns; /* CLOCK_MONOTONIC when the launch was called */
+    uint32_t smem;        /* dynamic shared memory bytes */
+    int32_t result;       /* CUresult of the launch */
+    uint64_t seq;         /* per-process launch number, from 1 */
+    uint64_t function;    /* CUfunction / CUkernel / CUgraphExec handle value */
+    uint64_t stream;      /* CUstream handle value as passed (0 = default stream) */
+    uint64_t ctx;         /* current CUcontext at launch */
+    uint64_t marker;      /* completion marker token, 0 if none */
+    uint64_t submit_ns;   /* CLOCK_MONOTONIC when the launch was called */
     uint64_t complete_ns; /* CLOCK_MONOTONIC of completion (see done_how), 0 if unknown */
     uint64_t sched_seq;   /* the client's sequence number at posd, 0 if not submitted to one */
     uint32_t session;     /* which posd session sched_seq belongs to */

@@ -7,19 +7,19 @@
 
 #include <stdint.h>
 
-#define POS_PROTO_MAGIC 0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION 1
-#define POS_MSG_MAX 131072 /* largest message posd sends (a stats reply) */
-#define POS_REQ_MAX 4096   /* largest message a peer may send to posd */
+#define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
+#define POS_PROTO_VERSION  1
+#define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
+#define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
-#define POS_APP_NAME_MAX 64
+#define POS_APP_NAME_MAX   64
 
 enum pos_msg_type {
-    POS_MSG_HELLO = 1,  /* shim -> posd: register as a client */
-    POS_MSG_WELCOME,    /* posd -> shim: accepted; carries the client's memfd and eventfd */
-    POS_MSG_REJECT,     /* posd -> peer: refused; the text says why */
-    POS_MSG_STATS_REQ,  /* tool -> posd */
-    POS_MSG_STATS,      /* posd -> tool: struct pos_stats_reply + clients */
+    POS_MSG_HELLO = 1, /* shim -> posd: register as a client */
+    POS_MSG_WELCOME,   /* posd -> shim: accepted; carries the client's memfd and eventfd */
+    POS_MSG_REJECT,    /* posd -> peer: refused; the text says why */
+    POS_MSG_STATS_REQ, /* tool -> posd */
+    POS_MSG_STATS,     /* posd -> tool: struct pos_stats_reply + clients */
 };
 
 struct pos_msg_hdr {
@@ -49,7 +49,7 @@ struct pos_welcome {
 
 /* Grant waits: bucket 0 counts waits under 2 us, bucket i (1..22) waits of [2^i, 2^(i+1)) us,
  * and the last bucket every wait of 2^23 us (8.4 s) or more. */
-#define POS_WAIT_BUCKETS 24
+#define POS_WAIT_BUCKETS   24
 #define POS_CLASS_NAME_MAX 16
 
 struct pos_device_stats {

@@ -26,16 +26,16 @@ struct pos_sched_client {
     int waiting;        /* threads blocked on a grant */
     int64_t served_ns;  /* time with operators in flight in the current guard period */
     /* outputs */
-    uint32_t mode;      /* enum pos_grant_mode */
+    uint32_t mode; /* enum pos_grant_mode */
     uint64_t new_granted;
-    int held;           /* held back by the policy at this decision */
+    int held; /* held back by the policy at this decision */
 };
 
 struct pos_sched_view {
-    int64_t now;             /* ns */
-    int64_t period_start;    /* start of the current guard period */
+    int64_t now;          /* ns */
+    int64_t period_start; /* start of the current guard period */
     int64_t guard_period_ns;
-    uint32_t credits;        /* grant window beyond what a client has submitted */
+    uint32_t credits; /* grant window beyond what a client has submitted */
     struct pos_sched_client *clients;
     size_t nclients;
 };

@@ -2,9 +2,10 @@
  * While a more important client of the same device has work queued, waiting or in flight,
  * less important ones get no new grants (they are held); a held client that, in the last
  * min_share of a guard period, has still had less than min_share of it with work in flight
- * gets grants anyway until it has (starvation guard). Clients of the most important class present launch freely unless their class caps
- * their operators in flight; the others always launch in a window, at most max_inflight
- * operators in flight (or the credit window when the class sets no cap). */
+ * gets grants anyway until it has (starvation guard). Clients of the most important class present
+ * launch freely unless their class caps their operators in flight; the others always launch in a
+ * window, at most max_inflight operators in flight (or the credit window when the class sets no
+ * cap). */
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
 

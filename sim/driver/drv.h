@@ -107,7 +107,7 @@ struct drv_event {
     uint32_t gen;
     struct drv_ctx *ctx; /* context of the latest record (contexts are never freed; streams
                           * are, so an event keeps no stream pointer) */
-    int64_t time_ns;           /* wall time of the completed record */
+    int64_t time_ns;     /* wall time of the completed record */
     /* captured record: node in the capturing graph */
     struct drv_graph *capture;
     int capture_node;

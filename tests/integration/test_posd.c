@@ -204,12 +204,12 @@ static void test_fifo_counts_add_up(void)
 {
     posd_start("fifo");
     const char *const a[] = {"--model", "resnet18", "--requests", "8", "--verify", NULL};
-    const char *const b[] = {"--model", "mobilenet_v2", "--requests", "8", "--verify",
-                             "--streams", "2", NULL};
-    const char *const c[] = {"--model", "inception_v1", "--requests", "5", "--verify",
-                             "--threads", "2", NULL};
-    const char *const e[] = {"--model", "resnet34", "--requests", "4", "--verify", "--ptds",
-                             "--threads", "2", NULL};
+    const char *const b[] = {"--model",  "mobilenet_v2", "--requests", "8",
+                             "--verify", "--streams",    "2",          NULL};
+    const char *const c[] = {"--model",  "inception_v1", "--requests", "5",
+                             "--verify", "--threads",    "2",          NULL};
+    const char *const e[] = {"--model", "resnet34",  "--requests", "4", "--verify",
+                             "--ptds",  "--threads", "2",          NULL};
     const char *const *args[4] = {a, b, c, e};
     struct proc p[4];
     for (int i = 0; i < 4; i++)
@@ -412,8 +412,8 @@ static void test_bad_peers_are_disconnected(void)
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {buf, sizeof buf};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c,
-                       .msg_controllen = sizeof ctl.c};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c, .msg_controllen = sizeof ctl.c};
     ssize_t n = recvmsg(s, &m, 0);
     CU_ASSERT_FATAL(n > 0);
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);

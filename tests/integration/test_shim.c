@@ -115,8 +115,8 @@ static void read_trace(const char *path, struct trace_stats *t)
         char kind[32], name[256], grid[64], block[64], complete[32], done[16];
         unsigned long long seq, submit;
         unsigned tid, smem;
-        if (sscanf(line, "%llu %u %31s %255s %63s %63s %u %*s %*s %llu %31s %15s", &seq, &tid,
-                   kind, name, grid, block, &smem, &submit, complete, done) == 10)
+        if (sscanf(line, "%llu %u %31s %255s %63s %63s %u %*s %*s %llu %31s %15s", &seq, &tid, kind,
+                   name, grid, block, &smem, &submit, complete, done) == 10)
             t->well_formed++;
         if (strcmp(complete, "-") != 0)
             t->with_completion++;
@@ -133,8 +133,7 @@ static int suite_init(void)
     snprintf(instance, sizeof instance, "test-shim-%d", (int)getpid());
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pos-test-shim-%d", (int)getpid());
     mkdir(tmpdir, 0700);
-    return access("build/libposshim.so", R_OK) == 0 && access("build/posapp", X_OK) == 0 ? 0
-                                                                                          : -1;
+    return access("build/libposshim.so", R_OK) == 0 && access("build/posapp", X_OK) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void)
@@ -198,8 +197,7 @@ static void test_results_same_with_and_without_shim(void)
 {
     static const char *const cases[][12] = {
         {"build/posapp", "--model", "resnet50", "--requests", "6", "--verify", NULL},
-        {"build/posapp", "--model", "yolop", "--requests", "4", "--verify", "--streams", "2",
-         NULL},
+        {"build/posapp", "--model", "yolop", "--requests", "4", "--verify", "--streams", "2", NULL},
         {"build/posapp", "--model", "bert_base", "--requests", "3", "--verify", "--ptds",
          "--threads", "3", NULL},
     };
@@ -308,10 +306,9 @@ static void test_mode_off_records_nothing(void)
     char trace_env[300], path[256];
     snprintf(path, sizeof path, "%s/off.trace", tmpdir);
     snprintf(trace_env, sizeof trace_env, "POS_TRACE=%s", path);
-    const char *const env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, "POS_MODE=off",
-                               NULL};
+    const char *const env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, "POS_MODE=off", NULL};
     const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "2",
-                                "--verify", NULL};
+                                "--verify",     NULL};
     struct result r;
     run(env, argv, &r);
     CU_ASSERT_EQUAL(exit_code(&r), 0);

@@ -10,10 +10,10 @@
 #include <string.h>
 
 /* Stores a void * from dlsym/cuGetProcAddress into a function pointer variable. */
-#define SET_FN(var, ptr)                                                                         \
-    do {                                                                                         \
-        void *p_ = (ptr);                                                                        \
-        memcpy(&(var), &p_, sizeof p_);                                                          \
+#define SET_FN(var, ptr)                                                                           \
+    do {                                                                                           \
+        void *p_ = (ptr);                                                                          \
+        memcpy(&(var), &p_, sizeof p_);                                                            \
     } while (0)
 
 static const char prog_module[] = ".pos_sim_module 1\n"
@@ -22,13 +22,13 @@ static const char prog_module[] = ".pos_sim_module 1\n"
                                   ".kernel fill twin=fill\n"
                                   ".kernel sum twin=checksum\n";
 
-#define PROG_CHECK(call)                                                                         \
-    do {                                                                                         \
-        CUresult rc_ = (call);                                                                   \
-        if (rc_ != CUDA_SUCCESS) {                                                               \
-            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, (int)rc_);      \
-            exit(1);                                                                             \
-        }                                                                                        \
+#define PROG_CHECK(call)                                                                           \
+    do {                                                                                           \
+        CUresult rc_ = (call);                                                                     \
+        if (rc_ != CUDA_SUCCESS) {                                                                 \
+            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, (int)rc_);        \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 #endif

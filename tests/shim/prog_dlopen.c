@@ -4,13 +4,13 @@
 
 #include "prog_common.h"
 
-#define LOAD(var, name)                                                                          \
-    do {                                                                                         \
-        SET_FN(var, dlsym(lib, name));                                                       \
-        if (!var) {                                                                              \
-            fprintf(stderr, "dlsym %s: %s\n", name, dlerror());                                  \
-            return 1;                                                                            \
-        }                                                                                        \
+#define LOAD(var, name)                                                                            \
+    do {                                                                                           \
+        SET_FN(var, dlsym(lib, name));                                                             \
+        if (!var) {                                                                                \
+            fprintf(stderr, "dlsym %s: %s\n", name, dlerror());                                    \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int main(int argc, char **argv)

@@ -30,8 +30,8 @@ static void *resolve(const char *name)
 }
 
 static CUresult (*p_set_current)(CUcontext);
-static CUresult (*p_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                            unsigned, unsigned, CUstream, void **, void **);
+static CUresult (*p_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void **, void **);
 static CUresult (*p_launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
 static CUresult (*p_stream_sync)(CUstream);
 static CUresult (*p_alloc)(CUdeviceptr *, size_t);

@@ -12,8 +12,12 @@ static struct pos_sched_client cl[4];
 
 static struct pos_sched_view view(size_t n, int64_t now)
 {
-    struct pos_sched_view v = {.now = now, .period_start = 0, .guard_period_ns = 200000000,
-                               .credits = 1024, .clients = cl, .nclients = n};
+    struct pos_sched_view v = {.now = now,
+                               .period_start = 0,
+                               .guard_period_ns = 200000000,
+                               .credits = 1024,
+                               .clients = cl,
+                               .nclients = n};
     return v;
 }
 
@@ -130,7 +134,7 @@ static void test_priority_starvation_guard(void)
 static void test_priority_three_classes(void)
 {
     const struct pos_policy_ops *p = pos_policy_find("priority");
-    client(0, 0, 0, 5, 5, 5, 5);    /* realtime, idle */
+    client(0, 0, 0, 5, 5, 5, 5);      /* realtime, idle */
     client(1, 10, 0, 60, 60, 50, 60); /* latency, busy */
     client(2, 20, 2, 30, 20, 20, 20); /* batch, queued */
     for (int i = 0; i < 3; i++)
