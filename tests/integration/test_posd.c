@@ -22,6 +22,7 @@
 #include "pos/op_record.h"
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/util.h"
 
 #define OUT_MAX 16384
 
@@ -34,17 +35,6 @@ static void write_file(const char *path, const char *text)
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fputs(text, f);
     fclose(f);
-}
-
-static int read_file(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return 0;
 }
 
 static void setup_env(void)
@@ -120,7 +110,7 @@ static int posapp_wait(struct proc *p, char *out, size_t cap)
     kill(p->pid, SIGKILL);
     waitpid(p->pid, &st, 0);
 done:
-    read_file(p->out_path, out, cap);
+    util_read_file(p->out_path, out, cap);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -135,14 +125,6 @@ static int posstat_json(char *out, size_t cap)
     size_t n = fread(out, 1, cap - 1, f);
     out[n] = '\0';
     return pclose(f);
-}
-
-static long long json_num(const char *json, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
 static int count_occurrences(const char *text, const char *what)
@@ -219,7 +201,7 @@ static void test_fifo_counts_add_up(void)
         char out[OUT_MAX];
         CU_ASSERT_EQUAL(posapp_wait(&p[i], out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"verified\":true"));
-        launches += json_num(out, "launches");
+        launches += util_number(out, "launches");
     }
     usleep(100000);
     struct pos_device_stats dev = {0};
@@ -247,7 +229,7 @@ static void test_priority_holds_and_death_releases(void)
     char js[OUT_MAX] = "";
     for (int i = 0; i < 100; i++) { /* both registered (slow on a loaded machine) */
         usleep(100000);
-        if (posstat_json(js, sizeof js) == 0 && json_num(js, "clients") == 2)
+        if (posstat_json(js, sizeof js) == 0 && util_number(js, "clients") == 2)
             break;
     }
     /* the batch client is held at least some of the time while the latency one works */
@@ -259,18 +241,18 @@ static void test_priority_holds_and_death_releases(void)
     posapp_wait(&l, out, sizeof out);
     for (int i = 0; i < 50; i++) {
         usleep(100000);
-        if (posstat_json(js, sizeof js) == 0 && json_num(js, "clients") == 1)
+        if (posstat_json(js, sizeof js) == 0 && util_number(js, "clients") == 1)
             break;
     }
-    CU_ASSERT_EQUAL(json_num(js, "clients"), 1);
+    CU_ASSERT_EQUAL(util_number(js, "clients"), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"held\":false"));
-    long long before = json_num(js, "clients");
+    long long before = util_number(js, "clients");
     (void)before;
     kill(b.pid, SIGKILL);
     posapp_wait(&b, out, sizeof out);
     posd_stop(SIGTERM);
     char log[OUT_MAX * 4];
-    read_file(log_path, log, sizeof log);
+    util_read_file(log_path, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "app 'batch1' class batch priority 20 rule batch-jobs"));
 }
 
@@ -279,7 +261,7 @@ static int alive(pid_t pid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_file(path, buf, sizeof buf) < 0)
+    if (util_read_file(path, buf, sizeof buf) < 0)
         return 0;
     const char *p = strrchr(buf, ')');
     return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
@@ -304,7 +286,7 @@ static void test_fail_open_and_reattach(void)
     for (int k = 0; k < 200 && attached < running; k++) {
         usleep(50000);
         if (posstat_json(js, sizeof js) == 0)
-            attached = (int)json_num(js, "clients");
+            attached = (int)util_number(js, "clients");
         running = 0;
         for (int i = 0; i < 4; i++)
             running += alive(p[i].pid);
@@ -317,7 +299,7 @@ static void test_fail_open_and_reattach(void)
     CU_ASSERT(secs < 10.0 || running == 0);
     if ((attached < running || secs >= 10.0) && running) {
         char log[OUT_MAX * 4];
-        read_file(log_path, log, sizeof log);
+        util_read_file(log_path, log, sizeof log);
         fprintf(stderr, "attached %d of %d running after %.1f s\n%s\nposd log:\n%s\n", attached,
                 running, secs, js, log);
     }
@@ -325,7 +307,7 @@ static void test_fail_open_and_reattach(void)
         char out[OUT_MAX];
         CU_ASSERT_EQUAL(posapp_wait(&p[i], out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"verified\":true"));
-        CU_ASSERT_EQUAL(json_num(out, "launches"), 150 * 31);
+        CU_ASSERT_EQUAL(util_number(out, "launches"), 150 * 31);
     }
     posd_stop(SIGTERM);
 }
@@ -432,7 +414,7 @@ static void test_bad_peers_are_disconnected(void)
     CU_ASSERT(closed);
     if (!closed) {
         char log[OUT_MAX * 4];
-        read_file(log_path, log, sizeof log);
+        util_read_file(log_path, log, sizeof log);
         fprintf(stderr, "posd log:\n%s\n", log);
     }
     close(s);
@@ -446,7 +428,7 @@ static void test_bad_peers_are_disconnected(void)
     CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0); /* posd still answers */
     posd_stop(SIGTERM);
     char log[OUT_MAX * 4];
-    read_file(log_path, log, sizeof log);
+    util_read_file(log_path, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "not pos protocol"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "oversized message"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "wrote out-of-range values"));
@@ -472,7 +454,7 @@ static void test_bad_config_at_start_and_at_reload(void)
     /* at SIGHUP, a bad file is logged and the running configuration stays */
     posd_start("priority");
     char saved[4096];
-    read_file(conf_path, saved, sizeof saved);
+    util_read_file(conf_path, saved, sizeof saved);
     write_file(conf_path, "[daemon]\nbogus_key = 1\n");
     kill(posd_pid, SIGHUP);
     usleep(200000);
@@ -484,7 +466,7 @@ static void test_bad_config_at_start_and_at_reload(void)
     usleep(200000);
     posd_stop(SIGTERM);
     char log[OUT_MAX * 4];
-    read_file(log_path, log, sizeof log);
+    util_read_file(log_path, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "reload refused"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "configuration reloaded"));
     /* SIGTERM removed the socket */
@@ -495,7 +477,7 @@ static long cpu_ticks(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_file(path, buf, sizeof buf) < 0)
+    if (util_read_file(path, buf, sizeof buf) < 0)
         return -1;
     char *p = strrchr(buf, ')');
     long utime = 0, stime = 0;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tests/cunit_main.h"
+#include "tests/integration/util.h"
 
 #define OUT_MAX 16384
 
@@ -74,19 +75,6 @@ static int exit_code(const struct result *r)
     return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
 }
 
-/* Value of "key N" (program output) or "key":N (posapp JSON) in TEXT, -1 if absent. */
-static long number_after(const char *text, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(text, pat);
-    if (!p) {
-        snprintf(pat, sizeof pat, "%s ", key);
-        p = strstr(text, pat);
-    }
-    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
-}
-
 struct trace_stats {
     long operators; /* non-comment lines */
     long well_formed;
@@ -106,8 +94,8 @@ static void read_trace(const char *path, struct trace_stats *t)
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#') {
             if (strncmp(line, "# summary", 9) == 0) {
-                t->summary_captured = number_after(line, "captured");
-                t->summary_dropped = number_after(line, "dropped");
+                t->summary_captured = util_number(line, "captured");
+                t->summary_dropped = util_number(line, "dropped");
             }
             continue;
         }
@@ -157,7 +145,7 @@ static void traced_run(const char *tag, const char *const *argv, const char *lau
     if (exit_code(r) != 0)
         fprintf(stderr, "%s: %s %s\n", tag, r->out, r->err);
     read_trace(path, t);
-    long launches = number_after(r->out, launch_key);
+    long launches = util_number(r->out, launch_key);
     CU_ASSERT(launches > 0);
     CU_ASSERT_EQUAL(t->operators, launches);
     CU_ASSERT_EQUAL(t->well_formed, t->operators);
@@ -210,8 +198,8 @@ static void test_results_same_with_and_without_shim(void)
         CU_ASSERT_EQUAL(exit_code(&shimmed), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(plain.out, "\"verified\":true"));
         CU_ASSERT_PTR_NOT_NULL(strstr(shimmed.out, "\"verified\":true"));
-        CU_ASSERT_EQUAL(number_after(plain.out, "launches"), number_after(shimmed.out, "launches"));
-        CU_ASSERT_EQUAL(number_after(plain.out, "requests"), number_after(shimmed.out, "requests"));
+        CU_ASSERT_EQUAL(util_number(plain.out, "launches"), util_number(shimmed.out, "launches"));
+        CU_ASSERT_EQUAL(util_number(plain.out, "requests"), util_number(shimmed.out, "requests"));
         CU_ASSERT_STRING_EQUAL(shimmed.err, "");
     }
 }
