@@ -123,7 +123,7 @@ static void publish(struct posd_client *c, const struct pos_sched_client *v)
         futex_wake_all(&shm->grant_word);
 }
 
-static void fill_view(struct posd *d, const struct posd_client *c, struct pos_sched_client *v)
+static void fill_view(const struct posd_client *c, struct pos_sched_client *v)
 {
     memset(v, 0, sizeof *v);
     v->id = c->id;
@@ -139,7 +139,6 @@ static void fill_view(struct posd *d, const struct posd_client *c, struct pos_sc
     v->granted = c->granted;
     v->waiting = (int)atomic_load_explicit(&c->shm->waiters, memory_order_relaxed);
     v->served_ns = c->served_ns;
-    (void)d;
 }
 
 int64_t posd_engine_tick(struct posd *d)
@@ -163,7 +162,7 @@ int64_t posd_engine_tick(struct posd *d)
             continue;
         }
         any_inflight |= c->launched > c->completed;
-        fill_view(d, c, &d->view[n]);
+        fill_view(c, &d->view[n]);
         order[n++] = c;
     }
     if (any_inflight && now > d->last_update)

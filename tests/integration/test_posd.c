@@ -246,8 +246,6 @@ static void test_priority_holds_and_death_releases(void)
     }
     CU_ASSERT_EQUAL(util_number(js, "clients"), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"held\":false"));
-    long long before = util_number(js, "clients");
-    (void)before;
     kill(b.pid, SIGKILL);
     posapp_wait(&b, out, sizeof out);
     posd_stop(SIGTERM);
