@@ -204,11 +204,17 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->shm->version = POS_SHM_VERSION;
     c->shm->size = (uint32_t)size;
     c->shm->client_id = c->id;
-    /* a capped client needs to hear of every completion to be released promptly */
-    c->shm->sample = c->pol.max_inflight ? 1 : 32;
+    atomic_store(&c->shm->sample, 1);
     atomic_store(&c->shm->grant_mode, POS_GRANT_WINDOW);
+    if (posd_engine_add(d, c) < 0) {
+        munmap(p, size);
+        c->shm = NULL;
+        close(memfd);
+        reject(c, "posd is out of memory");
+        return -1;
+    }
     c->registered = 1;
-    c->connected_at = c->last_update = posd_now();
+    c->connected_at = posd_now();
     /* decide before the client starts, so it never launches ahead of its policy */
     posd_engine_tick(d);
     struct pos_welcome w = {.client_id = c->id, .shm_size = (uint32_t)size};
@@ -274,6 +280,13 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         posd_config_match(&d->cfg, &c->ident, &c->pol);
         return register_client(d, c, &hello);
     }
+    case POS_MSG_NAMES:
+        if (!c->registered || posd_engine_names(c, c->rx + sizeof h, h.len) < 0) {
+            posd_log(POSD_LOG_WARN, "%s (pid %d): malformed kernel names: disconnecting", who,
+                     (int)c->ident.pid);
+            return -1;
+        }
+        return 0;
     case POS_MSG_STATS_REQ:
         if (!c->registered)
             c->is_tool = 1;
@@ -296,7 +309,8 @@ struct posd_client *posd_client_new(struct posd *d, int sock)
         if (c->used || c->pending)
             continue;
         uint32_t gen = c->gen + 1;
-        memset(c, 0, offsetof(struct posd_client, rx));
+        /* every field, the I/O state too: nothing of an earlier client survives */
+        memset(c, 0, sizeof *c);
         c->gen = gen;
         c->used = 1;
         c->sock = sock;
@@ -319,12 +333,9 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
     if (!c->used)
         return;
     if (c->registered) {
-        posd_engine_drain(c);
+        posd_engine_remove(d, c);
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");
-        d->retired_submitted += c->submitted;
-        d->retired_granted += c->launched;
-        d->retired_completed += c->completed;
     }
     if (c->kick_fd >= 0) {
         /* the pending read of the kick eventfd must not outlive the slot */
@@ -358,6 +369,6 @@ void posd_clients_reconfigure(struct posd *d)
         if (!c->used || !c->registered)
             continue;
         posd_config_match(&d->cfg, &c->ident, &c->pol);
-        c->shm->sample = c->pol.max_inflight ? 1 : 32;
+        posd_engine_reconf(d, c);
     }
 }

@@ -43,6 +43,7 @@ void posd_config_defaults(struct posd_config *c)
     c->credits = 1024;
     c->log_level = POSD_LOG_INFO;
     c->guard_period_ms = 200;
+    c->stall_ms = 50;
     c->min_share = DEFAULT_MIN_SHARE;
     for (int i = 0; i < NBUILTIN; i++) {
         c->classes[i] = builtin_classes[i];
@@ -420,6 +421,7 @@ static const struct key_spec daemon_keys[] = {
 static const struct key_spec policy_keys[] = {
     {"guard_period_ms", parse_number, CFG(guard_period_ms), RANGE(1, 60000)},
     {"min_share", parse_number, CFG(min_share), RANGE(0, 1)},
+    {"stall_ms", parse_number, CFG(stall_ms), RANGE(1, 60000)},
 };
 
 static const struct key_spec class_keys[] = {

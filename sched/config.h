@@ -63,6 +63,7 @@ struct posd_config {
     /* [policy] */
     double guard_period_ms;
     double min_share; /* default for classes that do not set one */
+    double stall_ms;  /* in flight this long with no completion: no longer outranks anyone */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;
@@ -96,7 +97,7 @@ struct posd_client_policy {
 
 /* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "priority", default class
  * "latency", classes realtime (0), latency (10), batch (20, max_inflight 2), tick 200 us,
- * credits 1024, guard period 200 ms, min share 0.01. */
+ * credits 1024, guard period 200 ms, min share 0.01, stall 50 ms. */
 void posd_config_defaults(struct posd_config *c);
 
 /* Loads MAIN (a missing MAIN is not an error when MAIN_OPTIONAL) and then every *.conf in

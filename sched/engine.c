@@ -1,16 +1,19 @@
-/* The scheduling engine: reads every client's submission ring and completion channel (each
- * value read once into a local copy, every index derived and bounded here), keeps posd's own
- * account of what is submitted, launched, complete and busy, runs the policy over that view,
- * and publishes the grants (futex wake for waiting threads). Also the statistics reply. */
+/* The engine: posd's adapter between its clients' shared memory and the scheduling core
+ * (sched/core.h). It reads each client's submission ring, synchronisation reports and
+ * completion channel (every value read once into a local copy, every index bounded here),
+ * hands them to the core, runs the core's decision, and publishes the grants, report rates
+ * and kick requests (futex wake for waiting threads). Also the statistics reply. */
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
 #include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "pos/op_record.h"
 #include "sched/posd.h"
 
 int64_t posd_now(void)
@@ -25,32 +28,74 @@ static void futex_wake_all(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static uint64_t umin(uint64_t a, uint64_t b)
+static int slot_of(const struct posd *d, const struct posd_client *c)
 {
-    return a < b ? a : b;
+    return (int)(c - d->clients);
 }
 
-/* Accumulates busy time (operators in flight) since the last update. */
-static void account_busy(struct posd_client *c, int64_t now)
+void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
 {
-    if (c->launched > c->completed && now > c->last_update) {
-        c->busy_ns += (uint64_t)(now - c->last_update);
-        c->served_ns += now - c->last_update;
-    }
-    c->last_update = now;
+    sched_params_defaults(p);
+    p->tick_ns = (int64_t)cfg->tick_us * 1000;
+    p->guard_period_ns = (int64_t)(cfg->guard_period_ms * 1e6);
+    p->stall_ns = (int64_t)(cfg->stall_ms * 1e6);
+    p->credits = cfg->credits;
 }
 
-/* Reads new submissions. Returns 0, or -1 when the client broke the protocol. */
-static int drain_submissions(struct posd_client *c, int64_t now)
+int posd_engine_init(struct posd *d)
+{
+    struct sched_params p;
+    posd_engine_params(&d->cfg, &p);
+    d->device.index = 0;
+    d->core = sched_core_new(&p, &d->device, d->policy, posd_now());
+    return d->core ? 0 : -ENOMEM;
+}
+
+static void client_conf(const struct posd_client *c, struct sched_client_conf *k)
+{
+    memset(k, 0, sizeof *k);
+    k->id = c->id;
+    k->priority = c->pol.priority;
+    k->max_inflight = c->pol.max_inflight;
+    k->min_share = c->pol.min_share;
+    k->weight = c->pol.weight;
+    k->slo_ms = c->pol.slo_ms;
+    k->device = c->pol.device;
+}
+
+int posd_engine_add(struct posd *d, struct posd_client *c)
+{
+    struct sched_client_conf k;
+    client_conf(c, &k);
+    return sched_core_client_add(d->core, slot_of(d, c), &k, posd_now());
+}
+
+void posd_engine_reconf(struct posd *d, struct posd_client *c)
+{
+    struct sched_client_conf k;
+    client_conf(c, &k);
+    sched_core_client_conf(d->core, slot_of(d, c), &k);
+}
+
+/* ---- reading the rings ------------------------------------------------------------------ */
+
+static uint64_t kernel_key(const struct posd_client *c, uint32_t id)
+{
+    return id && id <= c->nkeys ? c->keys[id] : 0;
+}
+
+/* Reads new submissions into the core. Returns 0, or -1 when the client broke the protocol. */
+static int drain_submissions(struct posd *d, struct posd_client *c, int64_t now)
 {
     struct pos_client_shm *shm = c->shm;
+    int slot = slot_of(d, c);
     uint64_t next = atomic_load_explicit(&shm->next_seq, memory_order_acquire);
     if (next < c->sub_head || next - c->sub_head > (uint64_t)POS_SUB_RING * 2)
         return -1;
     while (c->sub_head < next) {
         uint64_t seq = c->sub_head + 1;
-        struct pos_submission *slot = &shm->sub[seq % POS_SUB_RING];
-        uint64_t stamp = atomic_load_explicit(&slot->stamp, memory_order_acquire);
+        struct pos_submission *slotp = &shm->sub[seq % POS_SUB_RING];
+        uint64_t stamp = atomic_load_explicit(&slotp->stamp, memory_order_acquire);
         if (stamp > seq && stamp - seq < (uint64_t)POS_SUB_RING)
             return -1; /* a stamp from the future: the ring was written out of turn */
         if (stamp != seq) {
@@ -63,25 +108,75 @@ static int drain_submissions(struct posd_client *c, int64_t now)
             if (now - c->stall_since < POSD_STALL_NS)
                 break;
             c->skipped++;
-            c->launched = c->launched < seq ? seq : c->launched;
-            c->completed++;
+            if (sched_core_skip(d->core, slot, seq, now) < 0)
+                return -1;
         } else {
-            uint16_t flags = slot->flags; /* read once */
-            if (flags & POS_SUBF_FREE)
-                c->launched = c->launched < seq ? seq : c->launched;
+            struct pos_submission s = *slotp; /* one copy: every field read once */
+            struct pos_sched_op op = {
+                .seq = seq,
+                .kernel_id = s.kernel_id,
+                .key = kernel_key(c, s.kernel_id),
+                .kind = s.kind,
+                .grid = {s.grid[0], s.grid[1], s.grid[2]},
+                .block = {s.block[0], s.block[1], s.block[2]},
+                .smem = s.smem,
+                .tid = s.tid,
+                .stream = s.stream,
+                .ctx = s.ctx,
+                .ptsz = (s.flags & POS_SUBF_PTSZ) != 0,
+                .submit_ns = (int64_t)s.submit_ns,
+            };
+            if (sched_core_submit(d->core, slot, &op, (s.flags & POS_SUBF_FREE) != 0, now) < 0)
+                return -1;
         }
         c->sub_head = seq;
-        c->submitted = seq;
     }
-    /* what was granted has been (or is being) launched */
-    uint64_t by_grant = umin(c->submitted, c->granted);
-    if (by_grant > c->launched)
-        c->launched = by_grant;
     atomic_store_explicit(&shm->sub_head, c->sub_head, memory_order_release);
     return 0;
 }
 
-static int drain_completions(struct posd_client *c)
+static int drain_syncs(struct posd *d, struct posd_client *c, int64_t now)
+{
+    struct pos_client_shm *shm = c->shm;
+    uint64_t next = atomic_load_explicit(&shm->sync_next, memory_order_acquire);
+    if (next < c->sync_head || next - c->sync_head > POS_SYNC_RING * 2)
+        return -1;
+    while (c->sync_head < next) {
+        struct pos_sync_rec *r = &shm->sync_ring[c->sync_head % POS_SYNC_RING];
+        if (atomic_load_explicit(&r->stamp, memory_order_acquire) != c->sync_head + 1) {
+            /* being written, or dropped by a writer that found the ring full: skipped after
+             * POSD_STALL_NS */
+            if (c->sync_stall_idx != c->sync_head + 1) {
+                c->sync_stall_idx = c->sync_head + 1;
+                c->sync_stall_since = now;
+                break;
+            }
+            if (now - c->sync_stall_since < POSD_STALL_NS)
+                break;
+            c->sync_head++;
+            continue;
+        }
+        struct pos_sync_rec copy = *r;
+        struct sched_sync s = {
+            .scope = copy.scope,
+            .tid = copy.tid,
+            .ptsz = copy.ptsz != 0,
+            .stream = copy.stream,
+            .ctx = copy.ctx,
+            .covers = copy.covers,
+            .end_ns = (int64_t)copy.end_ns,
+        };
+        if (sched_core_sync(d->core, slot_of(d, c), &s, now) < 0)
+            return -1;
+        if (s.end_ns > 0 && s.end_ns <= now)
+            sched_core_note_sync_lag(d->core, slot_of(d, c), now - s.end_ns);
+        c->sync_head++;
+    }
+    atomic_store_explicit(&shm->sync_head, c->sync_head, memory_order_release);
+    return 0;
+}
+
+static int drain_completions(struct posd *d, struct posd_client *c, int64_t now)
 {
     struct pos_client_shm *shm = c->shm;
     uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_acquire);
@@ -91,119 +186,86 @@ static int drain_completions(struct posd_client *c)
         struct pos_completion_rec *r = &shm->done[c->done_head % POS_DONE_RING];
         if (atomic_load_explicit(&r->stamp, memory_order_acquire) != c->done_head + 1)
             break;
-        uint64_t seq = r->seq; /* read once; used only to bound the count */
-        if (seq == 0 || seq > c->submitted)
+        uint64_t seq = r->seq; /* read once */
+        uint64_t when = r->complete_ns;
+        uint32_t how = r->how;
+        int core_how = how == POS_DONE_MARKER  ? SCHED_DONE_EXACT
+                       : how == POS_DONE_BOUND ? SCHED_DONE_BOUND
+                                               : SCHED_DONE_PRESUMED;
+        int64_t at = when && (int64_t)when <= now ? (int64_t)when : now;
+        if (sched_core_complete(d->core, slot_of(d, c), seq, at, core_how, now) < 0)
             return -1;
-        if (seq > c->launched)
-            c->launched = seq; /* it ran, so it was launched */
-        c->completed++;
         c->done_head++;
     }
-    if (c->completed > c->launched)
-        c->completed = c->launched;
     atomic_store_explicit(&shm->done_head, c->done_head, memory_order_release);
     return 0;
 }
 
-static void publish(struct posd_client *c, const struct pos_sched_client *v)
+/* Reads everything C wrote since the last look. Returns 0 or -1 (protocol broken). */
+static int drain_client(struct posd *d, struct posd_client *c, int64_t now)
+{
+    /* submissions first: completions and syncs refer to them */
+    if (drain_submissions(d, c, now) < 0 || drain_syncs(d, c, now) < 0 ||
+        drain_completions(d, c, now) < 0)
+        return -1;
+    sched_core_waiters(d->core, slot_of(d, c),
+                       atomic_load_explicit(&c->shm->waiters, memory_order_relaxed));
+    return 0;
+}
+
+/* ---- publishing ------------------------------------------------------------------------- */
+
+static void publish(struct posd_client *c, const struct sched_grant *g)
 {
     struct pos_client_shm *shm = c->shm;
-    int changed = v->new_granted != c->granted || v->mode != c->mode;
-    c->granted = v->new_granted;
-    c->mode = v->mode;
-    c->held = v->held;
     atomic_store_explicit(&shm->heartbeat, atomic_load(&shm->heartbeat) + 1, memory_order_relaxed);
-    if (!changed)
+    if (g->sample != c->sample_published) {
+        atomic_store_explicit(&shm->sample, g->sample, memory_order_relaxed);
+        c->sample_published = g->sample;
+    }
+    if ((uint32_t)g->kick_on_done != c->kick_published) {
+        atomic_store_explicit(&shm->kick_on_done, (uint32_t)g->kick_on_done, memory_order_release);
+        c->kick_published = (uint32_t)g->kick_on_done;
+    }
+    if (!g->changed)
         return;
     /* the grant before the mode: a thread that sees WINDOW must see its grant */
-    atomic_store_explicit(&shm->granted, c->granted, memory_order_release);
-    atomic_store_explicit(&shm->grant_mode, c->mode, memory_order_release);
+    atomic_store_explicit(&shm->granted, g->granted, memory_order_release);
+    atomic_store_explicit(&shm->grant_mode, g->mode, memory_order_release);
     atomic_fetch_add_explicit(&shm->grant_word, 1, memory_order_release);
     if (atomic_load_explicit(&shm->waiters, memory_order_acquire) > 0)
         futex_wake_all(&shm->grant_word);
 }
 
-static void fill_view(const struct posd_client *c, struct pos_sched_client *v)
-{
-    memset(v, 0, sizeof *v);
-    v->id = c->id;
-    v->priority = c->pol.priority;
-    v->max_inflight = c->pol.max_inflight;
-    v->min_share = c->pol.min_share;
-    v->weight = c->pol.weight;
-    v->slo_ms = c->pol.slo_ms;
-    v->device = c->pol.device;
-    v->submitted = c->submitted;
-    v->launched = c->launched;
-    v->completed = c->completed;
-    v->granted = c->granted;
-    v->waiting = (int)atomic_load_explicit(&c->shm->waiters, memory_order_relaxed);
-    v->served_ns = c->served_ns;
-}
-
 int64_t posd_engine_tick(struct posd *d)
 {
     int64_t now = posd_now();
-    if (now - d->period_start >= (int64_t)(d->cfg.guard_period_ms * 1e6)) {
-        d->period_start = now;
-        for (int i = 0; i < POSD_MAX_CLIENTS; i++)
-            d->clients[i].served_ns = 0;
-    }
-    size_t n = 0;
-    int any_inflight = 0;
-    struct posd_client *order[POSD_MAX_CLIENTS];
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
-        if (!c->used || !c->registered)
-            continue;
-        account_busy(c, now);
-        if (drain_submissions(c, now) < 0 || drain_completions(c) < 0) {
+        if (c->used && c->registered && drain_client(d, c, now) < 0)
             posd_client_close(d, c, "wrote out-of-range values into its shared memory");
-            continue;
-        }
-        any_inflight |= c->launched > c->completed;
-        fill_view(c, &d->view[n]);
-        order[n++] = c;
     }
-    if (any_inflight && now > d->last_update)
-        d->dev_busy_ns += (uint64_t)(now - d->last_update);
-    d->last_update = now;
-    struct pos_sched_view view = {
-        .now = now,
-        .period_start = d->period_start,
-        .guard_period_ns = (int64_t)(d->cfg.guard_period_ms * 1e6),
-        .credits = d->cfg.credits,
-        .clients = d->view,
-        .nclients = n,
-    };
-    d->policy->decide(&view);
-    int64_t next = -1;
-    for (size_t k = 0; k < n; k++) {
-        struct posd_client *c = order[k];
-        struct pos_sched_client *v = &d->view[k];
-        if (v->new_granted < c->granted)
-            v->new_granted = c->granted; /* a grant is never taken back */
-        publish(c, v);
-        int waits = v->waiting > 0 || (v->held && pos_sched_queued(v) > 0);
-        int windowed = v->mode == POS_GRANT_WINDOW && pos_sched_inflight(v) > 0;
-        if (waits || windowed)
-            next = (int64_t)d->cfg.tick_us * 1000;
-        else if (next < 0 && (pos_sched_inflight(v) > 0 || v->submitted != c->sub_head))
-            next = POSD_SLOW_TICK_NS;
-        else if (next < 0 && now - c->connected_at < POSD_SLOW_TICK_NS)
-            next = POSD_SLOW_TICK_NS;
+    int64_t next = sched_core_decide(d->core, now, d->grants);
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (c->used && c->registered)
+            publish(c, &d->grants[i]);
     }
-    return next;
+    if (next == INT64_MAX)
+        return -1;
+    return next > now ? next - now : 0;
 }
 
-void posd_engine_drain(struct posd_client *c)
+void posd_engine_remove(struct posd *d, struct posd_client *c)
 {
     if (!c->shm)
         return;
     int64_t now = posd_now();
-    account_busy(c, now);
-    if (drain_submissions(c, now) == 0)
-        drain_completions(c);
+    drain_client(d, c, now); /* its last completions count */
+    sched_core_client_remove(d->core, slot_of(d, c), now);
+    free(c->keys);
+    c->keys = NULL;
+    c->nkeys = 0;
 }
 
 void posd_engine_release(struct posd_client *c)
@@ -215,8 +277,62 @@ void posd_engine_release(struct posd_client *c)
     futex_wake_all(&c->shm->grant_word);
 }
 
-static void fill_client_stats(const struct posd_client *c, struct pos_client_stats *s, int64_t now)
+/* ---- kernel names ----------------------------------------------------------------------- */
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len)
+{
+    struct pos_names h;
+    if (len < sizeof h)
+        return -1;
+    memcpy(&h, body, sizeof h);
+    if (h.first != c->nkeys + 1 || h.count == 0 || h.count > POS_MAX_KERNEL_IDS ||
+        h.first + h.count - 1 > POS_MAX_KERNEL_IDS)
+        return -1; /* ids come once each, in order */
+    uint32_t want = h.first + h.count; /* keys[0] unused */
+    uint64_t *keys = realloc(c->keys, want * sizeof *keys);
+    if (!keys)
+        return -1;
+    c->keys = keys;
+    size_t off = sizeof h;
+    for (uint32_t i = 0; i < h.count; i++) {
+        uint16_t n;
+        if (off + sizeof n > len)
+            return -1;
+        memcpy(&n, body + off, sizeof n);
+        off += sizeof n;
+        if (n == 0 || n > POS_KERNEL_NAME_MAX || off + n > len)
+            return -1;
+        uint64_t key = fnv1a(body + off, n);
+        /* one process interns a name once: the same key under two ids is a broken client */
+        for (uint32_t id = 1; id < h.first + i; id++)
+            if (c->keys[id] == key)
+                return -1;
+        c->keys[h.first + i] = key;
+        off += n;
+    }
+    if (off != len)
+        return -1;
+    c->nkeys = h.first + h.count - 1;
+    return 0;
+}
+
+/* ---- statistics ------------------------------------------------------------------------- */
+
+static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_client_stats *s,
+                              int64_t now)
+{
+    struct sched_client_stats k;
+    sched_core_client_stats(d->core, slot_of(d, c), now, &k);
     memset(s, 0, sizeof *s);
     s->client_id = c->id;
     s->pid = c->ident.pid;
@@ -225,13 +341,20 @@ static void fill_client_stats(const struct posd_client *c, struct pos_client_sta
     snprintf(s->app, sizeof s->app, "%s", c->ident.app);
     snprintf(s->class_name, sizeof s->class_name, "%s", c->pol.class_name);
     s->priority = c->pol.priority;
-    s->flags = c->held ? POS_CLIENT_HELD : 0;
-    s->submitted = c->submitted;
-    s->granted = c->mode == POS_GRANT_FREE ? c->launched : umin(c->granted, c->submitted);
-    s->completed = c->completed;
-    s->in_flight = c->launched - c->completed;
-    s->queued = c->submitted - c->launched;
-    s->busy_ns = c->busy_ns;
+    s->flags = sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0;
+    s->submitted = k.submitted;
+    s->granted = k.released;
+    s->completed = k.completed;
+    s->in_flight = k.in_flight;
+    s->queued = k.queued;
+    s->busy_ns = k.busy_ns;
+    s->requests = k.requests;
+    s->req_p50_ns = k.req_p50_ns;
+    s->req_p99_ns = k.req_p99_ns;
+    s->stalls = k.stalls;
+    s->sync_lag_n = k.sync_lag_n;
+    s->sync_lag_p50_ns = k.sync_lag_p50_ns;
+    s->sync_lag_p99_ns = k.sync_lag_p99_ns;
     s->sync_ns = atomic_load_explicit(&c->shm->sync_ns, memory_order_relaxed);
     s->syncs = atomic_load_explicit(&c->shm->syncs, memory_order_relaxed);
     s->waits = atomic_load_explicit(&c->shm->waits, memory_order_relaxed);
@@ -246,34 +369,26 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap)
     int64_t now = posd_now();
     memset(r, 0, sizeof *r);
     r->dev.uptime_ns = (uint64_t)(now - d->started_at);
-    snprintf(r->dev.policy, sizeof r->dev.policy, "%s", d->policy->name);
+    snprintf(r->dev.policy, sizeof r->dev.policy, "%s", sched_core_policy(d->core)->name);
     r->dev.policy_len = (uint32_t)strlen(r->dev.policy);
-    /* device totals cover the clients that have left too */
-    r->dev.submitted = d->retired_submitted;
-    r->dev.granted = d->retired_granted;
-    r->dev.completed = d->retired_completed;
+    struct sched_device_stats ds;
+    sched_core_device_stats(d->core, now, &ds);
+    r->dev.submitted = ds.submitted;
+    r->dev.granted = ds.released;
+    r->dev.completed = ds.completed;
+    r->dev.busy_ns = ds.busy_ns;
     size_t len = sizeof *r;
     struct pos_client_stats *cs = (struct pos_client_stats *)(r + 1);
-    int any_inflight = 0;
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
         if (!c->used || !c->registered)
             continue;
-        account_busy(c, now); /* busy time up to this very moment */
-        any_inflight |= c->launched > c->completed;
         r->dev.clients++;
-        r->dev.submitted += c->submitted;
-        r->dev.granted += c->mode == POS_GRANT_FREE ? c->launched : umin(c->granted, c->submitted);
-        r->dev.completed += c->completed;
         if (len + sizeof *cs > cap)
             continue;
-        fill_client_stats(c, &cs[r->nclients], now);
+        fill_client_stats(d, c, &cs[r->nclients], now);
         r->nclients++;
         len += sizeof *cs;
     }
-    if (any_inflight && now > d->last_update)
-        d->dev_busy_ns += (uint64_t)(now - d->last_update);
-    d->last_update = now;
-    r->dev.busy_ns = d->dev_busy_ns;
     return len;
 }

@@ -61,16 +61,27 @@ static void arm_kick(struct posd *d, struct posd_client *c)
     c->pending++;
 }
 
+/* Arms the tick DELAY_NS from now (an absolute CLOCK_MONOTONIC timeout), or brings an armed
+ * one forward when the core wants to decide sooner than it would fire. */
 void posd_arm_tick(struct posd *d, int64_t delay_ns)
 {
-    if (delay_ns < 0 || d->tick_armed)
+    if (delay_ns < 0)
         return;
-    tick_ts.tv_sec = delay_ns / 1000000000LL;
-    tick_ts.tv_nsec = delay_ns % 1000000000LL;
+    int64_t at = posd_now() + delay_ns;
+    if (d->tick_armed && at >= d->tick_at)
+        return;
+    tick_ts.tv_sec = at / 1000000000LL;
+    tick_ts.tv_nsec = at % 1000000000LL;
     struct io_uring_sqe *sqe = sqe_get(d);
-    io_uring_prep_timeout(sqe, &tick_ts, 0, 0);
-    io_uring_sqe_set_data64(sqe, EV_TICK);
+    if (d->tick_armed) {
+        io_uring_prep_timeout_update(sqe, &tick_ts, EV_TICK, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data64(sqe, EV_CANCEL);
+    } else {
+        io_uring_prep_timeout(sqe, &tick_ts, 0, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data64(sqe, EV_TICK);
+    }
     d->tick_armed = 1;
+    d->tick_at = at;
 }
 
 static void tick(struct posd *d)
@@ -96,6 +107,13 @@ static void on_signal(struct posd *d)
         const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
         if (!p) {
             posd_log(POSD_LOG_ERROR, "reload refused: unknown policy '%s'", fresh.policy);
+            posd_config_free(&fresh);
+            break;
+        }
+        struct sched_params params;
+        posd_engine_params(&fresh, &params);
+        if (sched_core_set_policy(d->core, p, &params) < 0) {
+            posd_log(POSD_LOG_ERROR, "reload refused: policy %s could not start", p->name);
             posd_config_free(&fresh);
             break;
         }

@@ -131,7 +131,12 @@ int main(int argc, char **argv)
         posd_unlink_socket(d);
         return 1;
     }
-    d->started_at = d->period_start = d->last_update = posd_now();
+    d->started_at = posd_now();
+    if (posd_engine_init(d) < 0) {
+        posd_log(POSD_LOG_ERROR, "out of memory");
+        posd_unlink_socket(d);
+        return 1;
+    }
     posd_log(POSD_LOG_INFO, "listening on %s, policy %s, %zu rules", d->socket_path,
              d->policy->name, d->cfg.nrules);
     int rc = posd_loop(d);

@@ -10,10 +10,10 @@
 #include "pos/client_shm.h"
 #include "pos/proto.h"
 #include "sched/config.h"
+#include "sched/core.h"
 #include "sched/policy/policy.h"
 
-#define POSD_MAX_CLIENTS  256
-#define POSD_SLOW_TICK_NS 10000000LL  /* accounting only: clients that launch freely */
+#define POSD_MAX_CLIENTS  SCHED_MAX_CLIENTS
 #define POSD_STALL_NS     100000000LL /* an unpublished submission slot is skipped after this */
 
 /* What an io_uring completion is about (user_data = kind | slot << 8 | gen << 32). */
@@ -38,19 +38,20 @@ struct posd_client {
     size_t shm_size;
     struct posd_identity ident;
     struct posd_client_policy pol;
-    /* posd's own accounting: never read back from shared memory */
+    /* where posd's reading of the rings stands (its own copies, never read back) */
     uint64_t sub_head; /* next seq to read is sub_head + 1 */
     uint64_t done_head;
-    uint64_t submitted, launched, completed, granted;
-    uint32_t mode;
-    int held;
+    uint64_t sync_head;
+    uint64_t sync_stall_idx;
+    int64_t sync_stall_since;
     uint64_t stall_seq;
     int64_t stall_since;
-    int64_t last_update;
-    uint64_t busy_ns;
-    int64_t served_ns; /* guard period */
     int64_t connected_at;
     uint64_t skipped; /* submission slots never published (a thread died mid-launch) */
+    uint32_t sample_published, kick_published;
+    /* kernel keys by the client's kernel id (NAMES messages) */
+    uint64_t *keys;
+    uint32_t nkeys; /* ids 1..nkeys known */
     /* I/O buffers of the pending recv and kick read */
     uint8_t rx[POS_REQ_MAX];
     uint64_t kick_buf;
@@ -70,15 +71,14 @@ struct posd {
     int signal_fd;
     struct io_uring ring;
     int tick_armed;
+    int64_t tick_at; /* when the armed tick fires */
     int stop;
     int64_t started_at;
-    int64_t period_start;
-    int64_t last_update;
-    uint64_t dev_busy_ns;
-    uint64_t retired_submitted, retired_granted, retired_completed; /* of departed clients */
     uint64_t next_client_id;
+    struct pos_sched_device device;
+    struct sched_core *core;
+    struct sched_grant grants[POSD_MAX_CLIENTS];
     struct posd_client clients[POSD_MAX_CLIENTS];
-    struct pos_sched_client view[POSD_MAX_CLIENTS]; /* scratch for the policy */
 };
 
 int64_t posd_now(void);
@@ -97,12 +97,21 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 /* Re-applies the configuration to every client (after SIGHUP). */
 void posd_clients_reconfigure(struct posd *d);
 
-/* engine.c: accounting, decisions, grants */
-/* Reads every client's rings, runs the policy, publishes grants. Returns the delay in ns
- * until the next tick is wanted, or -1 when nothing needs one (idle). */
+/* engine.c: the adapter between the clients' shared memory and the scheduling core */
+/* The core's tunables from the configuration. */
+void posd_engine_params(const struct posd_config *cfg, struct sched_params *p);
+/* Creates the core (policy from d->policy). Returns 0 or a negative errno. */
+int posd_engine_init(struct posd *d);
+/* Reads every client's rings into the core, decides, publishes grants. Returns the delay in
+ * ns until the next tick is wanted, or -1 when nothing needs one (idle). */
 int64_t posd_engine_tick(struct posd *d);
-/* Reads what C left in its rings (it is leaving: its last completions count). */
-void posd_engine_drain(struct posd_client *c);
+/* A client registered / left. */
+int posd_engine_add(struct posd *d, struct posd_client *c);
+void posd_engine_remove(struct posd *d, struct posd_client *c);
+/* The client's policy settings changed (reload). */
+void posd_engine_reconf(struct posd *d, struct posd_client *c);
+/* A NAMES message (body of LEN bytes). Returns 0 or -1 when it is malformed. */
+int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len);
 /* Tells C's waiting threads that posd is going away (they launch freely from now on). */
 void posd_engine_release(struct posd_client *c);
 /* Fills a stats reply (header excluded) into BUF; returns its length. */

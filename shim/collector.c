@@ -167,7 +167,10 @@ static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
     if (e->result != CUDA_SUCCESS || e->kind == SHIM_SYNC_EVENT)
         return;
     struct pos_op_record probe = {
-        .stream = e->stream, .ctx = e->ctx, .tid = tid, .flags = e->ptsz ? POS_OPF_PTSZ : 0};
+        .stream = e->stream,
+        .ctx = e->ctx,
+        .tid = e->tid ? e->tid : tid,
+        .flags = e->ptsz ? POS_OPF_PTSZ : 0};
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
         if (r->done_how != POS_DONE_UNKNOWN || r->submit_ns > e->start_ns)
@@ -256,9 +259,10 @@ static void resolve_names(int ask_driver)
 }
 
 /* Writes out operators whose completion is known (or will not become known) and forgets
- * them. With FINAL, writes everything. */
-static void emit(int final)
+ * them. With FINAL, writes everything. Returns how many completions went to posd. */
+static size_t emit(int final)
 {
+    size_t reported = 0;
     uint64_t now = shim_now_ns();
     size_t keep = 0;
     for (size_t i = 0; i < C.npend; i++) {
@@ -276,6 +280,7 @@ static void emit(int final)
             C.pend[keep++] = C.pend[i]; /* posd's channel is full: next cycle */
             continue;
         }
+        reported += r->sched_seq != 0;
         if (r->done_how == POS_DONE_UNKNOWN)
             C.timed_out++;
         if (C.trace)
@@ -283,6 +288,7 @@ static void emit(int final)
         C.written++;
     }
     C.npend = keep;
+    return reported;
 }
 
 static void collect_once(int final)
@@ -331,7 +337,9 @@ static void *collector_main(void *arg)
         setup_markers();
         poll_markers();
         resolve_names(1);
-        emit(0);
+        if (emit(0))
+            shim_session_kick_if_wanted(); /* posd waits on these to release others */
+        shim_session_send_names();
         uint64_t now = shim_now_ns();
         if (C.trace && now - last_flush > 100000000ull) {
             fflush(C.trace);

@@ -86,3 +86,8 @@ const char *shim_ident_name(uint32_t id)
         return "?";
     return names[id];
 }
+
+uint32_t shim_ident_count(void)
+{
+    return atomic_load_explicit(&nnames, memory_order_acquire);
+}

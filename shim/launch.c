@@ -71,6 +71,7 @@ struct launch {
     int captured; /* -1 not asked yet, 0 no, 1 yes */
     uint64_t sched_seq;
     uint32_t session;
+    int windowed; /* posd released it from a window: its completion must be reported */
 };
 
 static int stream_capturing(struct launch *L);
@@ -81,6 +82,7 @@ static int stream_capturing(struct launch *L);
 static inline void submit_point(struct launch *L)
 {
     L->sched_seq = 0;
+    L->windowed = 0;
     struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
     if (likely(s == NULL) || stream_capturing(L))
         return;
@@ -93,10 +95,12 @@ static inline void submit_point(struct launch *L)
         .grid = {L->grid[0], L->grid[1], L->grid[2]},
         .block = {L->block[0], L->block[1], L->block[2]},
         .smem = L->smem,
+        .tid = L->t->tid,
         .stream = L->stream,
+        .ctx = L->ctx,
         .submit_ns = L->submit_ns,
     };
-    L->sched_seq = shim_session_submit(s, &sub);
+    L->sched_seq = shim_session_submit(s, &sub, &L->windowed);
     L->session = s->gen;
 }
 
@@ -176,8 +180,10 @@ static void launch_end(struct launch *L, CUresult rc)
         uint32_t sample = atomic_load_explicit(&shim_sample, memory_order_relaxed);
         if (unlikely(t->until_marker > sample))
             t->until_marker = sample; /* posd asked for markers more often */
-        if (sample && --t->until_marker == 0) {
+        int due = sample && --t->until_marker == 0;
+        if (due)
             t->until_marker = sample;
+        if (due || unlikely(L->windowed)) {
             marker = place_marker(L);
             if (marker)
                 flags |= POS_OPF_MARKED;

@@ -40,6 +40,15 @@ const char *shim_socket_path(void)
     return s && *s ? s : POS_DEFAULT_SOCKET;
 }
 
+/* The marker rate posd asks for: it can ask for more markers than POS_SAMPLE, not fewer. */
+static void follow_sample(struct shim_session *s)
+{
+    uint32_t want = atomic_load_explicit(&s->shm->sample, memory_order_relaxed);
+    uint32_t rate = shim_cfg.sample && want && want < shim_cfg.sample ? want : shim_cfg.sample;
+    if (atomic_load_explicit(&shim_sample, memory_order_relaxed) != rate)
+        atomic_store_explicit(&shim_sample, rate, memory_order_relaxed);
+}
+
 /* ---- registration ------------------------------------------------------------------------- */
 
 static int send_hello(int sock)
@@ -129,10 +138,7 @@ static struct shim_session *attach(void)
     s->kick_fd = fds[1];
     s->gen = ++session_gen;
     s->client_id = w.client_id;
-    /* posd may want completions more often (a capped client is released by them) */
-    uint32_t want = shm->sample;
-    if (shim_cfg.sample && want && want < shim_cfg.sample)
-        atomic_store(&shim_sample, want);
+    follow_sample(s);
     if (shim_cfg.debug)
         shim_log("attached to posd at %s as client %u", shim_socket_path(), w.client_id);
     return s;
@@ -167,6 +173,8 @@ void shim_session_poll(void)
                    atomic_load(&s->shm->posd_state) == POS_POSD_GONE;
         if (gone)
             detach(s, n == 0 ? "hang-up" : "posd gone");
+        else
+            follow_sample(s);
         return;
     }
     uint64_t now = shim_now_ns();
@@ -245,7 +253,8 @@ done:
     note_wait(shm, shim_now_ns() - t0);
 }
 
-uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub)
+uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub,
+                             int *windowed)
 {
     struct pos_client_shm *shm = s->shm;
     uint64_t seq = atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
@@ -266,7 +275,9 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
     memcpy(slot->grid, sub->grid, sizeof slot->grid);
     memcpy(slot->block, sub->block, sizeof slot->block);
     slot->smem = sub->smem;
+    slot->tid = sub->tid;
     slot->stream = sub->stream;
+    slot->ctx = sub->ctx;
     slot->submit_ns = sub->submit_ns;
     /* the slot is complete before posd may read it */
     atomic_store_explicit(&slot->stamp, seq, memory_order_release);
@@ -274,6 +285,8 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         kick(s);
     if (!go_now && !granted(shm, seq))
         wait_grant(s, seq);
+    /* a windowed launch is released by its completion: it needs its own marker */
+    *windowed = !go_now;
     return seq;
 }
 
@@ -299,6 +312,95 @@ int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint
     atomic_store_explicit(&r->stamp, tail + 1, memory_order_release);
     atomic_store_explicit(&shm->done_tail, tail + 1, memory_order_release);
     return 0;
+}
+
+/* ---- synchronisations (the launching threads) -------------------------------------------- */
+
+uint64_t shim_session_covers(uint32_t *gen)
+{
+    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    if (!s)
+        return 0;
+    *gen = s->gen;
+    return atomic_load_explicit(&s->shm->next_seq, memory_order_acquire);
+}
+
+static int wants_kick(const struct shim_session *s)
+{
+    return atomic_load_explicit(&s->shm->kick_on_done, memory_order_acquire) != 0;
+}
+
+void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid,
+                              uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns)
+{
+    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    if (!s || s->gen != gen || !covers)
+        return;
+    struct pos_client_shm *shm = s->shm;
+    uint64_t idx = atomic_fetch_add_explicit(&shm->sync_next, 1, memory_order_acq_rel);
+    struct pos_sync_rec *r = &shm->sync_ring[idx % POS_SYNC_RING];
+    if (idx - atomic_load_explicit(&shm->sync_head, memory_order_acquire) >= POS_SYNC_RING) {
+        /* full: this report is lost (it is only news); its slot is never written, and posd
+         * skips it after a while */
+        atomic_fetch_add_explicit(&shm->sync_dropped, 1, memory_order_relaxed);
+        return;
+    }
+    r->scope = scope;
+    r->tid = tid;
+    r->ptsz = (uint32_t)ptsz;
+    r->stream = stream;
+    r->ctx = ctx;
+    r->covers = covers;
+    r->end_ns = end_ns;
+    /* the record is complete before posd may read it */
+    atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
+    if (wants_kick(s))
+        kick(s);
+}
+
+void shim_session_kick_if_wanted(void)
+{
+    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    if (s && wants_kick(s))
+        kick(s);
+}
+
+/* ---- kernel names (the collector) --------------------------------------------------------- */
+
+void shim_session_send_names(void)
+{
+    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    if (!s)
+        return;
+    uint32_t have = shim_ident_count();
+    while (s->names_sent < have) {
+        uint8_t buf[POS_REQ_MAX];
+        struct pos_msg_hdr h = {.magic = POS_PROTO_MAGIC, .version = POS_PROTO_VERSION,
+                                .type = POS_MSG_NAMES};
+        struct pos_names n = {.first = s->names_sent + 1, .count = 0};
+        size_t off = sizeof h + sizeof n;
+        for (uint32_t id = n.first; id <= have; id++) {
+            const char *name = shim_ident_name(id);
+            size_t len = strlen(name);
+            if (len > POS_KERNEL_NAME_MAX)
+                len = POS_KERNEL_NAME_MAX;
+            if (len == 0)
+                name = "?", len = 1;
+            if (off + sizeof(uint16_t) + len > sizeof buf)
+                break;
+            uint16_t l16 = (uint16_t)len;
+            memcpy(buf + off, &l16, sizeof l16);
+            memcpy(buf + off + sizeof l16, name, len);
+            off += sizeof l16 + len;
+            n.count++;
+        }
+        h.len = (uint32_t)(off - sizeof h);
+        memcpy(buf, &h, sizeof h);
+        memcpy(buf + sizeof h, &n, sizeof n);
+        if (send(s->sock, buf, off, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)off)
+            return; /* next cycle */
+        s->names_sent += n.count;
+    }
 }
 
 void shim_session_note_sync(uint64_t ns)

@@ -86,6 +86,7 @@ struct shim_sync_event {
     uint16_t kind;
     uint16_t ptsz;
     int32_t result;
+    uint32_t tid; /* whose per-thread default stream, for a per-thread one */
     uint64_t stream;
     uint64_t ctx;
     uint64_t start_ns, end_ns;
@@ -152,6 +153,8 @@ uint32_t shim_ident_register(uint64_t handle, const char *name);
 uint32_t shim_ident_lookup(uint64_t handle);
 /* Name of an id ("?" if none). */
 const char *shim_ident_name(uint32_t id);
+/* Ids handed out so far (1..count). */
+uint32_t shim_ident_count(void);
 
 /* ---- completion markers ---------------------------------------------------------------- */
 
@@ -173,6 +176,7 @@ struct shim_session {
     int kick_fd;
     uint32_t gen; /* which session: completions of an older one are not reported */
     uint32_t client_id;
+    uint32_t names_sent; /* kernel ids 1..names_sent are known to posd (collector only) */
 };
 
 /* What a launch tells posd when it submits. */
@@ -181,7 +185,8 @@ struct shim_submit {
     uint16_t kind;
     int ptsz;
     uint32_t grid[3], block[3], smem;
-    uint64_t stream;
+    uint32_t tid;
+    uint64_t stream, ctx;
     uint64_t submit_ns;
 };
 
@@ -189,8 +194,38 @@ extern _Atomic(struct shim_session *) shim_session; /* NULL: passthrough */
 extern int shim_sched_allowed;                      /* POS_MODE lets us talk to posd */
 extern _Atomic uint32_t shim_sample;                /* markers every N launches, now */
 
-/* Submits one launch and waits for its grant if posd holds it; returns its seq (0: none). */
-uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub);
+/* Submits one launch and waits for its grant if posd holds it; returns its seq (0: none).
+ * *WINDOWED tells whether posd had it in a window (its completion must be reported). */
+uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub,
+                             int *windowed);
+
+/* Where a synchronisation starts: the last seq submitted in the current session (0 if none)
+ * and that session's GEN. */
+uint64_t shim_session_covers(uint32_t *gen);
+/* Reports a synchronisation that returned successfully: operators of session GEN with seq <=
+ * COVERS on its scope (enum pos_sync_scope) are complete. Kicks posd when posd asked. */
+void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid,
+                              uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns);
+/* Kicks posd if it wants to hear of completions at once (the collector, after reporting). */
+void shim_session_kick_if_wanted(void);
+/* Sends posd the kernel names it has not heard yet (the collector, every cycle). */
+void shim_session_send_names(void);
+
+/* ---- events (events.c): what a recorded event covers ---------------------------------- */
+
+struct shim_event_mark {
+    uint64_t stream, ctx, covers;
+    uint64_t at_ns; /* when it was recorded */
+    uint32_t tid, gen;
+    int ptsz;
+};
+
+/* Remembers that EVENT was recorded with what M says (lock-free; may forget under races). */
+void shim_event_recorded(uint64_t event, const struct shim_event_mark *m);
+/* Forgets EVENT (recorded into a capture, or destroyed). */
+void shim_event_forget(uint64_t event);
+/* What EVENT's last record covers; 0 when unknown. */
+int shim_event_lookup(uint64_t event, struct shim_event_mark *m);
 /* Reports a completion to the session GEN; -1 when the channel is full (retry later). */
 int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
                           int32_t result);

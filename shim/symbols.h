@@ -29,6 +29,14 @@
     X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)                                                 \
     X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0)                                             \
     X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                                             \
+    X(cuEventQuery, cuEventQuery, 2000, 0)                                                         \
+    X(cuEventRecord, cuEventRecord, 2000, 0)                                                       \
+    X(cuEventRecord_ptsz, cuEventRecord, 7000, 1)                                                  \
+    X(cuEventRecordWithFlags, cuEventRecordWithFlags, 11010, 0)                                    \
+    X(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags, 11010, 1)                               \
+    X(cuEventDestroy_v2, cuEventDestroy, 4000, 0)                                                  \
+    X(cuStreamQuery, cuStreamQuery, 2000, 0)                                                       \
+    X(cuStreamQuery_ptsz, cuStreamQuery, 7000, 1)                                                  \
     X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0)                                        \
     X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, 1)                                   \
     X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                                     \

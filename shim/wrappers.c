@@ -4,6 +4,8 @@
  * capturing stream are told apart). Errors from the driver always come back unchanged. */
 #include "shim/shim.h"
 
+#include "pos/client_shm.h"
+
 #include <string.h>
 
 SHIM_API CUresult cuInit(unsigned int Flags)
@@ -92,26 +94,60 @@ SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 
 /* ---- synchronisation --------------------------------------------------------------------- */
 
-static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx, uint64_t start,
-                      CUresult rc)
+/* What a synchronisation covers, taken just before the call: the launch order of the current
+ * posd session up to here. */
+struct sync_start {
+    uint64_t start_ns;
+    uint64_t covers;
+    uint32_t gen;
+};
+
+static void sync_begin(struct sync_start *s)
+{
+    s->covers = shim_session_covers(&s->gen);
+    s->start_ns = shim_now_ns();
+}
+
+/* Counts and times a synchronisation, leaves it for the collector (the trace's bounds), and,
+ * when it succeeded and covers scheduled operators, tells posd at once. */
+static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx,
+                      const struct sync_start *st, CUresult rc, const struct shim_event_mark *ev)
 {
     struct shim_thread *t = shim_self();
     if (!t)
         return;
     uint64_t end = shim_now_ns();
     shim_count(&t->syncs, 1);
-    shim_count(&t->sync_ns, end - start);
-    shim_session_note_sync(end - start);
+    shim_count(&t->sync_ns, end - st->start_ns);
+    shim_session_note_sync(end - st->start_ns);
+    if (rc != CUDA_SUCCESS)
+        return;
+    /* an event stands for its stream as it was when the event was recorded */
+    uint16_t scope_kind = ev ? SHIM_SYNC_STREAM : kind;
+    uint64_t since = ev ? ev->at_ns : st->start_ns;
+    if (ev) {
+        ptsz = ev->ptsz;
+        stream = ev->stream;
+        ctx = ev->ctx;
+        shim_session_report_sync(ev->gen, POS_SYNC_STREAM, ptsz, ev->tid, stream, ctx, ev->covers,
+                                 end);
+    } else if (kind != SHIM_SYNC_EVENT && st->covers) {
+        shim_session_report_sync(st->gen, kind == SHIM_SYNC_CTX ? POS_SYNC_CTX : POS_SYNC_STREAM,
+                                 ptsz, t->tid, stream, ctx, st->covers, end);
+    }
+    if (scope_kind == SHIM_SYNC_EVENT)
+        return; /* an event we know nothing of bounds nothing */
     uint64_t tail = atomic_load_explicit(&t->sync_tail, memory_order_relaxed);
     if (tail - atomic_load_explicit(&t->sync_head, memory_order_acquire) >= SHIM_SYNC_RING)
         return;
     struct shim_sync_event *e = &t->sync_ring[tail % SHIM_SYNC_RING];
-    e->kind = kind;
+    e->kind = scope_kind;
     e->ptsz = (uint16_t)ptsz;
     e->result = rc;
     e->stream = stream;
     e->ctx = ctx;
-    e->start_ns = start;
+    e->tid = ev ? ev->tid : t->tid;
+    e->start_ns = since;
     e->end_ns = end;
     atomic_store_explicit(&t->sync_tail, tail + 1, memory_order_release);
 }
@@ -127,23 +163,46 @@ static uint64_t current_ctx(void)
         __typeof__(&sym) real = SHIM_REAL(sym);                                                    \
         if (!shim_active)                                                                          \
             return real(h);                                                                        \
-        uint64_t start = shim_now_ns();                                                            \
+        struct sync_start st;                                                                      \
+        sync_begin(&st);                                                                           \
         CUresult rc = real(h);                                                                     \
-        note_sync(SHIM_SYNC_STREAM, ptsz, (uint64_t)(uintptr_t)h, current_ctx(), start, rc);       \
+        note_sync(SHIM_SYNC_STREAM, ptsz, (uint64_t)(uintptr_t)h, current_ctx(), &st, rc, NULL);   \
         return rc;                                                                                 \
     }
 
 STREAM_SYNC_WRAPPER(cuStreamSynchronize, 0)
 STREAM_SYNC_WRAPPER(cuStreamSynchronize_ptsz, 1)
 
+/* A stream query that answers "all done" is a synchronisation that did not wait. Not counted
+ * as a sync (it is a poll); reported to posd. */
+#define STREAM_QUERY_WRAPPER(sym, ptsz)                                                            \
+    SHIM_API CUresult sym(CUstream h)                                                              \
+    {                                                                                              \
+        __typeof__(&sym) real = SHIM_REAL(sym);                                                    \
+        if (!shim_active)                                                                          \
+            return real(h);                                                                        \
+        uint32_t gen;                                                                              \
+        uint64_t covers = shim_session_covers(&gen);                                               \
+        CUresult rc = real(h);                                                                     \
+        struct shim_thread *t;                                                                     \
+        if (rc == CUDA_SUCCESS && covers && (t = shim_self()))                                     \
+            shim_session_report_sync(gen, POS_SYNC_STREAM, ptsz, t->tid, (uint64_t)(uintptr_t)h,   \
+                                     current_ctx(), covers, shim_now_ns());                        \
+        return rc;                                                                                 \
+    }
+
+STREAM_QUERY_WRAPPER(cuStreamQuery, 0)
+STREAM_QUERY_WRAPPER(cuStreamQuery_ptsz, 1)
+
 SHIM_API CUresult cuCtxSynchronize(void)
 {
     __typeof__(&cuCtxSynchronize) real = SHIM_REAL(cuCtxSynchronize);
     if (!shim_active)
         return real();
-    uint64_t start = shim_now_ns();
+    struct sync_start st;
+    sync_begin(&st);
     CUresult rc = real();
-    note_sync(SHIM_SYNC_CTX, 0, 0, current_ctx(), start, rc);
+    note_sync(SHIM_SYNC_CTX, 0, 0, current_ctx(), &st, rc, NULL);
     return rc;
 }
 
@@ -152,10 +211,69 @@ SHIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
     __typeof__(&cuCtxSynchronize_v2) real = SHIM_REAL(cuCtxSynchronize_v2);
     if (!shim_active)
         return real(ctx);
-    uint64_t start = shim_now_ns();
+    struct sync_start st;
+    sync_begin(&st);
     CUresult rc = real(ctx);
-    note_sync(SHIM_SYNC_CTX, 0, 0, ctx ? (uint64_t)(uintptr_t)ctx : current_ctx(), start, rc);
+    note_sync(SHIM_SYNC_CTX, 0, 0, ctx ? (uint64_t)(uintptr_t)ctx : current_ctx(), &st, rc, NULL);
     return rc;
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+/* After a successful record outside a capture: the event stands for everything launched on
+ * STREAM so far. */
+static void event_recorded(CUevent ev, CUstream h, int ptsz, CUresult rc)
+{
+    if (rc != CUDA_SUCCESS || !shim_active)
+        return;
+    struct shim_thread *t = shim_self();
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (atomic_load_explicit(&shim_captures, memory_order_relaxed) > 0) {
+        __typeof__(shim_real_cuStreamIsCapturing) fn =
+            ptsz ? shim_real_cuStreamIsCapturing_ptsz : shim_real_cuStreamIsCapturing;
+        if (!fn || fn(h, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+            shim_event_forget((uint64_t)(uintptr_t)ev);
+            return; /* a node of a graph, not a point of this stream */
+        }
+    }
+    struct shim_event_mark m = {
+        .stream = (uint64_t)(uintptr_t)h,
+        .ctx = current_ctx(),
+        .tid = t ? t->tid : 0,
+        .ptsz = ptsz,
+        .at_ns = shim_now_ns(),
+    };
+    m.covers = shim_session_covers(&m.gen);
+    if (m.covers)
+        shim_event_recorded((uint64_t)(uintptr_t)ev, &m);
+    else
+        shim_event_forget((uint64_t)(uintptr_t)ev);
+}
+
+#define EVENT_RECORD_WRAPPER(sym, ptsz)                                                            \
+    SHIM_API CUresult sym(CUevent ev, CUstream h)                                                  \
+    {                                                                                              \
+        CUresult rc = SHIM_REAL(sym)(ev, h);                                                       \
+        event_recorded(ev, h, ptsz, rc);                                                           \
+        return rc;                                                                                 \
+    }
+EVENT_RECORD_WRAPPER(cuEventRecord, 0)
+EVENT_RECORD_WRAPPER(cuEventRecord_ptsz, 1)
+
+#define EVENT_RECORD_FLAGS_WRAPPER(sym, ptsz)                                                      \
+    SHIM_API CUresult sym(CUevent ev, CUstream h, unsigned int flags)                              \
+    {                                                                                              \
+        CUresult rc = SHIM_REAL(sym)(ev, h, flags);                                                \
+        event_recorded(ev, h, ptsz, rc);                                                           \
+        return rc;                                                                                 \
+    }
+EVENT_RECORD_FLAGS_WRAPPER(cuEventRecordWithFlags, 0)
+EVENT_RECORD_FLAGS_WRAPPER(cuEventRecordWithFlags_ptsz, 1)
+
+SHIM_API CUresult cuEventDestroy_v2(CUevent ev)
+{
+    shim_event_forget((uint64_t)(uintptr_t)ev);
+    return SHIM_REAL(cuEventDestroy_v2)(ev);
 }
 
 SHIM_API CUresult cuEventSynchronize(CUevent ev)
@@ -163,9 +281,23 @@ SHIM_API CUresult cuEventSynchronize(CUevent ev)
     __typeof__(&cuEventSynchronize) real = SHIM_REAL(cuEventSynchronize);
     if (!shim_active)
         return real(ev);
-    uint64_t start = shim_now_ns();
+    struct sync_start st;
+    sync_begin(&st);
     CUresult rc = real(ev);
-    note_sync(SHIM_SYNC_EVENT, 0, 0, 0, start, rc);
+    struct shim_event_mark m;
+    int known = shim_event_lookup((uint64_t)(uintptr_t)ev, &m);
+    note_sync(SHIM_SYNC_EVENT, 0, 0, 0, &st, rc, known ? &m : NULL);
+    return rc;
+}
+
+/* An event query that answers "done" is an event synchronisation that did not wait. */
+SHIM_API CUresult cuEventQuery(CUevent ev)
+{
+    CUresult rc = SHIM_REAL(cuEventQuery)(ev);
+    struct shim_event_mark m;
+    if (rc == CUDA_SUCCESS && shim_active && shim_event_lookup((uint64_t)(uintptr_t)ev, &m))
+        shim_session_report_sync(m.gen, POS_SYNC_STREAM, m.ptsz, m.tid, m.stream, m.ctx, m.covers,
+                                 shim_now_ns());
     return rc;
 }
 

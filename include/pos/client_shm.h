@@ -12,9 +12,10 @@
 #include "pos/proto.h"
 
 #define POS_SHM_MAGIC   UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
-#define POS_SHM_VERSION 1
+#define POS_SHM_VERSION 2
 #define POS_SUB_RING    8192 /* submissions in flight between a client and posd */
 #define POS_DONE_RING   8192 /* completions likewise */
+#define POS_SYNC_RING   1024 /* synchronisations reported by launching threads */
 
 /* How the client may launch. */
 enum pos_grant_mode {
@@ -41,8 +42,9 @@ struct pos_submission {
     uint32_t grid[3];
     uint32_t block[3];
     uint32_t smem;
-    uint32_t reserved;
+    uint32_t tid; /* launching thread (kernel thread id) */
     uint64_t stream;
+    uint64_t ctx; /* current context at launch */
     uint64_t submit_ns;
 };
 
@@ -54,6 +56,25 @@ struct pos_completion_rec {
     int32_t result;       /* CUresult of the launch */
 };
 
+/* A synchronisation that returned successfully: every operator with seq <= covers on its
+ * scope was complete at end_ns. Written by the thread that synchronised, at once, so posd
+ * learns of a request's end without waiting for the collector. */
+enum pos_sync_scope {
+    POS_SYNC_STREAM = 1, /* cuStreamSynchronize, cuStreamQuery, cuEventSynchronize/Query */
+    POS_SYNC_CTX,        /* cuCtxSynchronize */
+};
+
+struct pos_sync_rec {
+    _Atomic uint64_t stamp; /* = index + 1 once written */
+    uint32_t scope;         /* enum pos_sync_scope */
+    uint32_t tid;
+    uint32_t ptsz;
+    uint32_t reserved;
+    uint64_t stream, ctx;
+    uint64_t covers;
+    uint64_t end_ns; /* CLOCK_MONOTONIC when the call returned */
+};
+
 #define POS_CACHELINE 64
 
 struct pos_client_shm {
@@ -62,7 +83,7 @@ struct pos_client_shm {
     uint32_t version;
     uint32_t size;
     uint32_t client_id;
-    uint32_t sample; /* completion marker every SAMPLE launches, as posd wants it */
+    uint32_t reserved0;
 
     /* grant state: posd writes, the client reads */
     _Alignas(POS_CACHELINE) _Atomic uint32_t grant_mode;
@@ -70,6 +91,8 @@ struct pos_client_shm {
     _Atomic uint64_t granted;    /* highest seq the client may launch in WINDOW mode */
     _Atomic uint32_t posd_state; /* enum pos_posd_state; either side may set GONE */
     _Atomic uint64_t heartbeat;  /* bumped by posd at every decision it makes */
+    _Atomic uint32_t sample;     /* completion marker every SAMPLE launches, as posd wants it */
+    _Atomic uint32_t kick_on_done; /* posd wants a kick at each completion and sync report */
 
     /* client writes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t next_seq; /* last seq handed out */
@@ -80,6 +103,13 @@ struct pos_client_shm {
     /* submission ring: the client reserves by next_seq and publishes by stamp; posd consumes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t sub_head; /* posd: next seq it will read */
     struct pos_submission sub[POS_SUB_RING];
+
+    /* synchronisation reports: any launching thread reserves by sync_next, publishes by
+     * stamp; posd consumes (a full ring drops the report: it is only news) */
+    _Alignas(POS_CACHELINE) _Atomic uint64_t sync_next;
+    _Alignas(POS_CACHELINE) _Atomic uint64_t sync_head;
+    _Atomic uint64_t sync_dropped;
+    struct pos_sync_rec sync_ring[POS_SYNC_RING];
 
     /* completion channel: one producer (the shim's collector), posd consumes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t done_tail;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  1
+#define POS_PROTO_VERSION  2
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
@@ -20,6 +20,7 @@ enum pos_msg_type {
     POS_MSG_REJECT,    /* posd -> peer: refused; the text says why */
     POS_MSG_STATS_REQ, /* tool -> posd */
     POS_MSG_STATS,     /* posd -> tool: struct pos_stats_reply + clients */
+    POS_MSG_NAMES,     /* shim -> posd: kernel names, struct pos_names + entries */
 };
 
 struct pos_msg_hdr {
@@ -44,6 +45,18 @@ struct pos_welcome {
 };
 
 /* REJECT: a NUL-terminated reason follows. */
+
+/* NAMES: the client's kernel ids FIRST .. FIRST + COUNT - 1, in order, each entry a uint16_t
+ * length and that many bytes of mangled name (no NUL). Ids are sent once each, from 1 up;
+ * a name is at most POS_KERNEL_NAME_MAX bytes (longer ones are cut there, on both sides:
+ * posd's kernel key is the 64-bit FNV-1a hash of the bytes it received). */
+#define POS_KERNEL_NAME_MAX 1024
+#define POS_MAX_KERNEL_IDS  32768
+
+struct pos_names {
+    uint32_t first;
+    uint32_t count;
+};
 
 /* ---- statistics ------------------------------------------------------------------------- */
 
@@ -76,6 +89,12 @@ struct pos_client_stats {
     uint64_t waits; /* launches that had to wait for a grant */
     uint64_t wait_hist[POS_WAIT_BUCKETS];
     uint64_t connected_ns; /* how long it has been registered */
+    /* requests as posd infers them from synchronisations (docs/posd.md) */
+    uint64_t requests;
+    uint64_t req_p50_ns, req_p99_ns;
+    uint64_t stalls;     /* times found in flight with no completion for stall_ms */
+    uint64_t sync_lag_n; /* synchronisation reports, and how long after the call returned */
+    uint64_t sync_lag_p50_ns, sync_lag_p99_ns; /* posd read them */
 };
 
 #define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */

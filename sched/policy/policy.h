@@ -1,30 +1,78 @@
-/* The scheduling policies' one interface: a policy sees every client of a device (its class,
- * limits, what it has submitted, what is in flight, whether it waits) and the clock, and
- * decides each client's grant. Pure code: no I/O, no clock of its own, so the same policy
- * runs in posd (real time) and in a simulator (virtual time). */
+/* The scheduling policies' one interface. A policy sees every client of a device: its class
+ * and limits, its operators one by one (queued ones in launch order with kernel key, shape,
+ * stream and request; what is in flight), its current request, and the device itself; it
+ * decides how far each client's prefix of launches is granted, and when it next wants to
+ * decide. Pure code: no I/O, no clock of its own, so the same policy runs in posd (real time)
+ * and in possim (virtual time). The rules every policy shares (a grant is never taken back,
+ * stalls, guard periods, when to tick, how often clients report) are the core's
+ * (sched/core.h). */
 #ifndef POS_SCHED_POLICY_H
 #define POS_SCHED_POLICY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* One client as a policy sees it. Inputs are filled by the engine; a policy sets the outputs. */
+/* One operator. */
+struct pos_sched_op {
+    uint64_t seq;       /* the client's launch number, from 1 */
+    uint64_t key;       /* kernel key: 64-bit FNV-1a of the mangled name; 0 while unknown */
+    uint32_t kernel_id; /* the client's own id of the kernel (per process) */
+    uint16_t kind;      /* enum pos_op_kind */
+    uint16_t state;     /* POS_SCHED_OP_* */
+    uint32_t grid[3], block[3];
+    uint32_t smem;
+    uint32_t tid; /* launching thread */
+    uint64_t stream, ctx;
+    int ptsz;
+    int64_t submit_ns, release_ns, done_ns;
+    uint64_t request; /* the client's request number it belongs to */
+};
+
+#define POS_SCHED_OP_RELEASED 0x1 /* granted (or launched freely) */
+#define POS_SCHED_OP_DONE     0x2 /* known complete */
+
+/* The device the clients share. */
+struct pos_sched_device {
+    int index;
+    uint32_t sm_count;
+    uint32_t max_threads_per_sm, max_blocks_per_sm, smem_per_sm;
+    int concurrent; /* contexts of different processes run at once (MPS); else time-sliced */
+};
+
+/* A client's current request, inferred from its synchronisations. */
+struct pos_sched_request {
+    int active;
+    uint64_t id;
+    int64_t start_ns; /* its first launch */
+    uint64_t ops;     /* operators launched so far */
+};
+
+/* One client as a policy sees it. Inputs are filled by the core; a policy sets the outputs. */
 struct pos_sched_client {
     /* identity and configuration */
     uint32_t id;
+    int slot;
     int priority;          /* lower = more important */
     uint32_t max_inflight; /* 0 = no limit */
     double min_share;      /* starvation guard share, 0..1 */
     double weight;
     double slo_ms;
     int device;
-    /* state */
-    uint64_t submitted; /* operators submitted (seq of the last one) */
-    uint64_t launched;  /* of those, launched (granted, or launched freely) */
-    uint64_t completed; /* of those, known complete */
-    uint64_t granted;   /* the current grant: seqs <= granted may launch */
-    int waiting;        /* threads blocked on a grant */
-    int64_t served_ns;  /* time with operators in flight in the current guard period */
+    /* state (counts of operators) */
+    uint64_t submitted;     /* seq of the last operator submitted */
+    uint64_t released;      /* operators released (granted, or launched freely) */
+    uint64_t completed;     /* operators known complete */
+    uint64_t granted;       /* the current grant: seqs <= granted may launch */
+    uint64_t released_upto; /* every seq <= this is released */
+    int waiting;            /* threads blocked on a grant (believed only with work queued) */
+    int stalled;            /* in flight with no completion for the core's stall time */
+    int64_t served_ns;      /* time with operators in flight in the current guard period */
+    int64_t last_done_ns;   /* last completion heard of */
+    struct pos_sched_request request;
+    /* operators: seqs (completed_upto, submitted] are in OPS[seq & ops_mask] */
+    const struct pos_sched_op *ops;
+    uint64_t ops_mask;
+    uint64_t completed_upto; /* every seq <= this is complete */
     /* outputs */
     uint32_t mode; /* enum pos_grant_mode */
     uint64_t new_granted;
@@ -36,25 +84,48 @@ struct pos_sched_view {
     int64_t period_start; /* start of the current guard period */
     int64_t guard_period_ns;
     uint32_t credits; /* grant window beyond what a client has submitted */
+    const struct pos_sched_device *device;
     struct pos_sched_client *clients;
     size_t nclients;
 };
 
 static inline uint64_t pos_sched_inflight(const struct pos_sched_client *c)
 {
-    return c->launched > c->completed ? c->launched - c->completed : 0;
+    return c->released > c->completed ? c->released - c->completed : 0;
 }
 
 static inline uint64_t pos_sched_queued(const struct pos_sched_client *c)
 {
-    return c->submitted > c->launched ? c->submitted - c->launched : 0;
+    return c->submitted > c->released ? c->submitted - c->released : 0;
 }
+
+/* Operator SEQ of C, or NULL when it is complete and forgotten or not submitted yet. */
+static inline const struct pos_sched_op *pos_sched_op_at(const struct pos_sched_client *c,
+                                                         uint64_t seq)
+{
+    if (seq <= c->completed_upto || seq > c->submitted)
+        return NULL;
+    return &c->ops[seq & c->ops_mask];
+}
+
+/* The I-th queued (not yet released) operator of C in launch order, or NULL. */
+const struct pos_sched_op *pos_sched_queued_op(const struct pos_sched_client *c, uint64_t i);
+
+/* The grant that lets C have at most LIMIT operators in flight (never below its grant). */
+uint64_t pos_sched_window_grant(const struct pos_sched_client *c, uint64_t limit);
 
 struct pos_policy_ops {
     const char *name;
     const char *summary;
-    /* Decides mode, new_granted and held for every client of V. */
-    void (*decide)(struct pos_sched_view *v);
+    /* Optional private state: init returns 0 or a negative errno. */
+    int (*init)(void **state, const struct pos_sched_device *dev);
+    void (*fini)(void *state);
+    /* Decides mode, new_granted and held for every client of V. Returns the absolute time at
+     * which it wants to decide again, INT64_MAX if only events matter. */
+    int64_t (*decide)(void *state, struct pos_sched_view *v);
+    /* Optional: operator OP of C completed (exactly, or bounded by a synchronisation). */
+    void (*on_complete)(void *state, const struct pos_sched_client *c,
+                        const struct pos_sched_op *op);
 };
 
 /* The policy named NAME, or NULL. */

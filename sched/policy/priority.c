@@ -1,17 +1,21 @@
-/* priority: clients belong to classes with numeric priorities (lower = more important).
- * While a more important client of the same device has work queued, waiting or in flight,
- * less important ones get no new grants (they are held); a held client that, in the last
- * min_share of a guard period, has still had less than min_share of it with work in flight
- * gets grants anyway until it has (starvation guard). Clients of the most important class present
- * launch freely unless their class caps their operators in flight; the others always launch in a
- * window, at most max_inflight operators in flight (or the credit window when the class sets no
- * cap). */
+/* priority: clients belong to classes with numeric priorities (lower = more important). It is
+ * work-conserving:
+ *   - a client with no more important client on its device launches freely (FREE), whatever
+ *     its class's in-flight cap: nobody needs protecting from it;
+ *   - while a more important client of the same device has work (queued, or in flight and not
+ *     stalled), it is held: no new grants, except that one that has had less than min_share of
+ *     the guard period with work in flight gets one step in the period's last min_share
+ *     (starvation guard);
+ *   - while more important clients are present but idle, it runs in a window: at most its
+ *     class's max_inflight operators in flight (the credit window when the class sets none),
+ *     so that a request arriving at a more important client finds little ahead of it. */
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
 
-static int busy(const struct pos_sched_client *c)
+/* Work that outranks: queued, or in flight on a client that still completes things. */
+static int has_work(const struct pos_sched_client *c)
 {
-    return pos_sched_queued(c) > 0 || pos_sched_inflight(c) > 0 || c->waiting > 0;
+    return pos_sched_queued(c) > 0 || (pos_sched_inflight(c) > 0 && !c->stalled);
 }
 
 static uint64_t umax(uint64_t a, uint64_t b)
@@ -19,54 +23,50 @@ static uint64_t umax(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-/* The grant that lets C have at most LIMIT operators in flight. */
-static uint64_t window_grant(const struct pos_sched_client *c, uint64_t limit)
+static int64_t priority_decide(void *state, struct pos_sched_view *v)
 {
-    return umax(c->granted, c->completed + limit);
-}
-
-static void priority_decide(struct pos_sched_view *v)
-{
-    int64_t elapsed = v->now - v->period_start;
+    (void)state;
+    int64_t next = INT64_MAX;
     for (size_t i = 0; i < v->nclients; i++) {
         struct pos_sched_client *c = &v->clients[i];
-        int best_present = 1, outranked_busy = 0;
+        int outranked = 0, outranked_busy = 0;
         for (size_t k = 0; k < v->nclients; k++) {
             const struct pos_sched_client *o = &v->clients[k];
             if (k == i || o->device != c->device || o->priority >= c->priority)
                 continue;
-            best_present = 0;
-            outranked_busy |= busy(o);
+            outranked = 1;
+            outranked_busy |= has_work(o);
         }
-        uint64_t limit = c->max_inflight ? c->max_inflight : v->credits;
         c->held = 0;
-        if (outranked_busy) {
-            /* starving: late in the guard period and still short of its share */
+        if (!outranked) {
+            c->mode = POS_GRANT_FREE;
+            c->new_granted = umax(c->granted, c->submitted);
+        } else if (outranked_busy) {
             double period = (double)v->guard_period_ns;
-            int starving = pos_sched_queued(c) > 0 &&
-                           (double)elapsed >= (1.0 - c->min_share) * period &&
+            int64_t guard_at = v->period_start + (int64_t)((1.0 - c->min_share) * period);
+            int starving = pos_sched_queued(c) > 0 && c->min_share > 0 && v->now >= guard_at &&
                            (double)c->served_ns < c->min_share * period;
             c->mode = POS_GRANT_WINDOW;
             if (starving) {
-                /* the guard: one client-sized step, then held again */
-                c->new_granted = window_grant(c, c->max_inflight ? c->max_inflight : 1);
+                c->new_granted = pos_sched_window_grant(c, c->max_inflight ? c->max_inflight : 1);
             } else {
                 c->new_granted = c->granted;
                 c->held = 1;
+                if (pos_sched_queued(c) > 0 && c->min_share > 0 && guard_at > v->now && guard_at < next)
+                    next = guard_at;
             }
-        } else if (best_present && c->max_inflight == 0) {
-            c->mode = POS_GRANT_FREE;
-            c->new_granted = umax(c->granted, c->submitted + v->credits);
         } else {
             c->mode = POS_GRANT_WINDOW;
-            c->new_granted = window_grant(c, limit);
+            c->new_granted =
+                pos_sched_window_grant(c, c->max_inflight ? c->max_inflight : v->credits);
         }
     }
+    return next;
 }
 
 const struct pos_policy_ops pos_policy_priority = {
     .name = "priority",
-    .summary = "hold less important classes while a more important one has work; "
-               "starvation guard; per-class in-flight limits",
+    .summary = "work-conserving priority classes: hold less important clients only while a "
+               "more important one has work; starvation guard; per-class in-flight caps",
     .decide = priority_decide,
 };

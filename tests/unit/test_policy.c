@@ -1,7 +1,8 @@
 /* Tests the scheduling policies (sched/policy/) as pure functions of a view: fifo lets all go;
- * priority holds less important clients while a more important one has work, lets them run in
- * a capped window otherwise, gives the most important class free launches, never takes a
- * grant back, and grants a starving held client its guard share. */
+ * priority holds less important clients while a more important one has work (not a stalled
+ * one, not a waiter count with nothing queued), lets them run in a capped window while more
+ * important ones are idle, lets a client with nobody above it launch freely whatever its cap,
+ * never takes a grant back, and grants a starving held client its guard share. */
 #include <string.h>
 
 #include "pos/client_shm.h"
@@ -21,7 +22,9 @@ static struct pos_sched_view view(size_t n, int64_t now)
     return v;
 }
 
-static void client(int i, int prio, uint32_t max_inflight, uint64_t submitted, uint64_t launched,
+/* A client with SUBMITTED operators of which the first RELEASED are released and the first
+ * COMPLETED complete. */
+static void client(int i, int prio, uint32_t max_inflight, uint64_t submitted, uint64_t released,
                    uint64_t completed, uint64_t granted)
 {
     memset(&cl[i], 0, sizeof cl[i]);
@@ -30,9 +33,24 @@ static void client(int i, int prio, uint32_t max_inflight, uint64_t submitted, u
     cl[i].max_inflight = max_inflight;
     cl[i].min_share = 0.02;
     cl[i].submitted = submitted;
-    cl[i].launched = launched;
-    cl[i].completed = completed;
+    cl[i].released = cl[i].released_upto = released;
+    cl[i].completed = cl[i].completed_upto = completed;
     cl[i].granted = granted;
+}
+
+static void set_released(int i, uint64_t n)
+{
+    cl[i].released = cl[i].released_upto = n;
+}
+
+static void set_completed(int i, uint64_t n)
+{
+    cl[i].completed = cl[i].completed_upto = n;
+}
+
+static int64_t decide(const struct pos_policy_ops *p, struct pos_sched_view *v)
+{
+    return p->decide(NULL, v);
 }
 
 static void test_registry(void)
@@ -51,11 +69,11 @@ static void test_fifo_lets_everything_go(void)
     client(0, 0, 0, 10, 10, 5, 0);
     client(1, 20, 2, 100, 50, 40, 50);
     struct pos_sched_view v = view(2, 1000);
-    pos_policy_find("fifo")->decide(&v);
+    decide(pos_policy_find("fifo"), &v);
     for (int i = 0; i < 2; i++) {
         CU_ASSERT_EQUAL(cl[i].mode, POS_GRANT_FREE);
         CU_ASSERT_EQUAL(cl[i].held, 0);
-        CU_ASSERT(cl[i].new_granted >= cl[i].submitted + 1024);
+        CU_ASSERT(cl[i].new_granted >= cl[i].submitted);
     }
 }
 
@@ -67,24 +85,59 @@ static void test_priority_holds_lower_class_while_higher_busy(void)
     client(1, 20, 2, 30, 20, 20, 20);
     struct pos_sched_view v = view(2, 1000000);
     cl[1].served_ns = 1000000; /* not starving */
-    p->decide(&v);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
     CU_ASSERT_EQUAL(cl[0].held, 0);
     CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
     CU_ASSERT_EQUAL(cl[1].held, 1);
     CU_ASSERT_EQUAL(cl[1].new_granted, 20);
     /* the latency client goes idle (all complete, nothing queued): batch runs, capped */
-    cl[0].completed = 50;
-    p->decide(&v);
+    set_completed(0, 50);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[1].held, 0);
     CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
     CU_ASSERT_EQUAL(cl[1].new_granted, 22); /* completed 20 + max_inflight 2 */
-    /* a waiting thread of the latency client is work too */
-    cl[0].waiting = 1;
+    /* the latency client launches again: batch is held, its grant not taken back */
+    cl[0].submitted = 51;
+    set_released(0, 51);
     cl[1].granted = 22;
-    p->decide(&v);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[1].held, 1);
-    CU_ASSERT_EQUAL(cl[1].new_granted, 22); /* never taken back */
+    CU_ASSERT_EQUAL(cl[1].new_granted, 22);
+}
+
+static void test_priority_alone_runs_free_whatever_its_cap(void)
+{
+    const struct pos_policy_ops *p = pos_policy_find("priority");
+    client(0, 20, 2, 300, 120, 100, 120);
+    struct pos_sched_view v = view(1, 1000);
+    decide(p, &v);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(cl[0].held, 0);
+    CU_ASSERT(cl[0].new_granted >= 300);
+}
+
+static void test_priority_stalled_or_idle_higher_class_holds_nobody(void)
+{
+    const struct pos_policy_ops *p = pos_policy_find("priority");
+    /* the latency client has work in flight but has not completed anything for a while */
+    client(0, 10, 0, 50, 50, 40, 50);
+    cl[0].stalled = 1;
+    client(1, 20, 2, 30, 20, 20, 20);
+    struct pos_sched_view v = view(2, 1000000);
+    cl[1].served_ns = 1000000;
+    decide(p, &v);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 22);
+    /* a waiter count the latency client writes with nothing queued is not work */
+    client(0, 10, 0, 50, 50, 50, 50);
+    cl[0].waiting = 5;
+    cl[1].granted = 22;
+    set_completed(1, 22);
+    set_released(1, 22);
+    decide(p, &v);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 24);
 }
 
 static void test_priority_other_devices_do_not_hold(void)
@@ -94,11 +147,11 @@ static void test_priority_other_devices_do_not_hold(void)
     client(1, 20, 4, 30, 20, 20, 20);
     cl[1].device = 1;
     struct pos_sched_view v = view(2, 1000);
-    p->decide(&v);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[1].held, 0);
-    CU_ASSERT_EQUAL(cl[1].new_granted, 24);
-    /* it is the most important client of its device but capped: a window, not free */
-    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
+    /* it is the most important client of its device: free, its cap does not apply */
+    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_FREE);
+    CU_ASSERT(cl[1].new_granted >= 30);
 }
 
 static void test_priority_starvation_guard(void)
@@ -110,24 +163,25 @@ static void test_priority_starvation_guard(void)
     /* early in the 200 ms period, unserved: not yet starving, held */
     cl[1].served_ns = 1000000;
     struct pos_sched_view v = view(2, 100000000);
-    p->decide(&v);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[1].held, 1);
     CU_ASSERT_EQUAL(cl[1].new_granted, 10);
     /* in the last 5% of the period, served 1 ms < 10 ms: it gets a step */
     v.now = 191000000;
-    p->decide(&v);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[1].held, 0);
     CU_ASSERT_EQUAL(cl[1].new_granted, 13);
     /* once served its share (10 ms of 200) it is held again */
     cl[1].served_ns = 11000000;
     cl[1].granted = 13;
-    p->decide(&v);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[1].held, 1);
     CU_ASSERT_EQUAL(cl[1].new_granted, 13);
     /* nothing queued: no guard grant even if unserved */
     cl[1].served_ns = 0;
-    cl[1].submitted = cl[1].launched = 13;
-    p->decide(&v);
+    cl[1].submitted = 13;
+    set_released(1, 13);
+    decide(p, &v);
     CU_ASSERT_EQUAL(cl[1].new_granted, 13);
 }
 
@@ -140,7 +194,7 @@ static void test_priority_three_classes(void)
     for (int i = 0; i < 3; i++)
         cl[i].served_ns = 1000000000;
     struct pos_sched_view v = view(3, 1000000);
-    p->decide(&v);
+    decide(p, &v);
     /* realtime is present, so latency launches in a window (credits), not freely */
     CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
     CU_ASSERT_EQUAL(cl[1].held, 0);
@@ -156,6 +210,8 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_fifo_lets_everything_go);
     POS_ADD_TEST(s, test_priority_holds_lower_class_while_higher_busy);
     POS_ADD_TEST(s, test_priority_other_devices_do_not_hold);
+    POS_ADD_TEST(s, test_priority_alone_runs_free_whatever_its_cap);
+    POS_ADD_TEST(s, test_priority_stalled_or_idle_higher_class_holds_nobody);
     POS_ADD_TEST(s, test_priority_starvation_guard);
     POS_ADD_TEST(s, test_priority_three_classes);
 }

@@ -1,0 +1,625 @@
+/* The scheduling core (see core.h): every client's operators from submission to completion,
+ * requests, stalls, guard periods, grant publication rules and the next decision time. Pure:
+ * the clock is an argument, memory is the only resource it takes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pos/client_shm.h"
+#include "sched/core.h"
+
+#define LAT_SUB 16 /* histogram sub-buckets per power of two */
+
+struct core_hist {
+    uint64_t n;
+    uint32_t b[SCHED_LAT_BUCKETS * 2];
+};
+
+struct core_client {
+    int used;
+    struct sched_client_conf conf;
+    struct pos_sched_op *ops; /* [SCHED_WINDOW] */
+    uint64_t submitted, released, completed, presumed;
+    uint64_t released_upto, completed_upto;
+    uint64_t granted;
+    uint32_t mode;
+    int held;
+    int published; /* something was published once */
+    uint32_t pub_mode;
+    uint64_t pub_granted;
+    uint32_t waiters;
+    int64_t last_progress_ns, last_done_ns, last_update;
+    int stalled;
+    uint64_t stalls;
+    uint64_t busy_ns;
+    int64_t served_ns;
+    struct pos_sched_request req;
+    uint64_t requests, request_ops;
+    struct core_hist lat, sync_lag;
+    int64_t added_at;
+};
+
+struct sched_core {
+    struct sched_params p;
+    const struct pos_sched_device *dev;
+    const struct pos_policy_ops *policy;
+    void *pstate;
+    int64_t period_start;
+    int64_t dev_since; /* device busy since, when nbusy > 0 */
+    int nbusy;         /* clients with operators in flight */
+    uint64_t dev_busy_ns, decisions;
+    uint64_t retired_submitted, retired_released, retired_completed;
+    struct core_client c[SCHED_MAX_CLIENTS];
+    struct pos_sched_client view[SCHED_MAX_CLIENTS];
+    struct pos_sched_client cb_view; /* the client of an on_complete call */
+    int order[SCHED_MAX_CLIENTS];
+};
+
+static void fill_view(struct sched_core *k, struct core_client *c, struct pos_sched_client *v,
+                      int slot);
+
+void sched_params_defaults(struct sched_params *p)
+{
+    p->tick_ns = 200000;
+    p->slow_tick_ns = 10000000;
+    p->guard_period_ns = 200000000;
+    p->stall_ns = 50000000;
+    p->credits = 1024;
+    p->sample_free = 32;
+}
+
+/* ---- histograms ----------------------------------------------------------------------- */
+
+static unsigned hist_index(uint64_t us)
+{
+    if (us < LAT_SUB)
+        return (unsigned)us;
+    unsigned e = 63u - (unsigned)__builtin_clzll(us); /* >= 4 */
+    unsigned sub = (unsigned)(us >> (e - 4)) & (LAT_SUB - 1);
+    unsigned idx = (e - 3) * LAT_SUB + sub;
+    return idx < SCHED_LAT_BUCKETS * 2 ? idx : SCHED_LAT_BUCKETS * 2 - 1;
+}
+
+/* The middle of bucket IDX, in ns. */
+static uint64_t hist_value_ns(unsigned idx)
+{
+    if (idx < LAT_SUB)
+        return (uint64_t)idx * 1000 + 500;
+    unsigned e = idx / LAT_SUB + 3, sub = idx % LAT_SUB;
+    uint64_t lo = ((uint64_t)LAT_SUB + sub) << (e - 4);
+    uint64_t width = (uint64_t)1 << (e - 4);
+    return (lo * 2 + width) * 500; /* (lo + width / 2) us */
+}
+
+static void hist_add(struct core_hist *h, int64_t ns)
+{
+    h->b[hist_index(ns > 0 ? (uint64_t)ns / 1000 : 0)]++;
+    h->n++;
+}
+
+static uint64_t hist_quantile(const struct core_hist *h, double q)
+{
+    if (!h->n)
+        return 0;
+    /* nearest rank, as posapp reports its percentiles: the ceil(q * n)-th smallest */
+    double r = q * (double)h->n;
+    uint64_t want = (uint64_t)r, seen = 0;
+    if ((double)want < r - 1e-9)
+        want++;
+    if (want < 1)
+        want = 1;
+    for (unsigned i = 0; i < SCHED_LAT_BUCKETS * 2; i++) {
+        seen += h->b[i];
+        if (seen >= want)
+            return hist_value_ns(i);
+    }
+    return hist_value_ns(SCHED_LAT_BUCKETS * 2 - 1);
+}
+
+/* ---- accounting ------------------------------------------------------------------------- */
+
+static uint64_t inflight(const struct core_client *c)
+{
+    return c->released - c->completed;
+}
+
+/* Accumulates C's busy time up to NOW (call before C's operators in flight change). */
+static void account(struct sched_core *k, struct core_client *c, int64_t now)
+{
+    if (inflight(c) && now > c->last_update) {
+        c->busy_ns += (uint64_t)(now - c->last_update);
+        c->served_ns += now - c->last_update;
+    }
+    c->last_update = now > c->last_update ? now : c->last_update;
+    (void)k;
+}
+
+/* Call after C's in flight changed from WAS_BUSY. Keeps the device's busy time. */
+static void busy_changed(struct sched_core *k, struct core_client *c, int was_busy, int64_t now)
+{
+    int busy = inflight(c) > 0;
+    if (busy == was_busy)
+        return;
+    if (busy) {
+        if (k->nbusy++ == 0)
+            k->dev_since = now;
+        c->last_progress_ns = now; /* the stall clock starts with work in flight */
+    } else if (--k->nbusy == 0 && now > k->dev_since) {
+        k->dev_busy_ns += (uint64_t)(now - k->dev_since);
+    }
+}
+
+static struct core_client *client(struct sched_core *k, int slot)
+{
+    if (slot < 0 || slot >= SCHED_MAX_CLIENTS || !k->c[slot].used)
+        return NULL;
+    return &k->c[slot];
+}
+
+static struct pos_sched_op *op_at(struct core_client *c, uint64_t seq)
+{
+    return &c->ops[seq & (SCHED_WINDOW - 1)];
+}
+
+static void advance_prefixes(struct core_client *c)
+{
+    while (c->released_upto < c->submitted &&
+           (op_at(c, c->released_upto + 1)->state & POS_SCHED_OP_RELEASED))
+        c->released_upto++;
+    while (c->completed_upto < c->submitted &&
+           (op_at(c, c->completed_upto + 1)->state & POS_SCHED_OP_DONE))
+        c->completed_upto++;
+}
+
+static void release_op(struct core_client *c, struct pos_sched_op *op, int64_t now)
+{
+    if (op->state & POS_SCHED_OP_RELEASED)
+        return;
+    op->state |= POS_SCHED_OP_RELEASED;
+    op->release_ns = now;
+    c->released++;
+}
+
+/* Marks OP done at WHEN; it is released too (it ran, so it was launched). */
+static void finish_op(struct sched_core *k, struct core_client *c, struct pos_sched_op *op,
+                      int64_t when, int presumed)
+{
+    if (op->state & POS_SCHED_OP_DONE)
+        return;
+    release_op(c, op, when);
+    op->state |= POS_SCHED_OP_DONE;
+    op->done_ns = when;
+    c->completed++;
+    if (presumed)
+        c->presumed++;
+    if (!presumed && k->policy->on_complete) {
+        fill_view(k, c, &k->cb_view, (int)(c - k->c));
+        k->policy->on_complete(k->pstate, &k->cb_view, op);
+    }
+}
+
+/* Work heard of: C is not stalled. */
+static void progress(struct core_client *c, int64_t now)
+{
+    c->last_progress_ns = now;
+    c->last_done_ns = now;
+    c->stalled = 0;
+}
+
+/* ---- lifetime --------------------------------------------------------------------------- */
+
+struct sched_core *sched_core_new(const struct sched_params *p, const struct pos_sched_device *dev,
+                                  const struct pos_policy_ops *policy, int64_t now)
+{
+    struct sched_core *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->p = *p;
+    k->dev = dev;
+    k->period_start = now;
+    k->policy = policy;
+    if (policy->init && policy->init(&k->pstate, dev) < 0) {
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+void sched_core_free(struct sched_core *k)
+{
+    if (!k)
+        return;
+    if (k->policy->fini)
+        k->policy->fini(k->pstate);
+    for (int i = 0; i < SCHED_MAX_CLIENTS; i++)
+        free(k->c[i].ops);
+    free(k);
+}
+
+int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
+                          const struct sched_params *p)
+{
+    void *state = NULL;
+    if (policy->init && policy->init(&state, k->dev) < 0)
+        return -ENOMEM;
+    if (k->policy->fini)
+        k->policy->fini(k->pstate);
+    k->policy = policy;
+    k->pstate = state;
+    k->p = *p;
+    return 0;
+}
+
+const struct pos_policy_ops *sched_core_policy(const struct sched_core *k)
+{
+    return k->policy;
+}
+
+int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,
+                          int64_t now)
+{
+    if (slot < 0 || slot >= SCHED_MAX_CLIENTS)
+        return -EINVAL;
+    struct core_client *c = &k->c[slot];
+    if (c->used)
+        sched_core_client_remove(k, slot, now);
+    struct pos_sched_op *ops = c->ops;
+    if (!ops && !(ops = malloc(SCHED_WINDOW * sizeof *ops)))
+        return -ENOMEM;
+    memset(c, 0, sizeof *c); /* every field: a reused slot keeps nothing */
+    c->ops = ops;
+    c->used = 1;
+    c->conf = *conf;
+    c->mode = POS_GRANT_WINDOW;
+    c->last_update = c->last_progress_ns = c->added_at = now;
+    return 0;
+}
+
+void sched_core_client_conf(struct sched_core *k, int slot, const struct sched_client_conf *conf)
+{
+    struct core_client *c = client(k, slot);
+    if (c)
+        c->conf = *conf;
+}
+
+void sched_core_client_remove(struct sched_core *k, int slot, int64_t now)
+{
+    struct core_client *c = client(k, slot);
+    if (!c)
+        return;
+    account(k, c, now);
+    int was = inflight(c) > 0;
+    k->retired_submitted += c->submitted;
+    k->retired_released += c->released;
+    k->retired_completed += c->completed;
+    c->completed = c->released; /* its share is free at once */
+    busy_changed(k, c, was, now);
+    c->used = 0;
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+/* Makes room for SEQ in C's window: the oldest operators are presumed complete. */
+static void make_room(struct sched_core *k, struct core_client *c, uint64_t seq, int64_t now)
+{
+    while (seq - c->completed_upto > SCHED_WINDOW) {
+        finish_op(k, c, op_at(c, c->completed_upto + 1), now, 1);
+        advance_prefixes(c);
+    }
+}
+
+static void request_note_launch(struct core_client *c, struct pos_sched_op *op)
+{
+    if (!c->req.active) {
+        c->req.active = 1;
+        c->req.id++;
+        c->req.start_ns = op->submit_ns;
+        c->req.ops = 0;
+    }
+    c->req.ops++;
+    op->request = c->req.id;
+}
+
+int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op *in, int released,
+                      int64_t now)
+{
+    struct core_client *c = client(k, slot);
+    if (!c || in->seq != c->submitted + 1)
+        return -EPROTO;
+    account(k, c, now);
+    int was = inflight(c) > 0;
+    make_room(k, c, in->seq, now);
+    struct pos_sched_op *op = op_at(c, in->seq);
+    *op = *in;
+    op->state = 0;
+    op->release_ns = op->done_ns = 0;
+    c->submitted = in->seq;
+    request_note_launch(c, op);
+    if (released || (c->mode == POS_GRANT_WINDOW && in->seq <= c->granted) ||
+        c->mode == POS_GRANT_FREE)
+        release_op(c, op, now);
+    advance_prefixes(c);
+    busy_changed(k, c, was, now);
+    return 0;
+}
+
+int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now)
+{
+    struct core_client *c = client(k, slot);
+    if (!c || seq != c->submitted + 1)
+        return -EPROTO;
+    account(k, c, now);
+    int was = inflight(c) > 0;
+    make_room(k, c, seq, now);
+    struct pos_sched_op *op = op_at(c, seq);
+    memset(op, 0, sizeof *op);
+    op->seq = seq;
+    c->submitted = seq;
+    finish_op(k, c, op, now, 1);
+    advance_prefixes(c);
+    busy_changed(k, c, was, now);
+    return 0;
+}
+
+int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
+                        int64_t now)
+{
+    struct core_client *c = client(k, slot);
+    if (!c || seq == 0 || seq > c->submitted)
+        return -EPROTO;
+    if (seq <= c->completed_upto)
+        return 0; /* known already (or presumed) */
+    account(k, c, now);
+    int was = inflight(c) > 0;
+    struct pos_sched_op *op = op_at(c, seq);
+    finish_op(k, c, op, done_ns > 0 ? done_ns : now, how == SCHED_DONE_PRESUMED);
+    advance_prefixes(c);
+    if (how != SCHED_DONE_PRESUMED)
+        progress(c, now);
+    busy_changed(k, c, was, now);
+    return 0;
+}
+
+/* Operators on the same stream complete in order. The default stream of a per-thread entry
+ * point is the thread's own; the legacy default stream (0) is the context's. */
+static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
+{
+    if (s->scope == SCHED_SYNC_CTX)
+        return op->ctx == s->ctx;
+    if (op->stream != s->stream)
+        return 0;
+    if (s->stream == 0 || s->stream == 2 /* CU_STREAM_PER_THREAD */) {
+        int po = op->ptsz || op->stream == 2, ps = s->ptsz || s->stream == 2;
+        return po == ps && op->ctx == s->ctx && (!po || op->tid == s->tid);
+    }
+    return 1;
+}
+
+static void request_maybe_end(struct core_client *c, int64_t when)
+{
+    if (!c->req.active || c->completed != c->submitted)
+        return;
+    c->req.active = 0;
+    c->requests++;
+    c->request_ops += c->req.ops;
+    hist_add(&c->lat, when - c->req.start_ns);
+}
+
+int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now)
+{
+    struct core_client *c = client(k, slot);
+    if (!c || s->covers > c->submitted || (s->scope != SCHED_SYNC_STREAM && s->scope != SCHED_SYNC_CTX))
+        return -EPROTO;
+    account(k, c, now);
+    int was = inflight(c) > 0;
+    int64_t when = s->end_ns > 0 && s->end_ns <= now ? s->end_ns : now;
+    for (uint64_t seq = c->completed_upto + 1; seq <= s->covers; seq++) {
+        struct pos_sched_op *op = op_at(c, seq);
+        if (!(op->state & POS_SCHED_OP_DONE) && on_scope(op, s))
+            finish_op(k, c, op, when, 0);
+    }
+    advance_prefixes(c);
+    progress(c, now);
+    busy_changed(k, c, was, now);
+    request_maybe_end(c, when);
+    return 0;
+}
+
+void sched_core_waiters(struct sched_core *k, int slot, uint32_t waiters)
+{
+    struct core_client *c = client(k, slot);
+    if (c)
+        c->waiters = waiters;
+}
+
+void sched_core_note_sync_lag(struct sched_core *k, int slot, int64_t lag_ns)
+{
+    struct core_client *c = client(k, slot);
+    if (c)
+        hist_add(&c->sync_lag, lag_ns);
+}
+
+/* ---- decisions -------------------------------------------------------------------------- */
+
+static void fill_view(struct sched_core *k, struct core_client *c, struct pos_sched_client *v,
+                      int slot)
+{
+    memset(v, 0, sizeof *v);
+    v->id = c->conf.id;
+    v->slot = slot;
+    v->priority = c->conf.priority;
+    v->max_inflight = c->conf.max_inflight;
+    v->min_share = c->conf.min_share;
+    v->weight = c->conf.weight;
+    v->slo_ms = c->conf.slo_ms;
+    v->device = c->conf.device;
+    v->submitted = c->submitted;
+    v->released = c->released;
+    v->completed = c->completed;
+    v->granted = c->granted;
+    v->released_upto = c->released_upto;
+    v->completed_upto = c->completed_upto;
+    /* what a client says of its own threads counts only while it has work not released */
+    v->waiting = c->submitted > c->released ? (int)(c->waiters < 1024 ? c->waiters : 1024) : 0;
+    v->stalled = c->stalled;
+    v->served_ns = c->served_ns;
+    v->last_done_ns = c->last_done_ns;
+    v->request = c->req;
+    v->ops = c->ops;
+    v->ops_mask = SCHED_WINDOW - 1;
+    v->mode = c->mode;
+    v->new_granted = c->granted;
+    (void)k;
+}
+
+/* Applies a decided grant: releases what it covers; a grant never goes back. */
+static void apply_grant(struct sched_core *k, struct core_client *c,
+                        const struct pos_sched_client *v, int64_t now)
+{
+    int was = inflight(c) > 0;
+    uint64_t g = v->new_granted > c->granted ? v->new_granted : c->granted;
+    c->mode = v->mode == POS_GRANT_FREE ? POS_GRANT_FREE : POS_GRANT_WINDOW;
+    c->granted = g;
+    c->held = v->held;
+    uint64_t upto = c->mode == POS_GRANT_FREE ? c->submitted : (g < c->submitted ? g : c->submitted);
+    for (uint64_t seq = c->released_upto + 1; seq <= upto; seq++)
+        release_op(c, op_at(c, seq), now);
+    advance_prefixes(c);
+    busy_changed(k, c, was, now);
+}
+
+/* Does C hold a lower class back by the core's rules? (for the report rate) */
+static int outranks_someone(const struct sched_core *k, const struct core_client *c)
+{
+    for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
+        const struct core_client *o = &k->c[i];
+        if (o->used && o != c && o->conf.device == c->conf.device &&
+            o->conf.priority > c->conf.priority && (o->held || o->mode == POS_GRANT_WINDOW))
+            return 1;
+    }
+    return 0;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants)
+{
+    size_t n = 0;
+    for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
+        struct core_client *c = &k->c[i];
+        if (!c->used)
+            continue;
+        account(k, c, now);
+        if (inflight(c) && now - c->last_progress_ns >= k->p.stall_ns) {
+            if (!c->stalled)
+                c->stalls++;
+            c->stalled = 1;
+        }
+        k->order[n] = i;
+        fill_view(k, c, &k->view[n], i);
+        n++;
+    }
+    if (now - k->period_start >= k->p.guard_period_ns) {
+        k->period_start = now;
+        for (size_t j = 0; j < n; j++) {
+            k->c[k->order[j]].served_ns = 0;
+            k->view[j].served_ns = 0;
+        }
+    }
+    struct pos_sched_view view = {
+        .now = now,
+        .period_start = k->period_start,
+        .guard_period_ns = k->p.guard_period_ns,
+        .credits = k->p.credits,
+        .device = k->dev,
+        .clients = k->view,
+        .nclients = n,
+    };
+    int64_t next = k->policy->decide(k->pstate, &view);
+    if (next <= now)
+        next = now + k->p.tick_ns;
+    k->decisions++;
+    for (size_t j = 0; j < n; j++)
+        apply_grant(k, &k->c[k->order[j]], &k->view[j], now);
+    for (size_t j = 0; j < n; j++) {
+        struct core_client *c = &k->c[k->order[j]];
+        struct sched_grant *g = &grants[k->order[j]];
+        g->mode = c->mode;
+        g->granted = c->granted;
+        g->held = c->held;
+        g->changed = !c->published || c->pub_mode != c->mode || c->pub_granted != c->granted;
+        c->published = 1;
+        c->pub_mode = c->mode;
+        c->pub_granted = c->granted;
+        /* a windowed client is released by its completions: it reports each one, at once;
+         * a client that holds others back must say at once when it is done */
+        int windowed = c->mode == POS_GRANT_WINDOW;
+        g->sample = windowed ? 1 : k->p.sample_free;
+        g->kick_on_done = windowed || outranks_someone(k, c);
+        /* when to look again */
+        uint64_t q = c->submitted - c->released, f = inflight(c);
+        if ((q && (c->held || c->waiters)) || (windowed && f))
+            next = min64(next, now + k->p.tick_ns);
+        if (f && !c->stalled)
+            next = min64(next, min64(now + k->p.slow_tick_ns, c->last_progress_ns + k->p.stall_ns));
+        if (now - c->added_at < k->p.slow_tick_ns)
+            next = min64(next, now + k->p.slow_tick_ns);
+    }
+    return next;
+}
+
+/* ---- statistics ------------------------------------------------------------------------- */
+
+int sched_core_client_held(const struct sched_core *k, int slot)
+{
+    return slot >= 0 && slot < SCHED_MAX_CLIENTS && k->c[slot].used && k->c[slot].held;
+}
+
+void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
+                             struct sched_client_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    struct core_client *c = client(k, slot);
+    if (!c)
+        return;
+    account(k, c, now);
+    s->submitted = c->submitted;
+    s->released = c->released;
+    s->completed = c->completed;
+    s->presumed = c->presumed;
+    s->in_flight = inflight(c);
+    s->queued = c->submitted - c->released;
+    s->busy_ns = c->busy_ns;
+    s->requests = c->requests;
+    s->request_ops = c->request_ops;
+    s->req_p50_ns = hist_quantile(&c->lat, 0.50);
+    s->req_p99_ns = hist_quantile(&c->lat, 0.99);
+    s->req_max_ns = hist_quantile(&c->lat, 1.0);
+    s->stalls = c->stalls;
+    s->sync_lag_n = c->sync_lag.n;
+    s->sync_lag_p50_ns = hist_quantile(&c->sync_lag, 0.50);
+    s->sync_lag_p99_ns = hist_quantile(&c->sync_lag, 0.99);
+}
+
+void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->submitted = k->retired_submitted;
+    s->released = k->retired_released;
+    s->completed = k->retired_completed;
+    for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
+        struct core_client *c = &k->c[i];
+        if (!c->used)
+            continue;
+        s->submitted += c->submitted;
+        s->released += c->released;
+        s->completed += c->completed;
+    }
+    s->busy_ns = k->dev_busy_ns;
+    if (k->nbusy && now > k->dev_since)
+        s->busy_ns += (uint64_t)(now - k->dev_since);
+    s->decisions = k->decisions;
+}

@@ -1,0 +1,152 @@
+/* The scheduling core: posd's whole account of its clients and every rule that decides
+ * behaviour, as pure code. The clock is an argument; there is no I/O, no liburing, no global
+ * state. posd's engine feeds it what clients wrote in shared memory; possim feeds it what its
+ * virtual clients do. Both run the same object files.
+ *
+ * What the core owns:
+ *   - each client's operators, one by one, from submission to completion, in a window of
+ *     SCHED_WINDOW sequence numbers (an operator older than that is presumed complete);
+ *   - completions: exact ones (markers), and synchronisations that bound everything on a
+ *     stream or a context up to a sequence number;
+ *   - requests, inferred from synchronisations: the first launch after an idle point starts
+ *     one; the synchronisation after which nothing is queued or in flight ends it;
+ *   - guard periods (the starvation guard's clock), stalls (work in flight with no completion
+ *     for stall_ns: it no longer counts as work that outranks anybody), the rule that a grant
+ *     is never taken back, when the next decision is due, and how often each client must
+ *     report completions (sample) and whether it must kick posd when it does.
+ * What a policy decides: each client's grant mode and how far its prefix of launches goes. */
+#ifndef POS_SCHED_CORE_H
+#define POS_SCHED_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/policy/policy.h"
+
+#define SCHED_MAX_CLIENTS 256
+#define SCHED_WINDOW      16384 /* operators tracked per client (power of two) */
+
+/* Tunables of the core's own rules (set from posd.conf's [daemon]/[policy], or by possim). */
+struct sched_params {
+    int64_t tick_ns;         /* decision period while a client waits or is windowed */
+    int64_t slow_tick_ns;    /* accounting period while work is in flight, nobody waits */
+    int64_t guard_period_ns; /* starvation-guard period */
+    int64_t stall_ns;        /* in flight this long with no completion: stalled */
+    uint32_t credits;        /* grant window beyond what a client submitted (FREE mode) */
+    uint32_t sample_free;    /* completion marker every N launches for an unconstrained client */
+};
+
+/* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
+ * sample 32. */
+void sched_params_defaults(struct sched_params *p);
+
+/* How an operator's completion was learnt (the numbering of enum pos_completion). */
+enum sched_done_how {
+    SCHED_DONE_NONE = 0,
+    SCHED_DONE_EXACT, /* its own completion marker */
+    SCHED_DONE_BOUND, /* a later marker on its stream or a synchronisation covered it */
+    SCHED_DONE_PRESUMED, /* never heard of: a hole, a failed launch, or out of the window */
+};
+
+/* A synchronisation the client reports: every operator with seq <= covers on SCOPE (a stream
+ * of one thread or context, or the whole context) was complete at end_ns. */
+enum sched_sync_scope { SCHED_SYNC_STREAM = 1, SCHED_SYNC_CTX };
+
+struct sched_sync {
+    uint32_t scope; /* enum sched_sync_scope */
+    uint32_t tid;
+    int ptsz;
+    uint64_t stream, ctx;
+    uint64_t covers;
+    int64_t end_ns;
+};
+
+/* Per-client configuration, from the admin's rules. */
+struct sched_client_conf {
+    uint32_t id;
+    int priority;
+    uint32_t max_inflight;
+    double min_share;
+    double weight;
+    double slo_ms;
+    int device;
+};
+
+/* What the adapter must publish for a client after a decision. */
+struct sched_grant {
+    uint32_t mode;    /* enum pos_grant_mode */
+    uint64_t granted; /* seqs <= granted may launch (WINDOW mode) */
+    int held;
+    int changed;        /* mode or granted differ from the last publication */
+    uint32_t sample;    /* completion marker every N launches */
+    int kick_on_done;   /* the client must kick posd on completions and synchronisations */
+};
+
+/* Request latency histogram: 8 sub-buckets per power of two of microseconds. */
+#define SCHED_LAT_BUCKETS 256
+
+struct sched_client_stats {
+    uint64_t submitted, released, completed, presumed;
+    uint64_t in_flight, queued;
+    uint64_t busy_ns;
+    uint64_t requests;          /* ended */
+    uint64_t request_ops;       /* operators of ended requests */
+    uint64_t req_p50_ns, req_p99_ns, req_max_ns;
+    uint64_t stalls;            /* times it was found stalled */
+    uint64_t sync_lag_n, sync_lag_p50_ns, sync_lag_p99_ns; /* report lag of syncs (adapter) */
+};
+
+struct sched_core;
+
+/* A core for DEVICE (the adapter owns DEVICE; it must outlive the core) running POLICY.
+ * NULL when out of memory. */
+struct sched_core *sched_core_new(const struct sched_params *p, const struct pos_sched_device *dev,
+                                  const struct pos_policy_ops *policy, int64_t now);
+void sched_core_free(struct sched_core *k);
+
+/* Replaces the policy (its state is rebuilt) and the tunables, e.g. after a reload. */
+int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
+                          const struct sched_params *p);
+const struct pos_policy_ops *sched_core_policy(const struct sched_core *k);
+
+/* Clients. A slot is any index below SCHED_MAX_CLIENTS; add resets it completely. */
+int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,
+                          int64_t now);
+void sched_core_client_conf(struct sched_core *k, int slot, const struct sched_client_conf *conf);
+/* The client left: everything it had is forgotten; device totals keep its counts. */
+void sched_core_client_remove(struct sched_core *k, int slot, int64_t now);
+
+/* Events, as the adapter reads them. Each returns 0, or -EPROTO when the client broke the
+ * protocol (the adapter disconnects it): out-of-order seqs, completions of operators it never
+ * submitted, coverage beyond what it submitted. */
+int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op *op, int released,
+                      int64_t now);
+/* A submission slot that was reserved but never written (its thread died mid-launch). */
+int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now);
+int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
+                        int64_t now);
+int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now);
+/* Threads of the client blocked on a grant, as the client says (believed only while it has
+ * operators that are not released). */
+void sched_core_waiters(struct sched_core *k, int slot, uint32_t waiters);
+
+/* Runs the policy at NOW. Fills GRANTS[slot] for every client present (a grant never goes
+ * back) and returns the absolute time of the next decision wanted, INT64_MAX for none. */
+int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants);
+
+/* Statistics. */
+void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
+                             struct sched_client_stats *s);
+struct sched_device_stats {
+    uint64_t submitted, released, completed; /* departed clients too */
+    uint64_t busy_ns;
+    uint64_t decisions;
+};
+void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s);
+/* The report lag of one synchronisation (when the adapter saw it minus when it returned). */
+void sched_core_note_sync_lag(struct sched_core *k, int slot, int64_t lag_ns);
+
+/* Held at the last decision? (for stats) */
+int sched_core_client_held(const struct sched_core *k, int slot);
+
+#endif

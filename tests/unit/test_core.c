@@ -1,0 +1,328 @@
+/* Tests the scheduling core (sched/core.c) through its events, with the real policies: counts
+ * of submitted / released / complete operators, a grant is never taken back, synchronisations
+ * complete exactly what they cover (stream, per-thread stream, context), requests are
+ * inferred from synchronisations, a client in flight with no completion stops outranking
+ * others after the stall time, waiter counts with nothing queued hold nobody, a reused slot
+ * keeps nothing, the window presumes its oldest operators complete, bad input is refused,
+ * the report rate and kick requests follow the grant mode, and the core and policies import
+ * no I/O or clock symbols. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pos/client_shm.h"
+#include "sched/core.h"
+#include "tests/cunit_main.h"
+
+#define MS 1000000LL
+
+static struct pos_sched_device dev = {.sm_count = 8};
+static struct sched_grant g[SCHED_MAX_CLIENTS];
+
+static struct sched_core *core(const char *policy)
+{
+    struct sched_params p;
+    sched_params_defaults(&p);
+    struct sched_core *k = sched_core_new(&p, &dev, pos_policy_find(policy), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    return k;
+}
+
+static void add(struct sched_core *k, int slot, int prio, uint32_t cap, int64_t now)
+{
+    struct sched_client_conf c = {.id = (uint32_t)slot + 1, .priority = prio, .max_inflight = cap};
+    CU_ASSERT_EQUAL(sched_core_client_add(k, slot, &c, now), 0);
+}
+
+static uint64_t next_seq[SCHED_MAX_CLIENTS];
+
+/* Submits N kernels on STREAM of thread TID; FREE says the client launched them freely. */
+static void submit(struct sched_core *k, int slot, int n, uint64_t stream, uint32_t tid, int free,
+                   int64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        struct pos_sched_op op = {.seq = ++next_seq[slot], .kind = 1, .stream = stream,
+                                  .tid = tid, .ctx = 0x10, .submit_ns = now};
+        CU_ASSERT_EQUAL(sched_core_submit(k, slot, &op, free, now), 0);
+    }
+}
+
+static struct sched_client_stats stats(struct sched_core *k, int slot, int64_t now)
+{
+    struct sched_client_stats s;
+    sched_core_client_stats(k, slot, now, &s);
+    return s;
+}
+
+static struct sched_sync stream_sync(uint64_t stream, uint64_t covers, int64_t end)
+{
+    struct sched_sync s = {.scope = SCHED_SYNC_STREAM, .stream = stream, .ctx = 0x10,
+                           .covers = covers, .end_ns = end};
+    return s;
+}
+
+static void test_counts_and_grants_never_go_back(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("priority");
+    add(k, 0, 10, 0, 0);  /* latency */
+    add(k, 1, 20, 2, 0);  /* batch, cap 2 */
+    sched_core_decide(k, 1, g);
+    submit(k, 1, 5, 0x100, 7, 0, 2); /* batch: windowed, latency idle: 2 released */
+    sched_core_decide(k, 3, g);
+    struct sched_client_stats s = stats(k, 1, 3);
+    CU_ASSERT_EQUAL(s.submitted, 5);
+    CU_ASSERT_EQUAL(s.released, 2);
+    CU_ASSERT_EQUAL(s.in_flight, 2);
+    CU_ASSERT_EQUAL(g[1].mode, POS_GRANT_WINDOW);
+    CU_ASSERT_EQUAL(g[1].granted, 2);
+    CU_ASSERT_EQUAL(g[1].sample, 1);
+    CU_ASSERT_EQUAL(g[1].kick_on_done, 1);
+    /* the latency client launches: batch held, its grant of 2 stays */
+    submit(k, 0, 3, 0x200, 8, 1, 4);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 1, 1, 5, SCHED_DONE_EXACT, 5), 0);
+    sched_core_decide(k, 6, g);
+    CU_ASSERT_EQUAL(g[1].held, 1);
+    CU_ASSERT_EQUAL(g[1].granted, 2);
+    CU_ASSERT_EQUAL(g[0].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(g[0].kick_on_done, 1); /* it holds someone back: it must say when done */
+    CU_ASSERT_EQUAL(stats(k, 0, 6).in_flight, 3);
+    /* latency done (its sync covers all three): batch gets its window again */
+    struct sched_sync sy = stream_sync(0x200, 3, 7);
+    CU_ASSERT_EQUAL(sched_core_sync(k, 0, &sy, 7), 0);
+    sched_core_decide(k, 8, g);
+    CU_ASSERT_EQUAL(g[1].held, 0);
+    CU_ASSERT_EQUAL(g[1].granted, 3); /* one of two in flight complete: one more */
+    sched_core_free(k);
+}
+
+static void test_sync_completes_only_its_scope(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("fifo");
+    add(k, 0, 10, 0, 0);
+    sched_core_decide(k, 0, g);
+    submit(k, 0, 2, 0x100, 1, 1, 1); /* seq 1-2: stream A */
+    submit(k, 0, 2, 0x200, 1, 1, 1); /* seq 3-4: stream B */
+    submit(k, 0, 2, 0, 1, 1, 1);     /* seq 5-6: legacy default stream, thread 1 */
+    struct sched_sync sa = stream_sync(0x100, 6, 2);
+    sched_core_sync(k, 0, &sa, 2);
+    CU_ASSERT_EQUAL(stats(k, 0, 2).completed, 2);
+    /* the per-thread default stream of thread 2 is not the legacy one */
+    struct sched_sync sp = stream_sync(0, 6, 3);
+    sp.ptsz = 1;
+    sp.tid = 2;
+    sched_core_sync(k, 0, &sp, 3);
+    CU_ASSERT_EQUAL(stats(k, 0, 3).completed, 2);
+    struct sched_sync sl = stream_sync(0, 6, 3);
+    sched_core_sync(k, 0, &sl, 3);
+    CU_ASSERT_EQUAL(stats(k, 0, 3).completed, 4);
+    /* a stream sync covering only up to seq 3 completes B's first operator only */
+    struct sched_sync sb = stream_sync(0x200, 3, 4);
+    sched_core_sync(k, 0, &sb, 4);
+    CU_ASSERT_EQUAL(stats(k, 0, 4).completed, 5);
+    struct sched_sync sc = {.scope = SCHED_SYNC_CTX, .ctx = 0x10, .covers = 6, .end_ns = 5};
+    sched_core_sync(k, 0, &sc, 5);
+    CU_ASSERT_EQUAL(stats(k, 0, 5).completed, 6);
+    CU_ASSERT_EQUAL(stats(k, 0, 5).in_flight, 0);
+    sched_core_free(k);
+}
+
+static void test_requests_inferred_from_syncs(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("fifo");
+    add(k, 0, 10, 0, 0);
+    sched_core_decide(k, 0, g);
+    for (int r = 0; r < 10; r++) {
+        int64_t t0 = (r + 1) * 100 * MS;
+        submit(k, 0, 20, 0x100, 1, 1, t0);
+        /* a marker mid-request does not end it */
+        sched_core_complete(k, 0, next_seq[0] - 10, t0 + 1 * MS, SCHED_DONE_EXACT, t0 + 1 * MS);
+        struct sched_sync s = stream_sync(0x100, next_seq[0], t0 + (r < 9 ? 4 : 8) * MS);
+        sched_core_sync(k, 0, &s, t0 + 9 * MS);
+    }
+    struct sched_client_stats s = stats(k, 0, 2000 * MS);
+    CU_ASSERT_EQUAL(s.requests, 10);
+    CU_ASSERT_EQUAL(s.request_ops, 200);
+    /* p50 4 ms, p99 (the slowest of 10) 8 ms, within the histogram's resolution */
+    CU_ASSERT(s.req_p50_ns > 3.8 * MS && s.req_p50_ns < 4.2 * MS);
+    CU_ASSERT(s.req_p99_ns > 7.6 * MS && s.req_p99_ns < 8.4 * MS);
+    sched_core_free(k);
+}
+
+static void test_stalled_client_stops_holding_others(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("priority");
+    add(k, 0, 10, 0, 0);
+    add(k, 1, 20, 2, 0);
+    sched_core_decide(k, 0, g);
+    submit(k, 0, 4, 0x100, 1, 1, 1 * MS); /* latency: in flight, then never heard of again */
+    submit(k, 1, 4, 0x200, 2, 0, 1 * MS);
+    int64_t next = sched_core_decide(k, 2 * MS, g);
+    CU_ASSERT_EQUAL(g[1].held, 1);
+    /* the core wants to look again by the time the stall would be declared */
+    CU_ASSERT(next <= 1 * MS + 50 * MS);
+    sched_core_decide(k, 40 * MS, g);
+    CU_ASSERT_EQUAL(g[1].held, 1);
+    sched_core_decide(k, 52 * MS, g);
+    CU_ASSERT_EQUAL(g[1].held, 0);
+    CU_ASSERT_EQUAL(g[1].granted, 2);
+    CU_ASSERT_EQUAL(stats(k, 0, 52 * MS).stalls, 1);
+    /* it completes something again: it outranks again */
+    sched_core_complete(k, 0, 1, 53 * MS, SCHED_DONE_EXACT, 53 * MS);
+    sched_core_decide(k, 53 * MS, g);
+    CU_ASSERT_EQUAL(g[1].held, 1);
+    sched_core_free(k);
+}
+
+static void test_waiters_without_queued_work_are_ignored(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("priority");
+    add(k, 0, 10, 2, 0);
+    add(k, 1, 20, 2, 0);
+    add(k, 2, 0, 0, 0); /* realtime, idle: the latency client runs in a window */
+    sched_core_decide(k, 0, g);
+    sched_core_waiters(k, 0, 1000); /* a lie: it has nothing queued */
+    submit(k, 1, 4, 0x200, 2, 0, 1);
+    sched_core_decide(k, 2, g);
+    CU_ASSERT_EQUAL(g[1].held, 0);
+    CU_ASSERT_EQUAL(g[1].granted, 2);
+    sched_core_free(k);
+}
+
+static void test_reused_slot_keeps_nothing(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("priority");
+    add(k, 3, 20, 2, 0);
+    sched_core_decide(k, 0, g);
+    submit(k, 3, 10, 0x200, 2, 0, 1);
+    sched_core_decide(k, 2, g);
+    sched_core_client_remove(k, 3, 3);
+    struct sched_device_stats d;
+    sched_core_device_stats(k, 3, &d);
+    CU_ASSERT_EQUAL(d.submitted, 10);
+    add(k, 3, 20, 2, 4);
+    next_seq[3] = 0;
+    struct sched_client_stats s = stats(k, 3, 4);
+    CU_ASSERT_EQUAL(s.submitted, 0);
+    CU_ASSERT_EQUAL(s.in_flight, 0);
+    submit(k, 3, 1, 0x200, 2, 0, 5);
+    sched_core_decide(k, 5, g);
+    CU_ASSERT_EQUAL(g[3].mode, POS_GRANT_FREE); /* alone: free */
+    CU_ASSERT_EQUAL(g[3].changed, 1);
+    sched_core_free(k);
+}
+
+static void test_window_presumes_oldest_complete(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("fifo");
+    add(k, 0, 10, 0, 0);
+    sched_core_decide(k, 0, g);
+    submit(k, 0, SCHED_WINDOW + 5, 0x100, 1, 1, 1);
+    struct sched_client_stats s = stats(k, 0, 2);
+    CU_ASSERT_EQUAL(s.presumed, 5);
+    CU_ASSERT_EQUAL(s.in_flight, SCHED_WINDOW);
+    sched_core_free(k);
+}
+
+static void test_bad_input_refused(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("fifo");
+    add(k, 0, 10, 0, 0);
+    submit(k, 0, 3, 0x100, 1, 1, 1);
+    struct pos_sched_op op = {.seq = 7};
+    CU_ASSERT_EQUAL(sched_core_submit(k, 0, &op, 1, 2), -EPROTO); /* out of order */
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 2, SCHED_DONE_EXACT, 2), -EPROTO);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 0, 2, SCHED_DONE_EXACT, 2), -EPROTO);
+    struct sched_sync s = stream_sync(0x100, 9, 2);
+    CU_ASSERT_EQUAL(sched_core_sync(k, 0, &s, 2), -EPROTO);
+    s.covers = 3;
+    s.scope = 77;
+    CU_ASSERT_EQUAL(sched_core_sync(k, 0, &s, 2), -EPROTO);
+    CU_ASSERT_EQUAL(sched_core_submit(k, 5, &op, 1, 2), -EPROTO); /* no such client */
+    CU_ASSERT_EQUAL(stats(k, 0, 3).submitted, 3);
+    sched_core_free(k);
+}
+
+static void test_idle_core_wants_no_tick(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("priority");
+    add(k, 0, 10, 0, 0);
+    CU_ASSERT(sched_core_decide(k, 20 * MS, g) == INT64_MAX);
+    submit(k, 0, 2, 0x100, 1, 1, 21 * MS);
+    int64_t next = sched_core_decide(k, 21 * MS, g);
+    CU_ASSERT(next > 21 * MS && next <= 31 * MS); /* accounting while in flight */
+    struct sched_sync s = stream_sync(0x100, 2, 22 * MS);
+    sched_core_sync(k, 0, &s, 22 * MS);
+    CU_ASSERT(sched_core_decide(k, 22 * MS, g) == INT64_MAX);
+    sched_core_free(k);
+}
+
+/* The core and the policies import no I/O and no clock: possim runs them in virtual time. */
+static void test_core_and_policies_are_pure(void)
+{
+    static const char *const objs =
+        "build/obj/sched/core.o build/obj/sched/policy/fifo.o build/obj/sched/policy/priority.o "
+        "build/obj/sched/policy/view.o build/obj/sched/policy/registry.o";
+    static const char *const allowed[] = {"calloc", "malloc", "free", "realloc", "memset",
+                                          "memcpy", "strcmp", "_GLOBAL_OFFSET_TABLE_", NULL};
+    /* what the objects define among themselves is theirs */
+    char cmd[512], defined[8192] = " ";
+    snprintf(cmd, sizeof cmd, "nm --defined-only %s 2>/dev/null", objs);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char line[256];
+    while (fgets(line, sizeof line, p)) {
+        char addr[40], type[4], sym[200];
+        if (sscanf(line, "%39s %3s %199s", addr, type, sym) == 3 &&
+            strlen(defined) + strlen(sym) + 2 < sizeof defined) {
+            strcat(defined, sym);
+            strcat(defined, " ");
+        }
+    }
+    pclose(p);
+    snprintf(cmd, sizeof cmd, "nm -u %s 2>&1", objs);
+    p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    int symbols = 0, foreign = 0;
+    while (fgets(line, sizeof line, p)) {
+        char sym[200];
+        if (sscanf(line, " U %199s", sym) != 1)
+            continue;
+        symbols++;
+        char word[208];
+        snprintf(word, sizeof word, " %s ", sym);
+        int ok = strstr(defined, word) != NULL;
+        for (int i = 0; allowed[i]; i++)
+            ok |= strcmp(sym, allowed[i]) == 0;
+        if (!ok) {
+            fprintf(stderr, "core/policy imports %s\n", sym);
+            foreign++;
+        }
+    }
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    CU_ASSERT(symbols > 0); /* nm ran and read the objects */
+    CU_ASSERT_EQUAL(foreign, 0);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("core", NULL, NULL);
+    POS_ADD_TEST(s, test_counts_and_grants_never_go_back);
+    POS_ADD_TEST(s, test_sync_completes_only_its_scope);
+    POS_ADD_TEST(s, test_requests_inferred_from_syncs);
+    POS_ADD_TEST(s, test_stalled_client_stops_holding_others);
+    POS_ADD_TEST(s, test_waiters_without_queued_work_are_ignored);
+    POS_ADD_TEST(s, test_reused_slot_keeps_nothing);
+    POS_ADD_TEST(s, test_window_presumes_oldest_complete);
+    POS_ADD_TEST(s, test_bad_input_refused);
+    POS_ADD_TEST(s, test_idle_core_wants_no_tick);
+    POS_ADD_TEST(s, test_core_and_policies_are_pure);
+}
