@@ -141,6 +141,7 @@ SHIM_PROG_LINK_runtime := -ldl -pthread
 SHIM_PROG_LINK_nocuda  := -ldl
 SHIM_PROG_LINK_graph   := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_fork    := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_threads := -L$(CUDA_STUB) -lcuda -pthread
 $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SHIM_PROG_LINK_$*)

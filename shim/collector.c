@@ -23,6 +23,11 @@ struct pending {
     struct pos_op_record r;
 };
 
+/* A thread's counters, or the sum of several threads'. */
+struct counts {
+    uint64_t launches, captured, failed, dropped, markers, mfail, syncs, sync_ns;
+};
+
 static struct {
     pthread_t thread;
     pthread_once_t once;
@@ -35,6 +40,7 @@ static struct {
     uint64_t next_seq;
     FILE *trace;
     uint64_t written, timed_out, dropped;
+    struct counts exited; /* of the threads whose rings were reclaimed */
 } C = {.once = PTHREAD_ONCE_INIT,
        .mutex = PTHREAD_MUTEX_INITIALIZER,
        .cond = PTHREAD_COND_INITIALIZER,
@@ -196,12 +202,28 @@ static int pend_push(const struct pos_op_record *r)
     return 0;
 }
 
+static void add_counts(struct counts *c, struct shim_thread *t)
+{
+    c->launches += atomic_load(&t->launches);
+    c->captured += atomic_load(&t->captured);
+    c->failed += atomic_load(&t->failed);
+    c->dropped += atomic_load(&t->dropped);
+    c->markers += atomic_load(&t->markers);
+    c->mfail += atomic_load(&t->marker_failures);
+    c->syncs += atomic_load(&t->syncs);
+    c->sync_ns += atomic_load(&t->sync_ns);
+}
+
 static size_t drain(void)
 {
     size_t n = 0;
+    /* seen exited before its tail was read: once drained, nothing of its thread is left */
+    int exited[SHIM_MAX_THREADS];
     for (int i = 0; i < SHIM_MAX_THREADS; i++) {
         struct shim_thread *t = &shim_threads[i];
-        if (atomic_load_explicit(&t->state, memory_order_acquire) == 0)
+        int state = atomic_load_explicit(&t->state, memory_order_acquire);
+        exited[i] = state == 2;
+        if (state == 0)
             continue;
         uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
         uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
@@ -228,6 +250,10 @@ static size_t drain(void)
         for (; head != tail; head++)
             apply_sync(&t->sync_ring[head % SHIM_SYNC_RING], t->tid);
         atomic_store_explicit(&t->sync_head, head, memory_order_release);
+        if (exited[i]) {
+            add_counts(&C.exited, t);
+            shim_thread_reclaim(t);
+        }
     }
     return n;
 }
@@ -385,34 +411,29 @@ void shim_collector_start(void)
 
 static void write_summary(void)
 {
-    uint64_t launches = 0, captured = 0, failed = 0, dropped = C.dropped, markers = 0, mfail = 0,
-             syncs = 0, sync_ns = 0;
+    struct counts c = C.exited;
     for (int i = 0; i < SHIM_MAX_THREADS; i++) {
         struct shim_thread *t = &shim_threads[i];
-        if (atomic_load(&t->state) == 0)
-            continue;
-        launches += atomic_load(&t->launches);
-        captured += atomic_load(&t->captured);
-        failed += atomic_load(&t->failed);
-        dropped += atomic_load(&t->dropped);
-        markers += atomic_load(&t->markers);
-        mfail += atomic_load(&t->marker_failures);
-        syncs += atomic_load(&t->syncs);
-        sync_ns += atomic_load(&t->sync_ns);
+        if (atomic_load(&t->state) != 0)
+            add_counts(&c, t);
     }
+    uint64_t dropped = c.dropped + C.dropped, unrecorded = atomic_load(&shim_unrecorded);
     if (C.trace)
         fprintf(C.trace,
                 "# summary operators %llu launches %llu captured %llu failed %llu dropped %llu "
-                "markers %llu marker_failures %llu no_completion %llu syncs %llu sync_ms %.3f\n",
-                (unsigned long long)C.written, (unsigned long long)launches,
-                (unsigned long long)captured, (unsigned long long)failed,
-                (unsigned long long)dropped, (unsigned long long)markers, (unsigned long long)mfail,
-                (unsigned long long)C.timed_out, (unsigned long long)syncs, sync_ns / 1e6);
+                "markers %llu marker_failures %llu no_completion %llu syncs %llu sync_ms %.3f "
+                "unrecorded %llu\n",
+                (unsigned long long)C.written, (unsigned long long)c.launches,
+                (unsigned long long)c.captured, (unsigned long long)c.failed,
+                (unsigned long long)dropped, (unsigned long long)c.markers,
+                (unsigned long long)c.mfail, (unsigned long long)C.timed_out,
+                (unsigned long long)c.syncs, c.sync_ns / 1e6, (unsigned long long)unrecorded);
     if (shim_cfg.debug)
-        shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu",
-                 (unsigned long long)C.written, (unsigned long long)launches,
-                 (unsigned long long)captured, (unsigned long long)failed,
-                 (unsigned long long)dropped);
+        shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu "
+                 "unrecorded %llu",
+                 (unsigned long long)C.written, (unsigned long long)c.launches,
+                 (unsigned long long)c.captured, (unsigned long long)c.failed,
+                 (unsigned long long)dropped, (unsigned long long)unrecorded);
 }
 
 void shim_collector_stop(void)

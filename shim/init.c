@@ -203,10 +203,17 @@ SHIM_API void *dlsym(void *handle, const char *name)
 /* ---- per-thread rings ----------------------------------------------------------------------- */
 
 static pthread_key_t thread_key;
+_Atomic uint64_t shim_unrecorded;
 
+/* The key's destructor, at thread exit: hands the ring to the collector, which drains what is
+ * left and frees it (shim_thread_reclaim). Every record and counter the thread wrote was
+ * published before this release store. Another library's thread-exit destructor may still
+ * launch after this one ran: with the TLS pointer cleared, that launch attaches afresh (and
+ * setting the key again brings this destructor back for the new ring). */
 static void thread_exit(void *arg)
 {
     struct shim_thread *t = arg;
+    shim_self_tls = NULL;
     atomic_store_explicit(&t->state, 2, memory_order_release);
 }
 
@@ -223,7 +230,9 @@ struct shim_thread *shim_thread_attach(void)
         t->tid = (uint32_t)gettid();
         t->until_marker = shim_cfg.sample;
         shim_self_tls = t;
-        pthread_setspecific(thread_key, t);
+        /* without the key the ring is never handed back: it stays this thread's, still drained */
+        if (pthread_setspecific(thread_key, t) != 0 && shim_cfg.debug)
+            shim_log("thread %u: its ring will not be reused after it exits", t->tid);
         /* a context to register completion markers in, as early as possible */
         uint64_t ctx = shim_current_ctx();
         if (ctx) {
@@ -234,6 +243,42 @@ struct shim_thread *shim_thread_attach(void)
         return t;
     }
     return NULL;
+}
+
+/* Gives the pages of T's record and sync slots back to the kernel; they read as zeros when
+ * next touched. Only pages wholly inside them: a page shared with a neighbouring slot may be
+ * being written by its thread, and the header (state above all) must never change under an
+ * attaching thread's compare-exchange: it is reset by hand. Cheap: one call per exited
+ * thread, off the launch path, like the C library's release of a dead thread's stack. */
+static void release_pages(struct shim_thread *t)
+{
+    long psz = sysconf(_SC_PAGESIZE);
+    if (psz <= 0)
+        return;
+    uintptr_t page = (uintptr_t)psz;
+    uintptr_t lo = ((uintptr_t)t->ring + page - 1) & ~(page - 1);
+    uintptr_t hi = (uintptr_t)(t + 1) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED); /* failing only keeps the memory */
+}
+
+void shim_thread_reclaim(struct shim_thread *t)
+{
+    release_pages(t);
+    /* field by field, not memset: attaching threads read state concurrently. The record and
+     * sync slots need no clearing: each is written whole before it is published. */
+    t->tid = 0;
+    t->until_marker = 0;
+    atomic_store_explicit(&t->head, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->tail, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sync_head, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sync_tail, 0, memory_order_relaxed);
+    _Atomic uint64_t *counters[] = {&t->launches, &t->captured,        &t->failed, &t->dropped,
+                                    &t->markers,  &t->marker_failures, &t->syncs,  &t->sync_ns};
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+    /* the reset is visible to whoever claims the slot next (its compare-exchange acquires) */
+    atomic_store_explicit(&t->state, 0, memory_order_release);
 }
 
 /* ---- load, fork, exit ----------------------------------------------------------------------- */

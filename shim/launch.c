@@ -110,8 +110,10 @@ static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64
     if (!shim_active)
         return 0;
     L->t = shim_self();
-    if (unlikely(!L->t))
+    if (unlikely(!L->t)) {
+        atomic_fetch_add_explicit(&shim_unrecorded, 1, memory_order_relaxed); /* no ring free */
         return 0;
+    }
     L->submit_ns = shim_now_ns();
     L->kind = kind;
     L->flags = ptsz ? POS_OPF_PTSZ : 0;

@@ -92,6 +92,8 @@ struct shim_sync_event {
     uint64_t start_ns, end_ns;
 };
 
+/* A ring's life: free (0) -> owned (1) at its thread's first launch or sync -> exited (2) when the
+ * thread ends -> free again once the collector has drained it and kept its counts. */
 struct shim_thread {
     _Atomic int state; /* 0 free, 1 owned by a live thread, 2 its thread exited */
     uint32_t tid;
@@ -112,6 +114,13 @@ extern __thread struct shim_thread *shim_self_tls __attribute__((tls_model("init
 /* Claims a ring for the calling thread (first launch of a thread; slow path). NULL if all
  * are taken. */
 struct shim_thread *shim_thread_attach(void);
+
+/* Frees the ring of an exited thread (state 2) for another thread. Collector only, once it
+ * has drained the ring after seeing state 2 and has kept its counters. */
+void shim_thread_reclaim(struct shim_thread *t);
+
+/* Launches that went to the driver unrecorded: every ring was owned by a live thread. */
+extern _Atomic uint64_t shim_unrecorded;
 
 static inline struct shim_thread *shim_self(void)
 {

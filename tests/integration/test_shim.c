@@ -2,8 +2,9 @@
  * of a -lcuda program (posapp in all its modes), a dlopen+dlsym program and a runtime-style
  * program (cuGetProcAddress_v2, per-thread default stream, 4 threads) is seen exactly once
  * (trace operator lines = the program's launches); results with and without the shim are the
- * same; graph capture + launch; fork + exec; processes that never touch CUDA or find no
- * driver see what they would without the shim; POS_MODE=off. */
+ * same; graph capture + launch; 2,000 short-lived threads, rings reused; fork + exec;
+ * processes that never touch CUDA or find no driver see what they would without the shim;
+ * POS_MODE=off. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -81,13 +82,17 @@ struct trace_stats {
     long with_completion;
     long summary_captured;
     long summary_dropped;
+    long summary_launches;
+    long summary_syncs;
+    long summary_unrecorded;
     char first_names[512];
 };
 
 static void read_trace(const char *path, struct trace_stats *t)
 {
     memset(t, 0, sizeof *t);
-    t->summary_captured = t->summary_dropped = -1;
+    t->summary_captured = t->summary_dropped = t->summary_launches = -1;
+    t->summary_syncs = t->summary_unrecorded = -1;
     FILE *f = fopen(path, "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     char line[1024];
@@ -96,6 +101,9 @@ static void read_trace(const char *path, struct trace_stats *t)
             if (strncmp(line, "# summary", 9) == 0) {
                 t->summary_captured = util_number(line, "captured");
                 t->summary_dropped = util_number(line, "dropped");
+                t->summary_launches = util_number(line, "launches");
+                t->summary_syncs = util_number(line, "syncs");
+                t->summary_unrecorded = util_number(line, "unrecorded");
             }
             continue;
         }
@@ -230,6 +238,35 @@ static void test_graph_launch_is_one_operator(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(t.first_names, "graph "));
 }
 
+/* Far more threads than the shim has rings (SHIM_MAX_THREADS) launch over the process's life,
+ * a few at a time: each ring is reused once its thread has exited and been drained, and the
+ * summary still counts every thread's launches and syncs, also of launches made after the
+ * shim's thread-exit destructor ran. */
+static void test_thousands_of_short_threads_all_traced(void)
+{
+    struct result r;
+    struct trace_stats t;
+    const char *const argv[] = {"build/tests/shim_threads", "2000", "64", "3", NULL};
+    traced_run("threads", argv, "launches", &r, &t);
+    CU_ASSERT_EQUAL(util_number(r.out, "launches"), 6000);
+    CU_ASSERT_EQUAL(t.operators, 6000);
+    CU_ASSERT_EQUAL(t.summary_launches, 6000);
+    CU_ASSERT_EQUAL(t.summary_syncs, 2000);
+    CU_ASSERT_EQUAL(t.summary_dropped, 0);
+    CU_ASSERT_EQUAL(t.summary_unrecorded, 0);
+    if (t.operators != 6000 || t.summary_unrecorded != 0)
+        fprintf(stderr, "threads: %ld operators, summary launches %ld unrecorded %ld\n",
+                t.operators, t.summary_launches, t.summary_unrecorded);
+    /* and a last launch from a thread-exit destructor that runs after the shim's takes a ring
+     * of its own, never the one just handed back */
+    const char *const late[] = {"build/tests/shim_threads", "500", "16", "2", "1", NULL};
+    traced_run("threads-late", late, "launches", &r, &t);
+    CU_ASSERT_EQUAL(t.operators, 1500);
+    CU_ASSERT_EQUAL(t.summary_launches, 1500);
+    CU_ASSERT_EQUAL(t.summary_syncs, 1000);
+    CU_ASSERT_EQUAL(t.summary_unrecorded, 0);
+}
+
 static void test_fork_and_exec(void)
 {
     char trace_env[256];
@@ -319,4 +356,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_fork_and_exec);
     POS_ADD_TEST(s, test_processes_without_cuda_or_driver);
     POS_ADD_TEST(s, test_mode_off_records_nothing);
+    POS_ADD_TEST(s, test_thousands_of_short_threads_all_traced);
 }
