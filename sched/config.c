@@ -29,7 +29,7 @@
 static const struct posd_class builtin_classes[] = {
     {.name = "realtime", .priority = 0},
     {.name = "latency", .priority = 10},
-    {.name = "batch", .priority = 20, .max_inflight = 2},
+    {.name = "batch", .priority = 20, .max_inflight = 0},
 };
 #define NBUILTIN (int)(sizeof builtin_classes / sizeof builtin_classes[0])
 
@@ -44,6 +44,7 @@ void posd_config_defaults(struct posd_config *c)
     c->log_level = POSD_LOG_INFO;
     c->guard_period_ms = 200;
     c->stall_ms = 50;
+    c->window_us = 500;
     c->min_share = DEFAULT_MIN_SHARE;
     for (int i = 0; i < NBUILTIN; i++) {
         c->classes[i] = builtin_classes[i];
@@ -422,6 +423,7 @@ static const struct key_spec policy_keys[] = {
     {"guard_period_ms", parse_number, CFG(guard_period_ms), RANGE(1, 60000)},
     {"min_share", parse_number, CFG(min_share), RANGE(0, 1)},
     {"stall_ms", parse_number, CFG(stall_ms), RANGE(1, 60000)},
+    {"window_us", parse_number, CFG(window_us), RANGE(1, 1000000)},
 };
 
 static const struct key_spec class_keys[] = {

@@ -64,6 +64,7 @@ struct posd_config {
     double guard_period_ms;
     double min_share; /* default for classes that do not set one */
     double stall_ms;  /* in flight this long with no completion: no longer outranks anyone */
+    double window_us; /* device time a windowed client without a cap may have in flight */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;

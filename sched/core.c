@@ -29,6 +29,9 @@ struct core_client {
     uint64_t pub_granted;
     uint32_t waiters;
     int64_t last_progress_ns, last_done_ns, last_update;
+    int64_t last_exact_ns; /* device time of its last exactly known completion */
+    uint64_t last_exact_seq;
+    double op_ns;          /* running estimate of one operator's device time */
     int stalled;
     uint64_t stalls;
     uint64_t busy_ns;
@@ -65,6 +68,7 @@ void sched_params_defaults(struct sched_params *p)
     p->guard_period_ns = 200000000;
     p->stall_ns = 50000000;
     p->credits = 1024;
+    p->window_ns = 500000;
     p->sample_free = 32;
 }
 
@@ -299,6 +303,27 @@ void sched_core_client_remove(struct sched_core *k, int slot, int64_t now)
 
 /* ---- events ----------------------------------------------------------------------------- */
 
+/* An exact completion at WHEN. When this operator was released before the client's previous
+ * exact completion, it ran back to back behind the operators completed since (a client's
+ * operators run one after another on its stream): the time between the two completions over
+ * their count is a clean sample of one operator's device time, and feeds an exponentially
+ * weighted estimate (1/8), what windows are sized by. An operator released after the previous
+ * completion also waited for its launch and for posd: no sample. Completions seen in one poll
+ * of the collector share one time; they are counted into the next distinct one. */
+static void learn_op_time(struct core_client *c, const struct pos_sched_op *op, int64_t when)
+{
+    if (when <= c->last_exact_ns || op->seq <= c->last_exact_seq)
+        return;
+    uint64_t n = op->seq - c->last_exact_seq;
+    if (c->last_exact_seq && n <= 1024 && (op->state & POS_SCHED_OP_RELEASED) &&
+        op->release_ns <= c->last_exact_ns) {
+        double d = (double)(when - c->last_exact_ns) / (double)n;
+        c->op_ns = c->op_ns > 0 ? c->op_ns + (d - c->op_ns) / 8 : d;
+    }
+    c->last_exact_ns = when;
+    c->last_exact_seq = op->seq;
+}
+
 /* Makes room for SEQ in C's window: the oldest operators are presumed complete. */
 static void make_room(struct sched_core *k, struct core_client *c, uint64_t seq, int64_t now)
 {
@@ -372,7 +397,10 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     account(k, c, now);
     int was = inflight(c) > 0;
     struct pos_sched_op *op = op_at(c, seq);
-    finish_op(k, c, op, done_ns > 0 ? done_ns : now, how == SCHED_DONE_PRESUMED);
+    int64_t when = done_ns > 0 ? done_ns : now;
+    if (how == SCHED_DONE_EXACT)
+        learn_op_time(c, op, when);
+    finish_op(k, c, op, when, how == SCHED_DONE_PRESUMED);
     advance_prefixes(c);
     if (how != SCHED_DONE_PRESUMED)
         progress(c, now);
@@ -464,6 +492,7 @@ static void fill_view(struct sched_core *k, struct core_client *c, struct pos_sc
     v->stalled = c->stalled;
     v->served_ns = c->served_ns;
     v->last_done_ns = c->last_done_ns;
+    v->op_ns = c->op_ns;
     v->request = c->req;
     v->ops = c->ops;
     v->ops_mask = SCHED_WINDOW - 1;
@@ -534,6 +563,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .period_start = k->period_start,
         .guard_period_ns = k->p.guard_period_ns,
         .credits = k->p.credits,
+        .window_ns = k->p.window_ns,
         .device = k->dev,
         .clients = k->view,
         .nclients = n,
@@ -602,6 +632,7 @@ void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
     s->sync_lag_n = c->sync_lag.n;
     s->sync_lag_p50_ns = hist_quantile(&c->sync_lag, 0.50);
     s->sync_lag_p99_ns = hist_quantile(&c->sync_lag, 0.99);
+    s->op_ns = (uint64_t)c->op_ns;
 }
 
 void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s)

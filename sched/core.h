@@ -32,12 +32,13 @@ struct sched_params {
     int64_t slow_tick_ns;    /* accounting period while work is in flight, nobody waits */
     int64_t guard_period_ns; /* starvation-guard period */
     int64_t stall_ns;        /* in flight this long with no completion: stalled */
-    uint32_t credits;        /* grant window beyond what a client submitted (FREE mode) */
+    uint32_t credits;        /* most operators a window may grant ahead */
+    int64_t window_ns;       /* work a windowed client may have in flight (no class cap) */
     uint32_t sample_free;    /* completion marker every N launches for an unconstrained client */
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * sample 32. */
+ * window 500 us, sample 32. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */
@@ -94,6 +95,7 @@ struct sched_client_stats {
     uint64_t req_p50_ns, req_p99_ns, req_max_ns;
     uint64_t stalls;            /* times it was found stalled */
     uint64_t sync_lag_n, sync_lag_p50_ns, sync_lag_p99_ns; /* report lag of syncs (adapter) */
+    uint64_t op_ns;             /* estimate of one operator's device time */
 };
 
 struct sched_core;

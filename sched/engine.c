@@ -40,6 +40,7 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
     p->guard_period_ns = (int64_t)(cfg->guard_period_ms * 1e6);
     p->stall_ns = (int64_t)(cfg->stall_ms * 1e6);
     p->credits = cfg->credits;
+    p->window_ns = (int64_t)(cfg->window_us * 1e3);
 }
 
 int posd_engine_init(struct posd *d)
@@ -84,14 +85,17 @@ static uint64_t kernel_key(const struct posd_client *c, uint32_t id)
     return id && id <= c->nkeys ? c->keys[id] : 0;
 }
 
-/* Reads new submissions into the core. Returns 0, or -1 when the client broke the protocol. */
-static int drain_submissions(struct posd *d, struct posd_client *c, int64_t now)
+/* Reads new submissions into the core, up to seq UPTO at most. Returns 0, or -1 when the
+ * client broke the protocol. */
+static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upto, int64_t now)
 {
     struct pos_client_shm *shm = c->shm;
     int slot = slot_of(d, c);
     uint64_t next = atomic_load_explicit(&shm->next_seq, memory_order_acquire);
     if (next < c->sub_head || next - c->sub_head > (uint64_t)POS_SUB_RING * 2)
         return -1;
+    if (next > upto)
+        next = upto > c->sub_head ? upto : c->sub_head;
     while (c->sub_head < next) {
         uint64_t seq = c->sub_head + 1;
         struct pos_submission *slotp = &shm->sub[seq % POS_SUB_RING];
@@ -135,6 +139,8 @@ static int drain_submissions(struct posd *d, struct posd_client *c, int64_t now)
     return 0;
 }
 
+/* Reads the synchronisation reports, each after the submissions it covers (so that requests
+ * are told apart however late posd looks), then the submissions after the last one. */
 static int drain_syncs(struct posd *d, struct posd_client *c, int64_t now)
 {
     struct pos_client_shm *shm = c->shm;
@@ -157,6 +163,11 @@ static int drain_syncs(struct posd *d, struct posd_client *c, int64_t now)
             continue;
         }
         struct pos_sync_rec copy = *r;
+        if (drain_submissions(d, c, copy.covers, now) < 0)
+            return -1;
+        if (c->sub_head < copy.covers &&
+            copy.covers <= atomic_load_explicit(&shm->next_seq, memory_order_acquire))
+            break; /* a submission it covers is still being written: next time */
         struct sched_sync s = {
             .scope = copy.scope,
             .tid = copy.tid,
@@ -173,7 +184,7 @@ static int drain_syncs(struct posd *d, struct posd_client *c, int64_t now)
         c->sync_head++;
     }
     atomic_store_explicit(&shm->sync_head, c->sync_head, memory_order_release);
-    return 0;
+    return drain_submissions(d, c, UINT64_MAX, now);
 }
 
 static int drain_completions(struct posd *d, struct posd_client *c, int64_t now)
@@ -204,9 +215,8 @@ static int drain_completions(struct posd *d, struct posd_client *c, int64_t now)
 /* Reads everything C wrote since the last look. Returns 0 or -1 (protocol broken). */
 static int drain_client(struct posd *d, struct posd_client *c, int64_t now)
 {
-    /* submissions first: completions and syncs refer to them */
-    if (drain_submissions(d, c, now) < 0 || drain_syncs(d, c, now) < 0 ||
-        drain_completions(d, c, now) < 0)
+    /* submissions with the syncs that follow them, then completions, which refer to them */
+    if (drain_syncs(d, c, now) < 0 || drain_completions(d, c, now) < 0)
         return -1;
     sched_core_waiters(d->core, slot_of(d, c),
                        atomic_load_explicit(&c->shm->waiters, memory_order_relaxed));
@@ -355,6 +365,7 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     s->sync_lag_n = k.sync_lag_n;
     s->sync_lag_p50_ns = k.sync_lag_p50_ns;
     s->sync_lag_p99_ns = k.sync_lag_p99_ns;
+    s->op_ns = k.op_ns;
     s->sync_ns = atomic_load_explicit(&c->shm->sync_ns, memory_order_relaxed);
     s->syncs = atomic_load_explicit(&c->shm->syncs, memory_order_relaxed);
     s->waits = atomic_load_explicit(&c->shm->waits, memory_order_relaxed);

@@ -195,6 +195,11 @@ static void kick(struct shim_session *s)
     (void)n;
 }
 
+static int wants_kick(const struct shim_session *s)
+{
+    return atomic_load_explicit(&s->shm->kick_on_done, memory_order_acquire) != 0;
+}
+
 static int posd_gone(const struct shim_session *s)
 {
     return atomic_load_explicit(&s->shm->posd_state, memory_order_acquire) == POS_POSD_GONE ||
@@ -287,6 +292,9 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         wait_grant(s, seq);
     /* a windowed launch is released by its completion: it needs its own marker */
     *windowed = !go_now;
+    /* the first launch after an idle point starts a request: posd holds others for it */
+    if (atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
+        kick(s);
     return seq;
 }
 
@@ -325,11 +333,6 @@ uint64_t shim_session_covers(uint32_t *gen)
     return atomic_load_explicit(&s->shm->next_seq, memory_order_acquire);
 }
 
-static int wants_kick(const struct shim_session *s)
-{
-    return atomic_load_explicit(&s->shm->kick_on_done, memory_order_acquire) != 0;
-}
-
 void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid,
                               uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns)
 {
@@ -354,8 +357,17 @@ void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t t
     r->end_ns = end_ns;
     /* the record is complete before posd may read it */
     atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
-    if (wants_kick(s))
-        kick(s);
+    /* it covered everything launched so far: the client is idle until its next launch */
+    if (covers == atomic_load_explicit(&shm->next_seq, memory_order_relaxed))
+        atomic_store_explicit(&s->idle, 1, memory_order_relaxed);
+    /* always: posd learns of a request's end at once (one eventfd write per sync) */
+    kick(s);
+}
+
+int shim_session_prompt(void)
+{
+    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    return s && wants_kick(s);
 }
 
 void shim_session_kick_if_wanted(void)

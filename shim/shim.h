@@ -29,6 +29,7 @@ struct shim_config {
     char trace_path[4096]; /* POS_TRACE, "" = no trace */
     uint32_t sample;       /* POS_SAMPLE: a completion marker every N launches; 0 = none */
     uint32_t poll_us;      /* POS_POLL_US: collector poll interval while work is pending */
+    uint32_t prompt_poll_us; /* POS_PROMPT_POLL_US: the same while posd waits on completions */
     int debug;             /* POS_DEBUG */
 };
 
@@ -186,6 +187,7 @@ struct shim_session {
     uint32_t gen; /* which session: completions of an older one are not reported */
     uint32_t client_id;
     uint32_t names_sent; /* kernel ids 1..names_sent are known to posd (collector only) */
+    _Atomic int idle;    /* a sync covered every launch: the next one starts a request */
 };
 
 /* What a launch tells posd when it submits. */
@@ -215,6 +217,8 @@ uint64_t shim_session_covers(uint32_t *gen);
  * COVERS on its scope (enum pos_sync_scope) are complete. Kicks posd when posd asked. */
 void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid,
                               uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns);
+/* Whether posd wants to hear of this client's completions at once. */
+int shim_session_prompt(void);
 /* Kicks posd if it wants to hear of completions at once (the collector, after reporting). */
 void shim_session_kick_if_wanted(void);
 /* Sends posd the kernel names it has not heard yet (the collector, every cycle). */

@@ -252,6 +252,13 @@ static void client_row(struct posstat_client_row *row, const struct pos_client_s
     row->wait_p50_us = wait_percentile(base, c, 50);
     row->wait_p99_us = wait_percentile(base, c, 99);
     row->gpu_ms_per_s = counter_rate(c->busy_ns, base->busy_ns, span) / 1e6;
+    row->requests_per_s = counter_rate(c->requests, base->requests, span);
+    row->req_p50_ms = c->requests ? (double)c->req_p50_ns / 1e6 : NAN;
+    row->req_p99_ms = c->requests ? (double)c->req_p99_ns / 1e6 : NAN;
+    row->sync_lag_p50_us = c->sync_lag_n ? (double)c->sync_lag_p50_ns / 1e3 : NAN;
+    row->sync_lag_p99_us = c->sync_lag_n ? (double)c->sync_lag_p99_ns / 1e3 : NAN;
+    row->op_us = c->op_ns ? (double)c->op_ns / 1e3 : NAN;
+    row->stalls = (double)c->stalls;
     row->held = (c->flags & POS_CLIENT_HELD) != 0;
 }
 
@@ -401,7 +408,14 @@ static const struct column client_columns[] = {
     {"wait_p50", "us", "wait_p50_us", 9, CELL_WHOLE, 0, CLI(wait_p50_us)},
     {"wait_p99", "us", "wait_p99_us", 9, CELL_WHOLE, 0, CLI(wait_p99_us)},
     {"gpu", "ms/s", "gpu_ms_per_s", 7, CELL_RATE, 1, CLI(gpu_ms_per_s)},
+    {"req", "/s", "requests_per_s", 7, CELL_RATE, 1, CLI(requests_per_s)},
+    {"req_p50", "ms", "req_p50_ms", 8, CELL_RATE, 1, CLI(req_p50_ms)},
+    {"req_p99", "ms", "req_p99_ms", 8, CELL_RATE, 1, CLI(req_p99_ms)},
     {"held", "", "held", -4, CELL_BOOL, 0, CLI(held)},
+    {NULL, NULL, "sync_lag_p50_us", 0, CELL_RATE, 0, CLI(sync_lag_p50_us)},
+    {NULL, NULL, "sync_lag_p99_us", 0, CELL_RATE, 0, CLI(sync_lag_p99_us)},
+    {NULL, NULL, "op_us", 0, CELL_RATE, 0, CLI(op_us)},
+    {NULL, NULL, "stalls", 0, CELL_WHOLE, 0, CLI(stalls)},
     {NULL, NULL, "span_s", 0, CELL_RATE, 0, CLI(span_s)},
 };
 

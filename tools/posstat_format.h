@@ -57,6 +57,11 @@ struct posstat_client_row {
     double queued, in_flight; /* levels at the snapshot (means in an Average) */
     double wait_p50_us, wait_p99_us;
     double gpu_ms_per_s;
+    /* requests as posd infers them; the latency quantiles cover its whole registration */
+    double requests_per_s, req_p50_ms, req_p99_ms;
+    double sync_lag_p50_us, sync_lag_p99_us; /* how late posd read its sync reports */
+    double op_us;                            /* posd's estimate of one operator's GPU time */
+    double stalls;
     int held; /* 1 yes, 0 no, -1 not available */
 };
 

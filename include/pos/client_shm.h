@@ -92,7 +92,9 @@ struct pos_client_shm {
     _Atomic uint32_t posd_state; /* enum pos_posd_state; either side may set GONE */
     _Atomic uint64_t heartbeat;  /* bumped by posd at every decision it makes */
     _Atomic uint32_t sample;     /* completion marker every SAMPLE launches, as posd wants it */
-    _Atomic uint32_t kick_on_done; /* posd wants a kick at each completion and sync report */
+    _Atomic uint32_t kick_on_done; /* posd wants a kick when the collector reports completions
+                                    * and at the first launch of a request (sync reports
+                                    * always kick) */
 
     /* client writes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t next_seq; /* last seq handed out */

@@ -95,6 +95,7 @@ struct pos_client_stats {
     uint64_t stalls;     /* times found in flight with no completion for stall_ms */
     uint64_t sync_lag_n; /* synchronisation reports, and how long after the call returned */
     uint64_t sync_lag_p50_ns, sync_lag_p99_ns; /* posd read them */
+    uint64_t op_ns; /* posd's running estimate of one of its operators' GPU time */
 };
 
 #define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */

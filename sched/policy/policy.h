@@ -68,6 +68,7 @@ struct pos_sched_client {
     int stalled;            /* in flight with no completion for the core's stall time */
     int64_t served_ns;      /* time with operators in flight in the current guard period */
     int64_t last_done_ns;   /* last completion heard of */
+    double op_ns;           /* estimate of one of its operators' device time (0: none yet) */
     struct pos_sched_request request;
     /* operators: seqs (completed_upto, submitted] are in OPS[seq & ops_mask] */
     const struct pos_sched_op *ops;
@@ -83,7 +84,8 @@ struct pos_sched_view {
     int64_t now;          /* ns */
     int64_t period_start; /* start of the current guard period */
     int64_t guard_period_ns;
-    uint32_t credits; /* grant window beyond what a client has submitted */
+    uint32_t credits;  /* most operators a window grants ahead */
+    int64_t window_ns; /* work a windowed client without a class cap may have in flight */
     const struct pos_sched_device *device;
     struct pos_sched_client *clients;
     size_t nclients;
@@ -113,6 +115,10 @@ const struct pos_sched_op *pos_sched_queued_op(const struct pos_sched_client *c,
 
 /* The grant that lets C have at most LIMIT operators in flight (never below its grant). */
 uint64_t pos_sched_window_grant(const struct pos_sched_client *c, uint64_t limit);
+
+/* How many operators of C make about WINDOW_NS of device time by its estimate (2 at least,
+ * CAP at most; 2 while nothing is known yet). */
+uint64_t pos_sched_ops_in(const struct pos_sched_client *c, int64_t window_ns, uint64_t cap);
 
 struct pos_policy_ops {
     const char *name;

@@ -7,8 +7,9 @@
  *     the guard period with work in flight gets one step in the period's last min_share
  *     (starvation guard);
  *   - while more important clients are present but idle, it runs in a window: at most its
- *     class's max_inflight operators in flight (the credit window when the class sets none),
- *     so that a request arriving at a more important client finds little ahead of it. */
+ *     class's max_inflight operators in flight or, when the class sets none, about window_us
+ *     of device time by the core's estimate of its operators, so that a request arriving at a
+ *     more important client finds little ahead of it. */
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
 
@@ -57,8 +58,9 @@ static int64_t priority_decide(void *state, struct pos_sched_view *v)
             }
         } else {
             c->mode = POS_GRANT_WINDOW;
-            c->new_granted =
-                pos_sched_window_grant(c, c->max_inflight ? c->max_inflight : v->credits);
+            uint64_t limit = c->max_inflight ? c->max_inflight
+                                             : pos_sched_ops_in(c, v->window_ns, v->credits);
+            c->new_granted = pos_sched_window_grant(c, limit);
         }
     }
     return next;

@@ -14,6 +14,16 @@ const struct pos_sched_op *pos_sched_queued_op(const struct pos_sched_client *c,
     return NULL;
 }
 
+uint64_t pos_sched_ops_in(const struct pos_sched_client *c, int64_t window_ns, uint64_t cap)
+{
+    /* two at least: one runs while the next is released, so the device does not wait for
+     * posd between them (and back-to-back completions keep the estimate learning) */
+    double n = c->op_ns > 0 ? (double)window_ns / c->op_ns : 2;
+    if (n < 2)
+        n = 2;
+    return n > (double)cap ? cap : (uint64_t)n;
+}
+
 uint64_t pos_sched_window_grant(const struct pos_sched_client *c, uint64_t limit)
 {
     uint64_t inflight = pos_sched_inflight(c);

@@ -165,7 +165,7 @@ static void test_defaults(void)
         const char *name;
         int priority;
         uint32_t max_inflight;
-    } want[] = {{"realtime", 0, 0}, {"latency", 10, 0}, {"batch", 20, 2}};
+    } want[] = {{"realtime", 0, 0}, {"latency", 10, 0}, {"batch", 20, 0}};
     for (int i = 0; i < 3; i++) {
         const struct posd_class *k = class_of(&c, want[i].name);
         CU_ASSERT_EQUAL(k->priority, want[i].priority);
@@ -415,7 +415,7 @@ static void test_match(void)
     p = match(&c, ident("resnet", 1001, 1000, "/user.slice/x"));
     CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
     CU_ASSERT_EQUAL(p.priority, 20);
-    CU_ASSERT_EQUAL(p.max_inflight, 2);
+    CU_ASSERT_EQUAL(p.max_inflight, 0);
     CU_ASSERT_DOUBLE_EQUAL(p.weight, 2.5, 1e-12);
     CU_ASSERT_STRING_EQUAL(p.rule, "alice");
 
@@ -437,7 +437,7 @@ static void test_match(void)
     p = match(&c, ident("yolov8", 1001, 44, "/user.slice/user-1001.slice/s.scope"));
     CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
     CU_ASSERT_EQUAL(p.priority, 7);
-    CU_ASSERT_EQUAL(p.max_inflight, 2);
+    CU_ASSERT_EQUAL(p.max_inflight, 0);
     CU_ASSERT_DOUBLE_EQUAL(p.slo_ms, 33.5, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(p.weight, 2.5, 1e-12);
     CU_ASSERT_EQUAL(p.sm_share, 40);
@@ -483,7 +483,7 @@ static void test_match_all_and_default_class(void)
     p = match(&c, ident("x", 5, 5, ""));
     CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
     CU_ASSERT_EQUAL(p.priority, 5);
-    CU_ASSERT_EQUAL(p.max_inflight, 2);
+    CU_ASSERT_EQUAL(p.max_inflight, 0);
     p = match(&c, ident("y", 5, 5, ""));
     CU_ASSERT_STRING_EQUAL(p.class_name, "latency");
     CU_ASSERT_EQUAL(p.priority, 5);

@@ -17,6 +17,7 @@ static struct pos_sched_view view(size_t n, int64_t now)
                                .period_start = 0,
                                .guard_period_ns = 200000000,
                                .credits = 1024,
+                               .window_ns = 500000,
                                .clients = cl,
                                .nclients = n};
     return v;
@@ -195,10 +196,17 @@ static void test_priority_three_classes(void)
         cl[i].served_ns = 1000000000;
     struct pos_sched_view v = view(3, 1000000);
     decide(p, &v);
-    /* realtime is present, so latency launches in a window (credits), not freely */
+    /* realtime is present but idle, so latency launches in a window, not freely: about
+     * window_us of work, two operators while nothing is known of their durations; it has
+     * ten in flight already, so nothing more yet */
     CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_WINDOW);
     CU_ASSERT_EQUAL(cl[1].held, 0);
-    CU_ASSERT_EQUAL(cl[1].new_granted, 50 + 1024);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 60);
+    /* once its operators are known to take 50 us, a 500 us window is ten of them */
+    cl[1].op_ns = 50000;
+    set_completed(1, 55);
+    decide(p, &v);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 65);
     CU_ASSERT_EQUAL(cl[2].held, 1);
     CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
 }
