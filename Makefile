@@ -13,6 +13,8 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 B         := build
 
+.DEFAULT_GOAL := all
+
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
@@ -41,6 +43,8 @@ SIM_MODEL_SRCS := sim/gpu_model.c sim/device_presets.c
 SIM_DRIVER_SRCS := $(wildcard sim/driver/*.c) sim/module_text.c
 # Model workload files, read by posapp and the tests.
 SIM_WORKLOAD_SRCS := sim/model_file.c
+# The request builder: the kernel sequence of one request, shared by posapp and possim.
+SIM_REQUEST_SRCS := sim/request.c
 
 INIH_LIBS := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 
@@ -88,7 +92,7 @@ $(B)/sim/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
 
 POSAPP_SRCS := $(wildcard tools/posapp*.c)
-$(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS))
+$(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
 	$(CC) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
 
 $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
