@@ -13,6 +13,8 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 B         := build
 
+.DEFAULT_GOAL := all
+
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
@@ -43,6 +45,8 @@ SIM_MODEL_SRCS := sim/gpu_model.c sim/device_presets.c
 SIM_DRIVER_SRCS := $(wildcard sim/driver/*.c) sim/module_text.c
 # Model workload files, read by posapp and the tests.
 SIM_WORKLOAD_SRCS := sim/model_file.c
+# The request builder: the kernel sequence of one request, shared by posapp and possim.
+SIM_REQUEST_SRCS := sim/request.c
 
 INIH_LIBS := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 
@@ -51,10 +55,11 @@ SIM_LIB := $(B)/sim/libcuda.so.1
 POSAPP  := $(B)/posapp
 SHIM    := $(B)/libposshim.so
 POSSTAT := $(B)/posstat
+POSSIM  := $(B)/possim
 
 POSD    := $(B)/posd
 
-all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
+all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSSIM)
 
 # The daemon: event loop, clients, engine, config, policies.
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
@@ -90,11 +95,19 @@ $(B)/sim/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
 
 POSAPP_SRCS := $(wildcard tools/posapp*.c)
-$(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS))
+$(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
 	$(CC) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
 
 $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
 	$(CC) -o $@ $^
+
+# The simulator: the scheduling core and policies, the device model, the model workloads and
+# the request builder, posapp's arrival processes and statistics, in virtual time.
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/core.c \
+    $(wildcard sched/policy/*.c) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
+    tools/posapp_arrival.c tools/posapp_stats.c
+$(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
+	$(CC) -o $@ $^ $(INIH_LIBS) -lm
 
 # --- tests ----------------------------------------------------------------------------
 # Each tests/unit/test_NAME.c is one CUnit binary; TEST_LINK_test_NAME adds what it needs.
@@ -122,12 +135,13 @@ TEST_DEPS_test_policy         := $(call obj,$(wildcard sched/policy/*.c))
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_config         := $(call obj,sched/config.c)
+TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_LIBS_test_shim_table     := -ldl
 
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT),$(TEST_DEPS_$*))) \
+	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSSIM),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
@@ -168,6 +182,7 @@ install: all
 	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/doc/pos
 	install -m 0755 $(POSAPP) $(DESTDIR)$(PREFIX)/bin/posapp
 	install -m 0755 $(POSSTAT) $(DESTDIR)$(PREFIX)/bin/posstat
+	install -m 0755 $(POSSIM) $(DESTDIR)$(PREFIX)/bin/possim
 	install -m 0755 $(POSD) $(DESTDIR)$(PREFIX)/bin/posd
 	install -d $(DESTDIR)$(PREFIX)/lib/pos
 	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/pos/libposshim.so
@@ -181,7 +196,8 @@ install: all
 	sed 's|/usr/local/bin|$(PREFIX)/bin|' etc/posd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/posapp $(DESTDIR)$(PREFIX)/bin/posd $(DESTDIR)$(PREFIX)/bin/posstat
+	rm -f $(DESTDIR)$(PREFIX)/bin/posapp $(DESTDIR)$(PREFIX)/bin/posd $(DESTDIR)$(PREFIX)/bin/posstat \
+	    $(DESTDIR)$(PREFIX)/bin/possim
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pos $(DESTDIR)$(PREFIX)/share/pos $(DESTDIR)$(PREFIX)/share/doc/pos
 	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
 

@@ -327,6 +327,42 @@ static int sm_load_cmp(const void *a, const void *b, void *arg)
     return ja < jb ? -1 : (ja > jb);
 }
 
+/* ORDER[0..n) = the SMs by load (threads used), then by index: sm_load_cmp's order. Loads
+ * are whole warps, so a counting sort over them gives that order in O(n); qsort when a load
+ * is not (it cannot be, but the order must not depend on that). */
+static void sms_by_load(const struct sim_gpu *g, uint32_t *order, uint32_t n)
+{
+    enum { MAX_WARPS = 256 };
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t t = g->sms[j].threads_used;
+        if (t % 32 || t / 32 > MAX_WARPS)
+            goto sort;
+        lo = t < lo ? t : lo;
+        hi = t > hi ? t : hi;
+    }
+    if (lo == hi) { /* all alike: by index */
+        for (uint32_t j = 0; j < n; j++)
+            order[j] = j;
+        return;
+    }
+    uint32_t count[MAX_WARPS + 2];
+    uint32_t base = lo / 32, nb = hi / 32 - base + 1;
+    for (uint32_t b = 0; b <= nb && b < MAX_WARPS + 2; b++)
+        count[b] = 0;
+    for (uint32_t j = 0; j < n; j++)
+        count[g->sms[j].threads_used / 32 - base + 1]++;
+    for (uint32_t b = 1; b <= nb; b++)
+        count[b] += count[b - 1];
+    for (uint32_t j = 0; j < n; j++)
+        order[count[g->sms[j].threads_used / 32 - base]++] = j;
+    return;
+sort:
+    for (uint32_t j = 0; j < n; j++)
+        order[j] = j;
+    qsort_r(order, n, sizeof order[0], sm_load_cmp, (void *)g);
+}
+
 /* Places as many more blocks of op I as it wants and fits, least-loaded SMs first.
  * Returns the number of blocks added. */
 static uint32_t residency_grow(struct sim_gpu *g, int i)
@@ -334,9 +370,7 @@ static uint32_t residency_grow(struct sim_gpu *g, int i)
     struct sim_op *op = &g->ops[i];
     uint32_t order[SIM_MAX_SMS];
     uint32_t n = g->p.num_sms;
-    for (uint32_t j = 0; j < n; j++)
-        order[j] = j;
-    qsort_r(order, n, sizeof order[0], sm_load_cmp, g);
+    sms_by_load(g, order, n);
     uint32_t added = 0;
     uint32_t thr = op_threads_rounded(op);
     for (uint32_t x = 0; x < n && op->res_blocks < op->blocks; x++) {
@@ -722,21 +756,31 @@ static void share_round(struct sim_gpu *g, struct sim_run_entry *r, int n)
     for (int k = 0; k < n; k++)
         r[k].got = 0;
     double leftover[SIM_MAX_SMS];
+    /* An SM holding the same kernels in the same order as the one before it gets the same
+     * split: it is computed once (the sums still run SM by SM, in the same order). */
+    double d[SIM_MAX_RES_PER_SM], x[SIM_MAX_RES_PER_SM];
+    struct sim_run_entry *e[SIM_MAX_RES_PER_SM];
+    int m = 0;
+    const struct sim_sm *prev = NULL;
     for (uint32_t j = 0; j < g->p.num_sms; j++) {
         struct sim_sm *sm = &g->sms[j];
-        double d[SIM_MAX_RES_PER_SM], x[SIM_MAX_RES_PER_SM];
-        struct sim_run_entry *e[SIM_MAX_RES_PER_SM];
-        int m = 0;
-        for (uint32_t s = 0; s < sm->nres; s++) {
-            struct sim_run_entry *re = run_find(r, n, sm->res[s].op);
-            if (!re)
-                continue;
-            const struct sim_op *op = &g->ops[re->op];
-            e[m] = re;
-            d[m] = op->res_sms ? re->target * op->sm_units / op->res_sms : 0;
-            m++;
+        int same = prev && prev->nres == sm->nres;
+        for (uint32_t s = 0; same && s < sm->nres; s++)
+            same = prev->res[s].op == sm->res[s].op;
+        if (!same) {
+            m = 0;
+            for (uint32_t s = 0; s < sm->nres; s++) {
+                struct sim_run_entry *re = run_find(r, n, sm->res[s].op);
+                if (!re)
+                    continue;
+                const struct sim_op *op = &g->ops[re->op];
+                e[m] = re;
+                d[m] = op->res_sms ? re->target * op->sm_units / op->res_sms : 0;
+                m++;
+            }
+            waterfill(d, x, m, 1.0);
         }
-        waterfill(d, x, m, 1.0);
+        prev = sm;
         double used = 0;
         for (int k = 0; k < m; k++) {
             e[k]->got += x[k];

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sim/model_file.h"
+#include "sim/request.h"
 #include "sim/twin_math.h"
 #include "tools/posapp_arrival.h"
 #include "tools/posapp_stats.h"
@@ -296,9 +297,6 @@ static void stream_api_init(struct stream_api *api, int ptds)
 
 /* --- the module ------------------------------------------------------------------------------ */
 
-static const char *const reserved_names[] = {"pos_vadd", "pos_fill", "pos_scale", "pos_checksum",
-                                             "tiny"};
-
 struct kernels {
     CUmodule mod;
     size_t nops;
@@ -306,39 +304,9 @@ struct kernels {
     CUfunction vadd, fill, scale, checksum, tiny;
 };
 
-static int name_taken(const char *name, char (*names)[160], size_t count)
-{
-    for (size_t i = 0; i < sizeof reserved_names / sizeof *reserved_names; i++)
-        if (strcmp(name, reserved_names[i]) == 0)
-            return 1;
-    for (size_t i = 0; i < count; i++)
-        if (strcmp(name, names[i]) == 0)
-            return 1;
-    return 0;
-}
-
-/* Kernel name of op I: its model name with characters the module format does not allow
- * replaced by '_', suffixed ".I" (then ".I.k") when it is taken already. */
-static void kernel_name(const struct sim_model *m, size_t i, char (*names)[160])
-{
-    char base[128];
-    size_t len = 0;
-    for (const char *p = m->ops[i].name; *p && len < sizeof base - 1; p++)
-        base[len++] = (isalnum((unsigned char)*p) || strchr("_.$/:<>,-", *p)) ? *p : '_';
-    base[len] = '\0';
-    if (len == 0)
-        snprintf(base, sizeof base, "op");
-    snprintf(names[i], sizeof names[i], "%s", base);
-    for (unsigned k = 0; name_taken(names[i], names, i); k++) {
-        if (k == 0)
-            snprintf(names[i], sizeof names[i], "%s.%zu", base, i);
-        else
-            snprintf(names[i], sizeof names[i], "%s.%zu.%u", base, i, k);
-    }
-}
-
-/* The text module (docs/sim-formats.md) for M (NULL: twins and tiny only). */
-static char *module_text(const struct sim_model *m, char (*names)[160])
+/* The text module (docs/sim-formats.md) for model M and its request R (NULL: twins and tiny
+ * only): one kernel per op of the request, under the builder's name. */
+static char *module_text(const struct sim_model *m, const struct sim_request *r)
 {
     char *text = NULL;
     size_t size = 0;
@@ -347,11 +315,10 @@ static char *module_text(const struct sim_model *m, char (*names)[160])
         die(1, "out of memory");
     fprintf(f, ".pos_sim_module 1\n# posapp: model %s batch %u\n", m ? m->name : "(none)",
             m ? m->batch : 1);
-    for (size_t i = 0; m && i < m->nops; i++) {
-        const struct sim_model_op *op = &m->ops[i];
-        kernel_name(m, i, names);
-        fprintf(f, ".kernel %s flops=%.17g bytes=%.17g dtype=%s smem=%u\n", names[i], op->flops,
-                op->bytes, m->fp16 ? "fp16" : "fp32", op->smem);
+    for (size_t i = 0; r && i < r->nops; i++) {
+        const struct sim_request_op *op = &r->ops[i];
+        fprintf(f, ".kernel %s flops=%.17g bytes=%.17g dtype=%s smem=%u\n", op->name, op->flops,
+                op->bytes, op->fp16 ? "fp16" : "fp32", op->smem);
     }
     fputs(".kernel pos_vadd twin=vector_add\n"
           ".kernel pos_fill twin=fill\n"
@@ -371,25 +338,23 @@ static void get_function(CUfunction *f, CUmodule mod, const char *name)
         cu_fail("cuModuleGetFunction", rc, name);
 }
 
-static void kernels_load(struct kernels *k, const struct sim_model *m)
+static void kernels_load(struct kernels *k, const struct sim_model *m, const struct sim_request *r)
 {
-    size_t nops = m ? m->nops : 0;
-    char(*names)[160] = calloc(nops ? nops : 1, sizeof *names);
+    size_t nops = r ? r->nops : 0;
     k->nops = nops;
     k->ops = calloc(nops ? nops : 1, sizeof *k->ops);
-    if (!names || !k->ops)
+    if (!k->ops)
         die(1, "out of memory");
-    char *text = module_text(m, names);
+    char *text = module_text(m, r);
     CU(cuModuleLoadData(&k->mod, text));
     free(text);
     for (size_t i = 0; i < nops; i++)
-        get_function(&k->ops[i], k->mod, names[i]);
+        get_function(&k->ops[i], k->mod, r->ops[i].name);
     get_function(&k->vadd, k->mod, "pos_vadd");
     get_function(&k->fill, k->mod, "pos_fill");
     get_function(&k->scale, k->mod, "pos_scale");
     get_function(&k->checksum, k->mod, "pos_checksum");
     get_function(&k->tiny, k->mod, "tiny");
-    free(names);
 }
 
 /* --- shared run state -------------------------------------------------------------------- */
@@ -397,6 +362,7 @@ static void kernels_load(struct kernels *k, const struct sim_model *m)
 struct shared {
     const struct options *o;
     const struct sim_model *model; /* NULL in --microbench */
+    const struct sim_request *req; /* the model's request (sim/request.h); NULL likewise */
     CUdevice dev;
     struct kernels k;
     struct stream_api api;
@@ -538,16 +504,16 @@ static void issue_request(struct worker *w, struct slot *s, uint64_t req)
 {
     const struct shared *sh = w->sh;
     const struct options *o = sh->o;
-    const struct sim_model *m = sh->model;
+    const struct sim_request *rq = sh->req;
     unsigned n = VERIFY_N;
     if (o->verify) {
         float v = verify_fill_value(o->seed, req, 0), u = verify_fill_value(o->seed, req, 1);
         launch_twin(w, sh->k.fill, s->stream, (void *[]){&s->x, &v, &n});
         launch_twin(w, sh->k.fill, s->stream, (void *[]){&s->y, &u, &n});
     }
-    for (size_t j = 0; j < m->nops; j++) {
+    for (size_t j = 0; j < rq->nops; j++) {
         host_spin(o->host_us);
-        launch(w, sh->k.ops[j], m->ops[j].grid, m->ops[j].block, s->stream, NULL);
+        launch(w, sh->k.ops[j], rq->ops[j].grid, rq->ops[j].block, s->stream, NULL);
         if (o->verify && (j + 1) % VERIFY_EVERY == 0)
             launch_verify_step(w, s, req, (j + 1) / VERIFY_EVERY - 1);
     }
@@ -765,12 +731,16 @@ int main(int argc, char **argv)
     if (!o.microbench)
         model_open(&o, &model);
 
-    struct shared sh = {.o = &o, .model = o.microbench ? NULL : &model};
+    struct sim_request req = {0};
+    if (!o.microbench && sim_request_build(&model, &req) < 0)
+        die(1, "out of memory");
+    struct shared sh = {
+        .o = &o, .model = o.microbench ? NULL : &model, .req = o.microbench ? NULL : &req};
     CU(cuInit(0));
     CU(cuDeviceGet(&sh.dev, 0));
     context_enter(&sh);
     stream_api_init(&sh.api, o.ptds);
-    kernels_load(&sh.k, sh.model);
+    kernels_load(&sh.k, sh.model, sh.req);
 
     struct posapp_report r = {
         .model = sh.model ? model.name : NULL,
@@ -800,7 +770,9 @@ int main(int argc, char **argv)
     if (posapp_report_json(&r, line, sizeof line) < 0)
         die(1, "report does not fit its buffer");
     printf("%s\n", line);
-    if (sh.model)
+    if (sh.model) {
+        sim_request_free(&req);
         sim_model_free(&model);
+    }
     return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -1,0 +1,370 @@
+/* Tests of possim (tools/possim_scenario.c, tools/possim_sim.c, build/possim): scenario errors
+ * name FILE:LINE and what is wrong; a run is deterministic for a seed and the seed matters; a
+ * lone client's latency is its ops' solo times on the device model; priority protects a
+ * latency client from two batch clients where no scheduler does not; fifo and priority leave
+ * a lone client as no scheduler does. Run from the repository root. */
+#include "tests/cunit_main.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "sim/gpu_model.h"
+#include "sim/model_file.h"
+#include "sim/request.h"
+#include "tools/possim_scenario.h"
+#include "tools/possim_sim.h"
+
+static struct possim_scenario sc;
+static struct possim_result res, res2;
+
+static int suite_init(void)
+{
+    setenv("POS_MODELS_DIR", "sim/models", 1);
+    return 0;
+}
+
+/* ---- the parser --------------------------------------------------------------------------- */
+
+static void expect_error(const char *text, const char *want)
+{
+    char err[1024] = "";
+    int rc = possim_scenario_parse("t.ini", text, &sc, err, sizeof err);
+    CU_ASSERT(rc < 0);
+    CU_ASSERT_STRING_EQUAL(err, want);
+    if (strcmp(err, want) != 0)
+        fprintf(stderr, "\n  got:  %s\n  want: %s\n", err, want);
+}
+
+static void test_parse_errors(void)
+{
+    expect_error("[device]\npreset = h200\n[devices]\n",
+                 "t.ini:3: unknown section [devices] (use [device], [sched], [posd] or [client "
+                 "NAME])");
+    expect_error("[client a]\nmodel = resnet18\nbogus = 1\n",
+                 "t.ini:3: unknown key 'bogus' in [client a]");
+    expect_error("[client a]\nmodel = resnet18\n\nrequests = lots\n",
+                 "t.ini:4: bad value 'lots' for 'requests' in [client a]: expected an integer "
+                 "in 1..100000000");
+    expect_error("[sched]\npolicy = sjf\n[client a]\nmodel = resnet18\n",
+                 "t.ini:2: bad value 'sjf' for 'policy' in [sched]: expected fifo, priority, "
+                 "or none");
+    expect_error("[device]\nmode = mig\n",
+                 "t.ini:2: bad value 'mig' for 'mode' in [device]: expected timeslice or mps");
+    expect_error("[client a]\nbatch = 2\n[client b]\nmodel = resnet18\n",
+                 "t.ini:1: [client a] has no model: set model = NAME");
+    expect_error("[client a]\nmodel = resnet18\n[client b]\nrequests = 5\n",
+                 "t.ini:3: [client b] has no model: set model = NAME");
+    expect_error("; nothing\n[sched]\npolicy = fifo\n",
+                 "t.ini:3: no clients: add a [client NAME] section");
+    expect_error("[client a]\nmodel = resnet1000\n",
+                 "t.ini:2: bad value 'resnet1000' for 'model' in [client a]: no such model (no "
+                 "resnet1000.model in $POS_MODELS_DIR or sim/models; or give a path)");
+    expect_error("[client a]\nmodel = resnet18\n[client a]\nmodel = resnet18\n",
+                 "t.ini:3: duplicate [client a] (first on line 1)");
+    expect_error("[client a]\nmodel = resnet18\nbatch = 1\nbatch = 2\n",
+                 "t.ini:4: duplicate key 'batch' in [client a] (first set on line 3)");
+    expect_error("tick_us = 5\n",
+                 "t.ini:1: key 'tick_us' is outside any section: put it under [device], "
+                 "[sched], [posd] or [client NAME]");
+    expect_error("[posd]\nwake_us = -1\n",
+                 "t.ini:2: bad value '-1' for 'wake_us' in [posd]: expected a number >= 0 and "
+                 "<= 1000000000");
+    expect_error("[client a]\nmodel = resnet18\narrival = poisson\n",
+                 "t.ini:3: bad value 'poisson' for 'arrival' in [client a]: bad --arrival "
+                 "'poisson' (want closed, poisson:RATE or gamma:SHAPE:RATE, numbers > 0)");
+    expect_error("[device]\npreset = h200\nfile = /nonexistent.ini\n",
+                 "t.ini:3: bad value '/nonexistent.ini' for 'file' in [device]: give preset or "
+                 "file, not both (preset is set on line 2)");
+    expect_error("[client a\n", "t.ini:1: syntax error: no ']' closes the section name");
+    expect_error("[client a]\nmodel resnet18\n", "t.ini:2: syntax error: expected 'key = value'");
+}
+
+static void test_parse_ok(void)
+{
+    char err[1024] = "";
+    const char *text = "[device]\npreset = h200 ; the big one\nmode = mps\n"
+                       "[sched]\npolicy = none\n"
+                       "[posd]\npoll_us = 50\n"
+                       "[client lat]\nmodel = resnet18\nbatch = 2\narrival = gamma:0.5:100\n"
+                       "class_priority = 0\nslo_ms = 5\n"
+                       "[client b]\nmodel = sim/models/mobilenet_v2.model\n";
+    int rc = possim_scenario_parse("t.ini", text, &sc, err, sizeof err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_STRING_EQUAL(sc.dev.preset, "h200");
+    CU_ASSERT_EQUAL(sc.dev.mode, SIM_MODE_MPS);
+    CU_ASSERT(sc.no_core);
+    CU_ASSERT_DOUBLE_EQUAL(sc.poll_us, 50, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(sc.wake_us, 20, 1e-9); /* default */
+    CU_ASSERT_EQUAL_FATAL(sc.nclients, 2);
+    CU_ASSERT_STRING_EQUAL(sc.clients[0].name, "lat");
+    CU_ASSERT_EQUAL(sc.clients[0].batch, 2);
+    CU_ASSERT_EQUAL(sc.clients[0].arrival.kind, POSAPP_ARRIVAL_GAMMA);
+    CU_ASSERT_EQUAL(sc.clients[0].priority, 0);
+    CU_ASSERT_EQUAL(sc.clients[1].requests, 100); /* default */
+    CU_ASSERT_EQUAL(sc.clients[1].priority, 10);
+}
+
+/* ---- runs --------------------------------------------------------------------------------- */
+
+static void load(const char *text)
+{
+    char err[1024] = "";
+    int rc = possim_scenario_parse("t.ini", text, &sc, err, sizeof err);
+    if (rc < 0)
+        fprintf(stderr, "\n  %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+}
+
+static void run(struct possim_result *r, uint64_t seed)
+{
+    char err[1024] = "";
+    int rc = possim_run(&sc, seed, r, err, sizeof err);
+    if (rc < 0)
+        fprintf(stderr, "\n  %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+}
+
+static char *text_of(const struct possim_result *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    possim_write_text(f, &sc, r, 0);
+    possim_write_json(f, &sc, r, 0);
+    fclose(f);
+    return buf;
+}
+
+static const char mixed[] =
+    "[device]\npreset = xavier-nx\nmode = timeslice\n"
+    "[sched]\npolicy = %s\n"
+    "[client lat]\nmodel = resnet50\nrequests = 60\n"
+    "arrival = poisson:20\nclass_priority = 10\nseed = 3\n"
+    "[client batch1]\nmodel = resnet50\nrequests = 120\nclass_priority = 20\n"
+    "max_inflight = 2\n"
+    "[client batch2]\nmodel = resnet50\nrequests = 120\nclass_priority = 20\n"
+    "max_inflight = 2\n";
+
+static void load_mixed(const char *policy)
+{
+    char text[2048];
+    snprintf(text, sizeof text, mixed, policy);
+    load(text);
+}
+
+static void test_deterministic(void)
+{
+    load_mixed("priority");
+    run(&res, 1);
+    run(&res2, 1);
+    char *a = text_of(&res), *b = text_of(&res2);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    CU_ASSERT(res.decisions > 0);
+    free(a);
+    free(b);
+    possim_result_free(&res2);
+    /* another seed: another arrival schedule, other latencies for the open-loop client */
+    run(&res2, 2);
+    size_t differ = 0;
+    for (uint64_t i = 0; i < res.clients[0].requests; i++)
+        differ += fabs(res.clients[0].lat_ms[i] - res2.clients[0].lat_ms[i]) > 1e-6;
+    CU_ASSERT(differ > res.clients[0].requests / 2);
+    possim_result_free(&res);
+    possim_result_free(&res2);
+}
+
+/* The request's ops run one by one, each alone on a fresh device model (DEVICE_MS), and the
+ * sum of their roofline solo times (sim_gpu_kernel_solo_ns: ROOFLINE_MS). */
+static void solo_request_ms(const char *model, const char *preset, double *device_ms,
+                            double *roofline_ms)
+{
+    char path[1024], err[512];
+    struct sim_model m = {0};
+    struct sim_request rq = {0};
+    struct sim_dev_params p;
+    CU_ASSERT_FATAL(sim_preset_get(preset, &p) == 0);
+    CU_ASSERT_FATAL(sim_model_find(model, path, sizeof path) == 0);
+    CU_ASSERT_FATAL(sim_model_load(path, 1, &m, err, sizeof err) == 0);
+    CU_ASSERT_FATAL(sim_request_build(&m, &rq) == 0);
+    struct sim_gpu *g = calloc(1, sizeof *g);
+    CU_ASSERT_FATAL(g != NULL);
+    double dev = 0, roof = 0;
+    for (size_t i = 0; i < rq.nops; i++) {
+        const struct sim_request_op *ro = &rq.ops[i];
+        roof += sim_gpu_kernel_solo_ns(&p, ro->flops, ro->bytes,
+                                       (uint32_t)sim_request_op_blocks(ro), ro->fp16);
+        sim_gpu_init(g, &p, 0);
+        int owner = sim_gpu_owner_add(g), ctx = sim_gpu_ctx_add(g, owner);
+        int stream = sim_gpu_stream_add(g, owner, ctx, 0), op = sim_gpu_op_alloc(g, owner);
+        struct sim_op *o = &g->ops[op];
+        o->kind = SIM_OP_KERNEL;
+        o->flags = ro->fp16 ? SIM_OPF_FP16 : 0;
+        o->ctx = (int16_t)ctx;
+        o->stream = stream;
+        o->blocks = (uint32_t)sim_request_op_blocks(ro);
+        o->threads = (uint32_t)sim_request_op_threads(ro);
+        o->smem = ro->smem;
+        o->flops = ro->flops;
+        o->bytes = ro->bytes;
+        sim_gpu_submit(g, op, 0);
+        int64_t t;
+        while ((t = sim_gpu_next_event(g)) != INT64_MAX)
+            sim_gpu_advance(g, t);
+        CU_ASSERT_EQUAL_FATAL(sim_gpu_reap(g, owner), op);
+        dev += (double)g->ops[op].end_ns;
+    }
+    free(g);
+    sim_request_free(&rq);
+    sim_model_free(&m);
+    *device_ms = dev / 1e6;
+    *roofline_ms = roof / 1e6;
+}
+
+static void test_lone_client_solo_times(void)
+{
+    static const char *const models[] = {"resnet50", "mobilenet_v2"};
+    for (int k = 0; k < 2; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "[device]\npreset = xavier-nx\n[sched]\npolicy = none\n"
+                 "[client a]\nmodel = %s\nrequests = 20\nlaunch_us = 2\n",
+                 models[k]);
+        load(text);
+        run(&res, 1);
+        /* the first launch's host time, then the ops back to back on the device */
+        double dev, roof;
+        solo_request_ms(models[k], "xavier-nx", &dev, &roof);
+        double want = dev + 0.002;
+        CU_ASSERT_DOUBLE_EQUAL(res.clients[0].p50_ms, want, want * 0.01);
+        CU_ASSERT_DOUBLE_EQUAL(res.clients[0].p99_ms, want, want * 0.01);
+        /* and the pure roofline is not far off */
+        CU_ASSERT_DOUBLE_EQUAL(res.clients[0].p50_ms, roof, roof * 0.10);
+        CU_ASSERT_EQUAL(res.launches, 20 * (uint64_t)(res.clients[0].launches / 20));
+        /* the device was busy with kernels all the time but their launch latencies */
+        struct sim_dev_params p;
+        sim_preset_get("xavier-nx", &p);
+        double ops = (double)res.clients[0].launches / 20.0;
+        double busy_ms = 20.0 * (dev - ops * p.launch_latency_us / 1e3);
+        CU_ASSERT_DOUBLE_EQUAL(res.busy_fraction * res.makespan_s * 1e3, busy_ms, busy_ms * 0.01);
+        possim_result_free(&res);
+    }
+}
+
+static void test_priority_protects_latency_client(void)
+{
+    load_mixed("none");
+    run(&res, 1);
+    load_mixed("priority");
+    run(&res2, 1);
+    double none_p99 = res.clients[0].p99_ms, prio_p99 = res2.clients[0].p99_ms;
+    double solo, roof;
+    solo_request_ms("resnet50", "xavier-nx", &solo, &roof);
+    /* without a scheduler the detector waits behind the batch clients' time slices */
+    CU_ASSERT(none_p99 > 3 * solo);
+    CU_ASSERT(prio_p99 < none_p99 / 3);
+    CU_ASSERT(res2.clients[0].p50_ms < 1.5 * solo);
+    /* the batch clients waited for grants, and the GPU stayed busy */
+    CU_ASSERT(res2.clients[1].grant_waits > 0);
+    CU_ASSERT(res2.busy_fraction > 0.8 * res.busy_fraction);
+    possim_result_free(&res);
+    possim_result_free(&res2);
+}
+
+static void test_fifo_and_priority_leave_a_lone_client_alone(void)
+{
+    static const char *const policies[] = {"none", "fifo", "priority"};
+    double p50[3], rps[3];
+    for (int k = 0; k < 3; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "[device]\npreset = xavier-nx\n[sched]\npolicy = %s\n"
+                 "[client batch]\nmodel = resnet50\nrequests = 50\nclass_priority = 20\n",
+                 policies[k]);
+        load(text);
+        run(&res, 1);
+        p50[k] = res.clients[0].p50_ms;
+        rps[k] = res.clients[0].throughput_rps;
+        CU_ASSERT_EQUAL(res.clients[0].grant_waits, 0);
+        possim_result_free(&res);
+    }
+    for (int k = 1; k < 3; k++) {
+        CU_ASSERT_DOUBLE_EQUAL(p50[k], p50[0], p50[0] * 0.03);
+        CU_ASSERT_DOUBLE_EQUAL(rps[k], rps[0], rps[0] * 0.03);
+    }
+}
+
+/* ---- the tool ----------------------------------------------------------------------------- */
+
+/* Runs build/possim ARGS; returns its exit status and its stdout (+ stderr) in OUT. */
+static int tool(const char *args, char *out, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "build/possim %s 2>&1", args);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_FATAL(p != NULL);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void drop_speed(char *s)
+{
+    char *at = strstr(s, "# speed ");
+    if (at)
+        *at = '\0';
+    at = strstr(s, ",\"cpu_s\"");
+    if (at)
+        *at = '\0';
+}
+
+static void test_tool(void)
+{
+    static char a[65536], b[65536];
+    const char *path = "build/tests/possim-test.ini";
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    char text[2048];
+    snprintf(text, sizeof text, mixed, "priority");
+    fputs(text, f);
+    fclose(f);
+    CU_ASSERT_EQUAL(tool("build/tests/possim-test.ini", a, sizeof a), 0);
+    CU_ASSERT_EQUAL(tool("--seed 1 build/tests/possim-test.ini", b, sizeof b), 0);
+    CU_ASSERT(strstr(a, "# speed ") != NULL);
+    drop_speed(a);
+    drop_speed(b);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    CU_ASSERT(strstr(a, "\n  lat ") != NULL);
+    CU_ASSERT_EQUAL(tool("-o json build/tests/possim-test.ini", a, sizeof a), 0);
+    CU_ASSERT_EQUAL(tool("-o json build/tests/possim-test.ini", b, sizeof b), 0);
+    CU_ASSERT(strncmp(a, "{\"scenario\":", 12) == 0);
+    CU_ASSERT(strstr(a, "\"launches_per_cpu_s\":") != NULL);
+    drop_speed(a);
+    drop_speed(b);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    /* a malformed scenario: FILE:LINE: what, exit 2 */
+    f = fopen(path, "w");
+    fputs("[client a]\nmodel = resnet18\nrequests = 0\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(tool("build/tests/possim-test.ini", a, sizeof a), 2);
+    CU_ASSERT_STRING_EQUAL(a, "build/tests/possim-test.ini:3: bad value '0' for 'requests' in "
+                              "[client a]: expected an integer in 1..100000000\n");
+    CU_ASSERT_EQUAL(tool("--help", a, sizeof a), 0);
+    CU_ASSERT(strstr(a, "[client NAME]") != NULL && strstr(a, "grant_wake_us") != NULL);
+    remove(path);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("possim", suite_init, NULL);
+    POS_ADD_TEST(s, test_parse_errors);
+    POS_ADD_TEST(s, test_parse_ok);
+    POS_ADD_TEST(s, test_deterministic);
+    POS_ADD_TEST(s, test_lone_client_solo_times);
+    POS_ADD_TEST(s, test_priority_protects_latency_client);
+    POS_ADD_TEST(s, test_fifo_and_priority_leave_a_lone_client_alone);
+    POS_ADD_TEST(s, test_tool);
+}

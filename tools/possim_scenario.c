@@ -1,0 +1,596 @@
+/* possim's scenario parser (see possim_scenario.h). libinih splits the lines; a reader in
+ * front of it counts them, checks each as inih will read it and opens the section a header
+ * starts (Debian's inih passes no line numbers to handlers), as sched/config.c does. */
+#include "tools/possim_scenario.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/policy/policy.h"
+#include "sim/model_file.h"
+
+const char possim_scenario_help[] =
+    "Scenario file (INI; ';' or '#' starts a comment):\n"
+    "  [device]\n"
+    "  preset = xavier-nx      ; xavier-nx, orin-agx, rtx3080 or h200 (default xavier-nx)\n"
+    "  file = PATH             ; or a device file (docs/sim.md), instead of preset\n"
+    "  mode = timeslice        ; timeslice or mps (default: the preset's or file's)\n"
+    "  timeslice_us = 2000     ; time slice in timeslice mode (default: the device's)\n"
+    "  [sched]\n"
+    "  policy = priority       ; fifo, priority (any policy posd knows) or none: no scheduler\n"
+    "  tick_us = 200           ; decision period while a client waits or is windowed\n"
+    "  stall_ms = 50           ; in flight this long with no completion: stalled\n"
+    "  guard_period_ms = 200   ; starvation-guard period\n"
+    "  min_share = 0.01        ; starvation-guard share of every client\n"
+    "  credits = 1024          ; grant window beyond what a client submitted\n"
+    "  [posd]                  ; what posd learns, and when\n"
+    "  poll_us = 100           ; the shim collector's poll interval while work is pending:\n"
+    "                          ; a marker is seen 0..poll_us after its op completes\n"
+    "  wake_us = 20            ; posd's wake-up after a kick\n"
+    "  grant_wake_us = 10      ; a client thread's wake-up after a grant it sleeps on\n"
+    "  spin_us = 20            ; a thread spins this long for a grant before it sleeps\n"
+    "                          ; and kicks posd\n"
+    "  [client NAME]           ; one per client process, 1..64 of them\n"
+    "  model = resnet50        ; sim/models name, $POS_MODELS_DIR/NAME.model, or a path\n"
+    "  batch = 1\n"
+    "  requests = 200\n"
+    "  arrival = closed        ; closed | poisson:RATE | gamma:SHAPE:RATE (requests/s)\n"
+    "  class_priority = 10     ; lower = more important\n"
+    "  max_inflight = 0        ; the class's in-flight cap (0: none)\n"
+    "  slo_ms = 0              ; latency objective; 0: none\n"
+    "  host_us = 0             ; host time before each launch (posapp --host-us)\n"
+    "  launch_us = 2           ; host cost of one launch call\n"
+    "  seed = 1                ; seeds the arrival schedule (posapp --seed)\n";
+
+enum sect_kind { SECT_NONE, SECT_DEVICE, SECT_SCHED, SECT_POSD, SECT_CLIENT };
+
+enum value_type { V_U32, V_U64, V_INT, V_DOUBLE, V_SPECIAL };
+
+struct key_spec {
+    const char *name;
+    enum value_type type;
+    size_t off; /* in the section's object */
+    double lo, hi;
+    int lo_open;
+};
+
+#define SC(f) offsetof(struct possim_scenario, f)
+#define CL(f) offsetof(struct possim_client_spec, f)
+
+static const struct key_spec device_keys[] = {
+    {"preset", V_SPECIAL, 0, 0, 0, 0},
+    {"file", V_SPECIAL, 0, 0, 0, 0},
+    {"mode", V_SPECIAL, 0, 0, 0, 0},
+    {"timeslice_us", V_DOUBLE, SC(dev.timeslice_us), 0, 1e9, 1},
+};
+static const struct key_spec sched_keys[] = {
+    {"policy", V_SPECIAL, 0, 0, 0, 0},
+    {"tick_us", V_DOUBLE, SC(tick_us), 0, 1e9, 1},
+    {"stall_ms", V_DOUBLE, SC(stall_ms), 0, 1e9, 1},
+    {"guard_period_ms", V_DOUBLE, SC(guard_period_ms), 0, 1e9, 1},
+    {"min_share", V_DOUBLE, SC(min_share), 0, 1, 0},
+    {"credits", V_U32, SC(credits), 1, 1 << 20, 0},
+};
+static const struct key_spec posd_keys[] = {
+    {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
+    {"wake_us", V_DOUBLE, SC(wake_us), 0, 1e9, 0},
+    {"grant_wake_us", V_DOUBLE, SC(grant_wake_us), 0, 1e9, 0},
+    {"spin_us", V_DOUBLE, SC(spin_us), 0, 1e9, 0},
+};
+static const struct key_spec client_keys[] = {
+    {"model", V_SPECIAL, 0, 0, 0, 0},
+    {"batch", V_U32, CL(batch), 1, 4096, 0},
+    {"requests", V_U64, CL(requests), 1, 100000000, 0},
+    {"arrival", V_SPECIAL, 0, 0, 0, 0},
+    {"class_priority", V_INT, CL(priority), -1000000, 1000000, 0},
+    {"max_inflight", V_U32, CL(max_inflight), 0, 1 << 20, 0},
+    {"slo_ms", V_DOUBLE, CL(slo_ms), 0, 1e9, 0},
+    {"host_us", V_DOUBLE, CL(host_us), 0, 1e9, 0},
+    {"launch_us", V_DOUBLE, CL(launch_us), 0, 1e9, 0},
+    {"seed", V_U64, CL(seed), 0, 1.8446744073709552e19, 0},
+};
+
+#define MAX_KEYS 16
+#define NKEYS(t) (sizeof t / sizeof t[0])
+
+struct parser {
+    struct possim_scenario *sc;
+    const char *path;
+    FILE *fp;
+    char *buf;
+    size_t bufcap;
+    int line;
+    enum sect_kind kind;
+    char title[POSSIM_NAME_MAX + 16];
+    struct possim_client_spec *client; /* of an open [client NAME] */
+    int seen[MAX_KEYS];                /* line each key of the open section was set on */
+    int seen_sect[SECT_CLIENT];        /* line of each global section's header */
+    int device_line[2];                /* lines of preset and file */
+    int mode_set;
+    int rc;
+    char reason[192];
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct parser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct parser *p, int line, const char *fmt, ...)
+{
+    if (p->rc)
+        return p->rc;
+    int n = snprintf(p->err, p->errlen, "%s:%d: ", p->path, line);
+    if (n >= 0 && (size_t)n < p->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    p->rc = -EINVAL;
+    return p->rc;
+}
+
+static int refuse(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int refuse(struct parser *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->reason, sizeof p->reason, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* ---- values ------------------------------------------------------------------------------- */
+
+/* A decimal integer and nothing else ("+5", " 5", "5x" and "0x5" are refused). */
+static int read_integer(const char *s, double lo, double hi, long long *out,
+                        unsigned long long *uout)
+{
+    const char *digits = s + (*s == '-');
+    if (*digits < '0' || *digits > '9')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    if (*s == '-') {
+        long long v = strtoll(s, &end, 10);
+        if (errno || *end || (double)v < lo)
+            return -EINVAL;
+        *out = v;
+        *uout = 0;
+        return 0;
+    }
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || (double)v > hi || (double)v < lo)
+        return -EINVAL;
+    *uout = v;
+    *out = v > (unsigned long long)INT64_MAX ? INT64_MAX : (long long)v;
+    return 0;
+}
+
+static int parse_value(struct parser *p, const struct key_spec *k, const char *value, void *field)
+{
+    long long v = 0;
+    unsigned long long u = 0;
+    switch (k->type) {
+    case V_U32:
+    case V_U64:
+    case V_INT:
+        if (read_integer(value, k->lo, k->hi, &v, &u) < 0)
+            return refuse(p, "expected an integer in %.0f..%.0f", k->lo, k->hi);
+        if (k->type == V_U32)
+            *(uint32_t *)field = (uint32_t)u;
+        else if (k->type == V_U64)
+            *(uint64_t *)field = u;
+        else
+            *(int *)field = (int)v;
+        return 0;
+    case V_DOUBLE: {
+        char *end;
+        double d = 0;
+        int ok = *value && strspn(value, "0123456789.eE+-") == strlen(value);
+        if (ok) {
+            errno = 0;
+            d = strtod(value, &end);
+            ok = !errno && !*end && isfinite(d) && d <= k->hi &&
+                 (k->lo_open ? d > k->lo : d >= k->lo);
+        }
+        if (!ok)
+            return refuse(p, "expected a number %s %.15g and <= %.15g",
+                          k->lo_open ? ">" : ">=", k->lo, k->hi);
+        *(double *)field = d;
+        return 0;
+    }
+    default:
+        return -EINVAL;
+    }
+}
+
+static int known_policy(const char *name)
+{
+    return strcmp(name, "none") == 0 || pos_policy_find(name) != NULL;
+}
+
+static void policy_list(char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; pos_policies[i] && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s, ", pos_policies[i]->name);
+    if (n < len)
+        snprintf(buf + n, len - n, "or none");
+}
+
+/* Keys whose values are words, files or specs. */
+static int parse_special(struct parser *p, const char *key, const char *value)
+{
+    struct possim_scenario *sc = p->sc;
+    char msg[512];
+    if (p->kind == SECT_DEVICE && strcmp(key, "preset") == 0) {
+        if (p->device_line[1])
+            return refuse(p, "give preset or file, not both (file is set on line %d)",
+                          p->device_line[1]);
+        double ts = sc->dev.timeslice_us;
+        int mode = sc->dev.mode;
+        if (sim_preset_get(value, &sc->dev) < 0)
+            return refuse(p, "expected xavier-nx, orin-agx, rtx3080 or h200");
+        if (p->seen[3])
+            sc->dev.timeslice_us = ts;
+        if (p->mode_set)
+            sc->dev.mode = mode;
+        snprintf(sc->device_name, sizeof sc->device_name, "%s", value);
+        p->device_line[0] = p->line;
+        return 0;
+    }
+    if (p->kind == SECT_DEVICE && strcmp(key, "file") == 0) {
+        if (p->device_line[0])
+            return refuse(p, "give preset or file, not both (preset is set on line %d)",
+                          p->device_line[0]);
+        double ts = sc->dev.timeslice_us;
+        int mode = sc->dev.mode;
+        if (sim_params_load_file(value, &sc->dev, msg, sizeof msg) < 0)
+            return refuse(p, "%s", msg);
+        if (p->seen[3])
+            sc->dev.timeslice_us = ts;
+        if (p->mode_set)
+            sc->dev.mode = mode;
+        snprintf(sc->device_name, sizeof sc->device_name, "%s", value);
+        p->device_line[1] = p->line;
+        return 0;
+    }
+    if (p->kind == SECT_DEVICE && strcmp(key, "mode") == 0) {
+        if (strcmp(value, "timeslice") == 0)
+            sc->dev.mode = SIM_MODE_TIMESLICE;
+        else if (strcmp(value, "mps") == 0)
+            sc->dev.mode = SIM_MODE_MPS;
+        else
+            return refuse(p, "expected timeslice or mps");
+        p->mode_set = 1;
+        return 0;
+    }
+    if (p->kind == SECT_SCHED && strcmp(key, "policy") == 0) {
+        if (!known_policy(value)) {
+            char list[128];
+            policy_list(list, sizeof list);
+            return refuse(p, "expected %s", list);
+        }
+        snprintf(sc->policy, sizeof sc->policy, "%s", value);
+        sc->no_core = strcmp(value, "none") == 0;
+        return 0;
+    }
+    struct possim_client_spec *c = p->client;
+    if (p->kind == SECT_CLIENT && strcmp(key, "model") == 0) {
+        if (!*value || strlen(value) >= sizeof c->model)
+            return refuse(p, "expected a model name or path");
+        int rc = sim_model_find(value, c->model_path, sizeof c->model_path);
+        if (rc < 0)
+            return refuse(p,
+                          "no such model (no %s.model in $POS_MODELS_DIR or sim/models; or "
+                          "give a path)",
+                          value);
+        snprintf(c->model, sizeof c->model, "%s", value);
+        return 0;
+    }
+    if (p->kind == SECT_CLIENT && strcmp(key, "arrival") == 0) {
+        if (strlen(value) >= sizeof c->arrival_spec)
+            return refuse(p, "expected closed, poisson:RATE or gamma:SHAPE:RATE");
+        if (posapp_arrival_parse(value, &c->arrival, msg, sizeof msg) < 0)
+            return refuse(p, "%s", msg);
+        snprintf(c->arrival_spec, sizeof c->arrival_spec, "%s", value);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* ---- sections ----------------------------------------------------------------------------- */
+
+static const struct key_spec *section_keys(enum sect_kind kind, size_t *n)
+{
+    switch (kind) {
+    case SECT_DEVICE:
+        *n = NKEYS(device_keys);
+        return device_keys;
+    case SECT_SCHED:
+        *n = NKEYS(sched_keys);
+        return sched_keys;
+    case SECT_POSD:
+        *n = NKEYS(posd_keys);
+        return posd_keys;
+    case SECT_CLIENT:
+        *n = NKEYS(client_keys);
+        return client_keys;
+    default:
+        *n = 0;
+        return NULL;
+    }
+}
+
+/* Checks the section being left. */
+static int close_section(struct parser *p)
+{
+    if (p->kind == SECT_CLIENT && !p->client->model[0])
+        return fail(p, p->client->line, "[%s] has no model: set model = NAME", p->title);
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    char *end = s + strlen(s);
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
+        end--;
+    *end = '\0';
+    return s;
+}
+
+static void client_defaults(struct possim_client_spec *c)
+{
+    memset(c, 0, sizeof *c);
+    c->batch = 1;
+    c->requests = 100;
+    c->arrival = (struct posapp_arrival){.kind = POSAPP_ARRIVAL_CLOSED, .shape = 1.0};
+    snprintf(c->arrival_spec, sizeof c->arrival_spec, "closed");
+    c->priority = 10;
+    c->launch_us = 2;
+    c->seed = 1;
+}
+
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+
+/* TEXT is what stands between the brackets of a header: "kind" or "kind NAME". */
+static int open_section(struct parser *p, char *text)
+{
+    if (close_section(p) < 0)
+        return p->rc;
+    memset(p->seen, 0, sizeof p->seen);
+    p->client = NULL;
+    text = trim(text);
+    char *name = text + strcspn(text, " \t");
+    size_t kind_len = (size_t)(name - text);
+    name = trim(name);
+    static const char *const kinds[] = {NULL, "device", "sched", "posd", "client"};
+    enum sect_kind kind = SECT_NONE;
+    for (int i = SECT_DEVICE; i <= SECT_CLIENT; i++)
+        if (strlen(kinds[i]) == kind_len && strncmp(kinds[i], text, kind_len) == 0)
+            kind = (enum sect_kind)i;
+    if (kind == SECT_NONE)
+        return fail(p, p->line,
+                    "unknown section [%s] (use [device], [sched], [posd] or [client NAME])", text);
+    if (kind == SECT_CLIENT) {
+        if (!*name)
+            return fail(p, p->line, "[client] needs a name: [client NAME]");
+        size_t len = strlen(name);
+        if (len >= POSSIM_NAME_MAX || strspn(name, NAME_CHARS) != len)
+            return fail(p, p->line, "bad client name '%s' (1..%d letters, digits, '_', '.' or '-')",
+                        name, POSSIM_NAME_MAX - 1);
+        for (size_t i = 0; i < p->sc->nclients; i++)
+            if (strcmp(p->sc->clients[i].name, name) == 0)
+                return fail(p, p->line, "duplicate [client %s] (first on line %d)", name,
+                            p->sc->clients[i].line);
+        if (p->sc->nclients == POSSIM_MAX_CLIENTS)
+            return fail(p, p->line, "too many clients (at most %d)", POSSIM_MAX_CLIENTS);
+        p->client = &p->sc->clients[p->sc->nclients++];
+        client_defaults(p->client);
+        snprintf(p->client->name, sizeof p->client->name, "%s", name);
+        p->client->line = p->line;
+    } else {
+        if (*name)
+            return fail(p, p->line, "[%s] takes no name", kinds[kind]);
+        if (p->seen_sect[kind])
+            return fail(p, p->line, "duplicate section [%s] (first on line %d)", kinds[kind],
+                        p->seen_sect[kind]);
+        p->seen_sect[kind] = p->line;
+    }
+    p->kind = kind;
+    snprintf(p->title, sizeof p->title, "%s%s%s", kinds[kind], *name ? " " : "", name);
+    return 0;
+}
+
+/* The first character of S that is one of CHARS, or where an inline comment (';' after a
+ * blank) or the string ends: how inih splits a line. */
+static char *find_or_comment(char *s, const char *chars)
+{
+    int after_blank = 0;
+    for (; *s && !strchr(chars, *s); s++) {
+        if (after_blank && *s == ';')
+            break;
+        after_blank = *s == ' ' || *s == '\t';
+    }
+    return s;
+}
+
+static int check_line(struct parser *p, char *s)
+{
+    if (!*s || *s == ';' || *s == '#')
+        return 0;
+    if (*s == '[') {
+        char *end = find_or_comment(s + 1, "]");
+        if (*end != ']')
+            return fail(p, p->line, "syntax error: no ']' closes the section name");
+        char *rest = end + 1 + strspn(end + 1, " \t");
+        if (*rest && *rest != ';' && *rest != '#')
+            return fail(p, p->line, "syntax error: text after ']'");
+        char text[256];
+        snprintf(text, sizeof text, "%.*s", (int)(end - s - 1), s + 1);
+        return open_section(p, text);
+    }
+    if (!*find_or_comment(s, "=:"))
+        return fail(p, p->line, "syntax error: expected 'key = value'");
+    return 0;
+}
+
+/* inih's reader: one physical line at a time, so p->line is the line of every handler call.
+ * Leading blanks are dropped, so an indented line never continues the previous value. */
+static char *next_line(char *str, int num, void *stream)
+{
+    struct parser *p = stream;
+    if (p->rc)
+        return NULL;
+    errno = 0;
+    ssize_t n = getline(&p->buf, &p->bufcap, p->fp);
+    if (n < 0)
+        return NULL;
+    p->line++;
+    if (memchr(p->buf, '\0', (size_t)n)) {
+        fail(p, p->line, "the line holds a NUL byte");
+        return NULL;
+    }
+    char *s = p->buf;
+    if (p->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+        s += 3;
+    s = trim(s);
+    size_t len = strlen(s);
+    if (num < 2 || len > (size_t)num - 2) {
+        fail(p, p->line, "line longer than %d characters", num - 2);
+        return NULL;
+    }
+    if (check_line(p, s) < 0)
+        return NULL;
+    memcpy(str, s, len);
+    memcpy(str + len, "\n", 2);
+    return str;
+}
+
+static int on_key(void *user, const char *section, const char *key, const char *value)
+{
+    struct parser *p = user;
+    (void)section;
+    if (p->rc)
+        return 0;
+    if (p->kind == SECT_NONE) {
+        fail(p, p->line,
+             "key '%s' is outside any section: put it under [device], [sched], [posd] or "
+             "[client NAME]",
+             key);
+        return 0;
+    }
+    size_t n, i = 0;
+    const struct key_spec *keys = section_keys(p->kind, &n);
+    while (i < n && strcmp(keys[i].name, key) != 0)
+        i++;
+    if (i == n) {
+        fail(p, p->line, "unknown key '%s' in [%s]", key, p->title);
+        return 0;
+    }
+    if (p->seen[i]) {
+        fail(p, p->line, "duplicate key '%s' in [%s] (first set on line %d)", key, p->title,
+             p->seen[i]);
+        return 0;
+    }
+    const struct key_spec *k = &keys[i];
+    p->reason[0] = '\0';
+    void *base = p->kind == SECT_CLIENT ? (void *)p->client : (void *)p->sc;
+    int rc = k->type == V_SPECIAL ? parse_special(p, key, value)
+                                  : parse_value(p, k, value, (char *)base + k->off);
+    if (rc < 0) {
+        fail(p, p->line, "bad value '%s' for '%s' in [%s]: %s", value, key, p->title, p->reason);
+        return 0;
+    }
+    p->seen[i] = p->line;
+    return 1;
+}
+
+static void scenario_defaults(struct possim_scenario *sc, const char *path)
+{
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->path, sizeof sc->path, "%s", path);
+    sim_preset_get("xavier-nx", &sc->dev);
+    snprintf(sc->device_name, sizeof sc->device_name, "xavier-nx");
+    snprintf(sc->policy, sizeof sc->policy, "priority");
+    sc->tick_us = 200;
+    sc->stall_ms = 50;
+    sc->guard_period_ms = 200;
+    sc->min_share = 0.01;
+    sc->credits = 1024;
+    sc->poll_us = 100;
+    sc->wake_us = 20;
+    sc->grant_wake_us = 10;
+    sc->spin_us = 20;
+}
+
+static int parse_fp(const char *path, FILE *fp, struct possim_scenario *out, char *err,
+                    size_t errlen)
+{
+    struct possim_scenario *sc = calloc(1, sizeof *sc);
+    if (!sc) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    scenario_defaults(sc, path);
+    struct parser p = {.sc = sc, .path = path, .fp = fp, .err = err, .errlen = errlen};
+    int rc = ini_parse_stream(next_line, &p, on_key, &p);
+    if (!p.rc) {
+        if (ferror(fp)) {
+            snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+            p.rc = -EIO;
+        } else if (rc > 0) {
+            fail(&p, rc, "syntax error");
+        } else if (rc < 0) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            p.rc = -ENOMEM;
+        } else if (close_section(&p) == 0 && sc->nclients == 0) {
+            fail(&p, p.line > 0 ? p.line : 1, "no clients: add a [client NAME] section");
+        }
+    }
+    if (!p.rc) {
+        char msg[256];
+        if (sim_params_validate(&sc->dev, msg, sizeof msg) < 0)
+            fail(&p, p.seen_sect[SECT_DEVICE] ? p.seen_sect[SECT_DEVICE] : 1, "%s", msg);
+    }
+    free(p.buf);
+    if (!p.rc)
+        *out = *sc;
+    free(sc);
+    return p.rc;
+}
+
+int possim_scenario_load(const char *path, struct possim_scenario *out, char *err, size_t errlen)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -errno;
+    }
+    int rc = parse_fp(path, fp, out, err, errlen);
+    fclose(fp);
+    return rc;
+}
+
+int possim_scenario_parse(const char *path, const char *text, struct possim_scenario *out,
+                          char *err, size_t errlen)
+{
+    FILE *fp = fmemopen((void *)text, strlen(text), "r");
+    if (!fp) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    int rc = parse_fp(path, fp, out, err, errlen);
+    fclose(fp);
+    return rc;
+}

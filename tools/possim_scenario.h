@@ -1,0 +1,62 @@
+/* possim's scenario files (INI, parsed with libinih): the device, the scheduler's tunables,
+ * the model of what posd learns and when, and the clients. Format: docs/possim.md and
+ * `possim --help`. Errors are one line, "FILE:LINE: what is wrong". */
+#ifndef POS_TOOLS_POSSIM_SCENARIO_H
+#define POS_TOOLS_POSSIM_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/device_presets.h"
+#include "tools/posapp_arrival.h"
+
+#define POSSIM_MAX_CLIENTS 64
+#define POSSIM_NAME_MAX    48
+#define POSSIM_PATH_MAX    1024
+
+struct possim_client_spec {
+    char name[POSSIM_NAME_MAX];
+    char model[POSSIM_PATH_MAX];      /* as written */
+    char model_path[POSSIM_PATH_MAX]; /* resolved with sim_model_find */
+    uint32_t batch;
+    uint64_t requests;
+    struct posapp_arrival arrival;
+    char arrival_spec[64];
+    int priority; /* class_priority: lower = more important */
+    uint32_t max_inflight;
+    double slo_ms;    /* 0: none */
+    double host_us;   /* host time before each launch */
+    double launch_us; /* host cost of one launch call */
+    uint64_t seed;
+    int line; /* of its [client NAME] header */
+};
+
+struct possim_scenario {
+    char path[POSSIM_PATH_MAX];
+    /* [device] */
+    struct sim_dev_params dev; /* preset or file, with mode and timeslice_us applied */
+    char device_name[POSSIM_PATH_MAX];
+    /* [sched] */
+    char policy[32]; /* a pos_policy_find name, or "none" */
+    int no_core;     /* policy none: no scheduler at all */
+    double tick_us, stall_ms, guard_period_ms, min_share;
+    uint32_t credits;
+    /* [posd] */
+    double poll_us, wake_us, grant_wake_us, spin_us;
+    /* [client NAME] */
+    size_t nclients;
+    struct possim_client_spec clients[POSSIM_MAX_CLIENTS];
+};
+
+/* Loads the scenario at PATH into *OUT. Returns 0, or a negative errno with
+ * "FILE:LINE: what" (or "FILE: what" when the file cannot be read) in ERR. */
+int possim_scenario_load(const char *path, struct possim_scenario *out, char *err, size_t errlen);
+
+/* The same from text held in memory, named PATH in messages. */
+int possim_scenario_parse(const char *path, const char *text, struct possim_scenario *out,
+                          char *err, size_t errlen);
+
+/* The scenario format, as `possim --help` prints it. */
+extern const char possim_scenario_help[];
+
+#endif

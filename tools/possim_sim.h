@@ -1,0 +1,55 @@
+/* possim's simulation: a virtual-time discrete-event run of a scenario (possim_scenario.h)
+ * through the very same scheduling core (sched/core.h), policies and virtual-GPU model
+ * (sim/gpu_model.h) that posd and the simulated driver run, with a model of what posd learns
+ * of its clients and when (docs/possim.md). Pure: no clock but the virtual one, no I/O but
+ * the report writers. The same scenario and seed always give the same result. */
+#ifndef POS_TOOLS_POSSIM_SIM_H
+#define POS_TOOLS_POSSIM_SIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tools/possim_scenario.h"
+
+struct possim_client_result {
+    char name[POSSIM_NAME_MAX];
+    char model[64];
+    uint32_t batch;
+    int priority;
+    uint64_t requests, launches;
+    double p50_ms, p90_ms, p99_ms, mean_ms, max_ms;
+    double active_s;                    /* first arrival to last completion */
+    double throughput_rps, launch_rate; /* over active_s */
+    double slo_ms;                      /* 0: none */
+    double slo_attainment;              /* NAN without an SLO */
+    uint64_t grant_waits;               /* launches that waited for a grant */
+    double grant_wait_ms;               /* their total wait */
+    uint64_t markers;                   /* completion markers its launches carried */
+    double *lat_ms;                     /* [requests], in request order */
+};
+
+struct possim_result {
+    uint64_t seed;
+    double makespan_s; /* virtual: 0 to the last completion */
+    double busy_fraction;
+    uint64_t launches;
+    uint64_t decisions; /* sched_core_decide calls */
+    uint64_t events;    /* events the simulator handled */
+    size_t nclients;
+    struct possim_client_result clients[POSSIM_MAX_CLIENTS];
+};
+
+/* Runs SC with run seed SEED (client I's arrival seed is its seed + SEED - 1; the collector's
+ * poll delays are drawn from SEED). Returns 0, or a negative errno with a message in ERR. */
+int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
+               char *err, size_t errlen);
+void possim_result_free(struct possim_result *r);
+
+/* Writers. CPU_S is the simulator's own CPU time for the run (its speed line/key is the last
+ * line of the text, the last key of the JSON object); CPU_S <= 0 leaves the speed out. */
+void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct possim_result *r,
+                       double cpu_s);
+void possim_write_json(FILE *f, const struct possim_scenario *sc, const struct possim_result *r,
+                       double cpu_s);
+
+#endif
