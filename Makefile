@@ -23,7 +23,6 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -MMD -MP
 
 CUDA_STUB := $(CUDA_HOME)/lib64/stubs
 
-.DEFAULT_GOAL := all
 
 # --- dependencies -----------------------------------------------------------------------
 DEPS_STAMP := $(B)/.deps-ok
