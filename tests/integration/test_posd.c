@@ -309,7 +309,7 @@ static void test_priority_holds_and_stall_and_death_release(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "app 'batch1' class batch priority 20 rule batch-jobs"));
 }
 
-/* A client alone runs freely whatever its class: as fast as without posd. */
+/* A client alone runs freely whatever its class (no launch waits): as fast as without posd. */
 static void test_lone_batch_client_is_not_slowed(void)
 {
     const char *const args[] = {"--model", "resnet50", "--requests", "60", NULL};
@@ -323,6 +323,12 @@ static void test_lone_batch_client_is_not_slowed(void)
     double solo = t ? strtod(t + 17, NULL) : -1;
     posd_start("priority");
     posapp_start(&p, "batch1", args);
+    /* it launches freely: not one launch waits for a grant */
+    char js[OUT_MAX] = "";
+    wait_clients(1);
+    usleep(200000);
+    CU_ASSERT(posstat_json(js, sizeof js) == 0 && strstr(js, "\"app\":\"batch1\"") &&
+              strstr(strstr(js, "\"app\":\"batch1\""), "\"wait_p50_us\":null"));
     CU_ASSERT_EQUAL(posapp_wait(&p, out, sizeof out), 0);
     t = strstr(out, "\"throughput_rps\":");
     double under = t ? strtod(t + 17, NULL) : -1;
