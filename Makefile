@@ -174,6 +174,7 @@ bench: all
 	@bash bench/testbed.sh
 	@bash bench/shim.sh
 	@bash bench/posd.sh
+	@bash bench/core.sh
 
 # --- install --------------------------------------------------------------------------
 install: all

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # posd benchmark (simulated GPU): correctness of the accounting under fifo, priority isolation
 # of a latency-class client beside two batch clients (against fifo and against it alone),
-# fail-open when posd is killed mid-run, launch overhead of shim + posd, and the grant round
-# trip of a client that must wait. Writes docs/results/posd.md.
+# fail-open when posd is killed mid-run, and the launch overhead of shim + posd. Grant latency
+# and work conservation: bench/core.sh. Writes docs/results/posd.md.
 #
 #   bash bench/posd.sh          (make bench runs it)
 #   REPS=5 OUT=/tmp/p.md bash bench/posd.sh
@@ -16,7 +16,6 @@ trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"' EXIT
 APP=build/posapp SHIM=build/libposshim.so POSD=build/posd POSSTAT=build/posstat
 export LD_LIBRARY_PATH=build/sim POS_SOCKET=$T/posd.sock
 for f in $APP $SHIM $POSD $POSSTAT; do [ -e "$f" ] || { echo "bench: build first (make)" >&2; exit 1; }; done
-cc -O2 -D_GNU_SOURCE -Iinclude -I. -o "$T/grant_rtt" bench/grant_rtt.c
 
 field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
@@ -26,14 +25,6 @@ cat >"$T/posd.conf" <<'EOF'
 [rule batch-jobs]
 match_app = batch*
 class = batch
-
-[class probe]
-priority = 50
-max_inflight = 1
-
-[rule probe]
-match_app = grant_rtt
-class = probe
 EOF
 
 POSD_PID=
@@ -161,12 +152,6 @@ posd_down
 m_mbp=$(printf '%s\n' "${mb_plain[@]}" | median) m_mbs=$(printf '%s\n' "${mb_sched[@]}" | median)
 m_msp=$(printf '%s\n' "${ms_plain[@]}" | median) m_mss=$(printf '%s\n' "${ms_sched[@]}" | median)
 
-# ---- 5. grant round trip ------------------------------------------------------------------------
-echo "bench: grant round trip..." >&2
-posd_up priority
-rtt=$("$T/grant_rtt" 3000)
-posd_down
-
 cpu=$(sed -n 's/^model name[ \t]*: //p' /proc/cpuinfo | head -1)
 cat >"$OUT" <<EOF
 # posd: accounting, isolation, fail-open, overhead
@@ -187,8 +172,7 @@ timeslice mode unless stated), posd on a socket in a temporary directory.
 ## Priority isolation (timeslice)
 
 A latency-class \`posapp ${LAT_ARGS[*]}\` (closed loop) beside two batch-class \`posapp --model
-resnet50\` (closed loop, \`POS_APP=batch1/2\`, matched by a rule to class batch: priority 20,
-max_inflight 2). "solo" is the latency client alone without shim or posd. Median of $REPS runs
+resnet50\` (closed loop, \`POS_APP=batch1/2\`, matched by a rule to class batch: priority 20). "solo" is the latency client alone without shim or posd. Median of $REPS runs
 each (runs: solo ${p99[solo]}| fifo ${p99[fifo]}| priority ${p99[priority]}ms).
 
 | | latency p50 (ms) | latency p99 (ms) | p99 / solo p99 | batch launches/s (both) |
@@ -220,10 +204,8 @@ simulated GPU spends 6 us per tiny kernel); the per-call ratio compares the shim
 against the simulated driver's ~250 ns launch, which is about ten times cheaper than a real
 driver's (a few us), so on a GPU the same added time is a far smaller fraction.
 
-## Grant round trip
+## Grant latency
 
-\`bench/grant_rtt.c\`: a client of a class capped at one operator in flight reports each
-operator complete and must wait for posd to grant the next (kick over the eventfd, posd's
-tick, grant published, futex wake): $rtt.
+Measured with real clients in [core.md](core.md) (\`bash bench/core.sh\`).
 EOF
 echo "bench: wrote $OUT" >&2

@@ -584,10 +584,15 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         c->published = 1;
         c->pub_mode = c->mode;
         c->pub_granted = c->granted;
-        /* a windowed client is released by its completions: it reports each one, at once;
-         * a client that holds others back must say at once when it is done */
+        /* a windowed client is released by its completions: it reports them at once; a
+         * client that holds others back must say at once when it is done */
         int windowed = c->mode == POS_GRANT_WINDOW;
-        g->sample = windowed ? 1 : k->p.sample_free;
+        /* a window advances on completions: a marker a quarter of a window apart (the
+         * shim marks the last launch a grant allows as well) */
+        uint64_t window = c->granted > c->completed_upto ? c->granted - c->completed_upto : 1;
+        uint64_t every = window / 4 ? window / 4 : 1;
+        g->sample = windowed ? (uint32_t)(every < k->p.sample_free ? every : k->p.sample_free)
+                             : k->p.sample_free;
         g->kick_on_done = windowed || outranks_someone(k, c);
         /* when to look again */
         uint64_t q = c->submitted - c->released, f = inflight(c);

@@ -290,8 +290,9 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         kick(s);
     if (!go_now && !granted(shm, seq))
         wait_grant(s, seq);
-    /* a windowed launch is released by its completion: it needs its own marker */
-    *windowed = !go_now;
+    /* the last launch its grant allows needs a marker of its own: posd extends the window
+     * when it hears of that completion (the others follow posd's sample) */
+    *windowed = !go_now && seq >= atomic_load_explicit(&shm->granted, memory_order_acquire);
     /* the first launch after an idle point starts a request: posd holds others for it */
     if (atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
         kick(s);

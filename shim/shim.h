@@ -206,7 +206,7 @@ extern int shim_sched_allowed;                      /* POS_MODE lets us talk to 
 extern _Atomic uint32_t shim_sample;                /* markers every N launches, now */
 
 /* Submits one launch and waits for its grant if posd holds it; returns its seq (0: none).
- * *WINDOWED tells whether posd had it in a window (its completion must be reported). */
+ * *WINDOWED tells whether it is the last launch of a window (it needs its own marker). */
 uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub,
                              int *windowed);
 

@@ -6,6 +6,7 @@
  * temporary directory (POS_SOCKET). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -462,6 +463,16 @@ static int closed_by_posd(int s, char *reason, size_t cap)
     return n == 0;
 }
 
+/* Whether posd hangs up on S within MS milliseconds. */
+static int closed_by_posd_within(int s, int ms)
+{
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return 0;
+    char c;
+    return recv(s, &c, 1, MSG_DONTWAIT) == 0;
+}
+
 static void hello(int s, uint32_t shm_version)
 {
     struct {
@@ -470,6 +481,82 @@ static void hello(int s, uint32_t shm_version)
     } m = {{POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_HELLO, sizeof(struct pos_hello), 0},
            {POS_OP_RECORD_VERSION, shm_version}};
     CU_ASSERT_EQUAL(send(s, &m, sizeof m, 0), (ssize_t)sizeof m);
+}
+
+/* A client registered by hand, with its shared memory and kick eventfd. */
+struct fake {
+    int sock;
+    int fds[2];
+    struct pos_client_shm *shm;
+    size_t size;
+};
+
+static int fake_register(struct fake *f)
+{
+    memset(f, 0, sizeof *f);
+    f->sock = peer_connect();
+    if (f->sock < 0)
+        return -1;
+    hello(f->sock, POS_SHM_VERSION);
+    char buf[512];
+    union {
+        char c[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c, .msg_controllen = sizeof ctl.c};
+    ssize_t n = recvmsg(f->sock, &m, 0);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (n <= 0 || !cm)
+        return -1;
+    memcpy(f->fds, CMSG_DATA(cm), sizeof f->fds);
+    struct pos_welcome w;
+    memcpy(&w, buf + sizeof(struct pos_msg_hdr), sizeof w);
+    f->size = w.shm_size;
+    f->shm = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fds[0], 0);
+    return f->shm == MAP_FAILED ? -1 : 0;
+}
+
+static void fake_close(struct fake *f)
+{
+    munmap(f->shm, f->size);
+    close(f->sock);
+    close(f->fds[0]);
+    close(f->fds[1]);
+}
+
+/* Kicks posd and checks that it hangs up on F (WHAT names the case in a failure). */
+static void fake_expect_closed(struct fake *f, const char *what)
+{
+    uint64_t one = 1;
+    CU_ASSERT_EQUAL(write(f->fds[1], &one, sizeof one), 8);
+    int closed = closed_by_posd(f->sock, NULL, 0);
+    CU_ASSERT(closed);
+    if (!closed)
+        fprintf(stderr, "posd kept a client that sent: %s\n", what);
+    fake_close(f);
+}
+
+/* A NAMES message: ids FIRST and FIRST + 1 named A and B. */
+static void send_names(int s, uint32_t first, const char *a, const char *b)
+{
+    uint8_t buf[256];
+    struct pos_names n = {.first = first, .count = 2};
+    size_t off = sizeof(struct pos_msg_hdr);
+    memcpy(buf + off, &n, sizeof n);
+    off += sizeof n;
+    const char *names[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        uint16_t len = (uint16_t)strlen(names[i]);
+        memcpy(buf + off, &len, sizeof len);
+        memcpy(buf + off + sizeof len, names[i], len);
+        off += sizeof len + len;
+    }
+    struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_NAMES,
+                            (uint32_t)(off - sizeof h), 0};
+    memcpy(buf, &h, sizeof h);
+    CU_ASSERT_EQUAL(send(s, buf, off, 0), (ssize_t)off);
 }
 
 static void test_bad_peers_are_disconnected(void)
@@ -504,41 +591,39 @@ static void test_bad_peers_are_disconnected(void)
     send(s, big, sizeof big, 0);
     CU_ASSERT(closed_by_posd(s, NULL, 0));
     close(s);
-    /* a registered client that writes out-of-range values into its ring */
-    s = peer_connect();
-    hello(s, POS_SHM_VERSION);
-    char buf[512];
-    union {
-        char c[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {buf, sizeof buf};
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c, .msg_controllen = sizeof ctl.c};
-    ssize_t n = recvmsg(s, &m, 0);
-    CU_ASSERT_FATAL(n > 0);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(cm);
-    int fds[2];
-    memcpy(fds, CMSG_DATA(cm), sizeof fds);
-    struct pos_welcome w;
-    memcpy(&w, buf + sizeof(struct pos_msg_hdr), sizeof w);
-    struct pos_client_shm *shm =
-        mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    CU_ASSERT_FATAL(shm != MAP_FAILED);
-    atomic_store(&shm->next_seq, UINT64_C(1) << 60); /* far out of range */
-    uint64_t one = 1;
-    CU_ASSERT_EQUAL(write(fds[1], &one, sizeof one), 8); /* kick posd */
-    int closed = closed_by_posd(s, NULL, 0);
-    CU_ASSERT(closed);
-    if (!closed) {
-        char log[OUT_MAX * 4];
-        util_read_file(log_path, log, sizeof log);
-        fprintf(stderr, "posd log:\n%s\n", log);
-    }
-    close(s);
-    close(fds[0]);
-    close(fds[1]);
+    /* registered clients that break the protocol: posd disconnects each one */
+    /* an out-of-range sequence number in the submission ring */
+    struct fake f;
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    atomic_store(&f.shm->next_seq, UINT64_C(1) << 60);
+    fake_expect_closed(&f, "out-of-range next_seq");
+    /* a completion of an operator it never submitted */
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    f.shm->done[0].seq = 50;
+    atomic_store(&f.shm->done[0].stamp, 1);
+    atomic_store(&f.shm->done_tail, 1);
+    fake_expect_closed(&f, "completion never submitted");
+    /* a synchronisation that covers launches it never made */
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    f.shm->sync_ring[0].scope = POS_SYNC_STREAM;
+    f.shm->sync_ring[0].covers = 100;
+    atomic_store(&f.shm->sync_ring[0].stamp, 1);
+    atomic_store(&f.shm->sync_next, 1);
+    fake_expect_closed(&f, "sync beyond submitted");
+    /* kernel names out of order, and the same name under two ids */
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    send_names(f.sock, 5, "conv1", "conv2");
+    fake_expect_closed(&f, "names out of order");
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    send_names(f.sock, 1, "conv1", "conv1");
+    fake_expect_closed(&f, "names colliding");
+    /* well-formed names are accepted */
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    send_names(f.sock, 1, "conv1", "conv2");
+    char one_more[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat_json(one_more, sizeof one_more), 0);
+    CU_ASSERT(!closed_by_posd_within(f.sock, 200));
+    fake_close(&f);
     /* the good client carried on */
     char out[OUT_MAX];
     CU_ASSERT_EQUAL(posapp_wait(&good, out, sizeof out), 0);
@@ -551,6 +636,7 @@ static void test_bad_peers_are_disconnected(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "not pos protocol"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "oversized message"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "wrote out-of-range values"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "malformed kernel names"));
 }
 
 /* ---- configuration, signals, idle -------------------------------------------------------- */
