@@ -52,16 +52,28 @@ posd_up() { # policy
 }
 posd_down() { kill "${1:-TERM}" "$POSD_PID" 2>/dev/null || true; wait "$POSD_PID" 2>/dev/null || true; }
 inst() { export POS_SIM_INSTANCE=bench-core-$1-$$; }
-# app NAME SHIMMED(0|1) ARGS... : one posapp run, its JSON on stdout (a subshell: it execs)
-app() (
+# app NAME SHIMMED(0|1) ARGS... : one posapp run, its JSON on stdout
+app() {
     local name=$1 shimmed=$2
     shift 2
     if [ "$shimmed" = 1 ]; then
-        POS_APP=$name LD_PRELOAD=$SHIM exec $APP "$@"
+        env POS_APP="$name" LD_PRELOAD=$SHIM $APP "$@"
     else
-        POS_APP=$name exec $APP "$@"
+        env POS_APP="$name" $APP "$@"
     fi
-)
+}
+# bg OUTFILE NAME SHIMMED ARGS... : the same in the background; BG is its pid (posapp's own,
+# so that kill reaches it)
+bg() {
+    local out=$1 name=$2 shimmed=$3
+    shift 3
+    if [ "$shimmed" = 1 ]; then
+        env POS_APP="$name" LD_PRELOAD=$SHIM $APP "$@" >"$out" &
+    else
+        env POS_APP="$name" $APP "$@" >"$out" &
+    fi
+    BG=$!
+}
 
 # ---- 1. a batch client alone ----------------------------------------------------------------
 echo "bench: batch alone x $REPS..." >&2
@@ -86,8 +98,8 @@ sparse() {
     [ "$bm" = mobilenet_v1 ] && n=1000
     inst sparse-$mode-$bm-$RANDOM
     [ "$mode" = priority ] && { posd_up priority; shimmed=1; }
-    app latency1 $shimmed "${LAT_SPARSE[@]}" >"$T/l.json" &
-    local l=$!
+    bg "$T/l.json" latency1 $shimmed "${LAT_SPARSE[@]}"
+    local l=$BG
     sleep 0.3
     app batch1 $shimmed --model "$bm" --requests $n >"$T/b.json" || true
     wait $l || true
@@ -100,11 +112,11 @@ sparse() {
 sparse_posd_view() {
     inst sparse-view-$RANDOM
     posd_up priority
-    app latency1 1 "${LAT_SPARSE[@]}" >"$T/l.json" &
-    local l=$!
+    bg "$T/l.json" latency1 1 "${LAT_SPARSE[@]}"
+    local l=$BG
     sleep 0.3
-    app batch1 1 --model resnet50 --requests 250 >/dev/null &
-    local b=$!
+    bg /dev/null batch1 1 --model resnet50 --requests 250
+    local b=$BG
     sleep 4
     local js
     js=$($POSSTAT -o json)
@@ -147,13 +159,13 @@ for ((r = 0; r < REPS; r++)); do
     iso[solo,p99]+="$(field "$j" p99_ms) " iso[solo,p50]+="$(field "$j" p50_ms) "
     inst iso-$r
     posd_up priority
-    app batch1 1 --model resnet50 --requests 1000000 >/dev/null &
-    b1=$!
-    app batch2 1 --model resnet50 --requests 1000000 >/dev/null &
-    b2=$!
+    bg /dev/null batch1 1 --model resnet50 --requests 1000000
+    b1=$BG
+    bg /dev/null batch2 1 --model resnet50 --requests 1000000
+    b2=$BG
     sleep 0.5
-    app latency1 1 "${LAT_ISO[@]}" >"$T/l.json" &
-    l=$!
+    bg "$T/l.json" latency1 1 "${LAT_ISO[@]}"
+    l=$BG
     sleep 2
     js=$($POSSTAT -o json)
     wait $l || true
@@ -174,11 +186,11 @@ stops=""
 for ((r = 0; r < REPS; r++)); do
     inst stop-$r
     posd_up priority
-    app latency1 1 --model resnet50 --requests 1000000 >/dev/null &
-    l=$!
+    bg /dev/null latency1 1 --model resnet50 --requests 1000000
+    l=$BG
     sleep 0.3
-    app batch1 1 --model resnet18 --requests 1000000 >/dev/null &
-    b=$!
+    bg /dev/null batch1 1 --model resnet18 --requests 1000000
+    b=$BG
     sleep 1
     t0=$(date +%s%N)
     kill -STOP $l
@@ -201,12 +213,12 @@ declare -A gr
 for ((r = 0; r < REPS; r++)); do
     inst grant-$r
     posd_up priority
-    app latency1 1 --model resnet18 --arrival poisson:0.2 --requests 3 >/dev/null &
-    l=$!
+    bg /dev/null latency1 1 --model resnet18 --arrival poisson:0.2 --requests 3
+    l=$BG
     sleep 0.3
     # max_inflight 1: every launch waits for the previous one's completion to reach posd
-    app capped1 1 --microbench 3000 >"$T/c.json" &
-    c=$!
+    bg "$T/c.json" capped1 1 --microbench 3000
+    c=$BG
     sleep 0.2
     js=$($POSSTAT -o json)
     wait $c || true
