@@ -5,6 +5,7 @@
 #   make demo       run the main job on the simulated GPU (or a real one, if present)
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
+#   make bench-e2e  possim against the real system (docs/results/possim.md)
 #
 # As root, missing Debian packages are installed on the first build (scripts/deps.sh).
 
@@ -176,6 +177,10 @@ bench: all
 	@bash bench/posd.sh
 	@bash bench/core.sh
 
+# possim against the real system (posd + shim + posapp on the simulated driver)
+bench-e2e: all
+	@bash bench/e2e.sh
+
 # --- install --------------------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
@@ -207,7 +212,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench install uninstall format clean
+.PHONY: all test demo bench bench-e2e install uninstall format clean
 .SECONDARY:
 .DELETE_ON_ERROR:
 

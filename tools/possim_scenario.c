@@ -22,6 +22,8 @@ const char possim_scenario_help[] =
     "  file = PATH             ; or a device file (docs/sim.md), instead of preset\n"
     "  mode = timeslice        ; timeslice or mps (default: the preset's or file's)\n"
     "  timeslice_us = 2000     ; time slice in timeslice mode (default: the device's)\n"
+    "  notify_us = 0           ; an op's completion reaches the host this late (a marker\n"
+    "                          ; lands, a synchronisation returns)\n"
     "  [sched]\n"
     "  policy = priority       ; fifo, priority (any policy posd knows) or none: no scheduler\n"
     "  tick_us = 200           ; decision period while a client waits or is windowed\n"
@@ -29,9 +31,11 @@ const char possim_scenario_help[] =
     "  guard_period_ms = 200   ; starvation-guard period\n"
     "  min_share = 0.01        ; starvation-guard share of every client\n"
     "  credits = 1024          ; grant window beyond what a client submitted\n"
+    "  window_us = 500         ; device time a windowed client without a cap may have in\n"
+    "                          ; flight, by posd's estimate of its operators\n"
     "  [posd]                  ; what posd learns, and when\n"
-    "  poll_us = 100           ; the shim collector's poll interval while work is pending:\n"
-    "                          ; a marker is seen 0..poll_us after its op completes\n"
+    "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
+    "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
     "  wake_us = 20            ; posd's wake-up after a kick\n"
     "  grant_wake_us = 10      ; a client thread's wake-up after a grant it sleeps on\n"
     "  spin_us = 20            ; a thread spins this long for a grant before it sleeps\n"
@@ -46,7 +50,12 @@ const char possim_scenario_help[] =
     "  slo_ms = 0              ; latency objective; 0: none\n"
     "  host_us = 0             ; host time before each launch (posapp --host-us)\n"
     "  launch_us = 2           ; host cost of one launch call\n"
-    "  seed = 1                ; seeds the arrival schedule (posapp --seed)\n";
+    "  seed = 1                ; seeds the arrival schedule (posapp --seed)\n"
+    "  sample = 32             ; the shim's POS_SAMPLE: a marker every N launches (0: only\n"
+    "                          ; windowed launches carry one)\n"
+    "  start_ms = 0            ; the process starts this late\n"
+    "  sleep_slack_us = 50     ; how late the thread's timed sleeps end (open loop)\n"
+    "  stop_with = NAME        ; killed when client NAME finishes (default: never)\n";
 
 enum sect_kind { SECT_NONE, SECT_DEVICE, SECT_SCHED, SECT_POSD, SECT_CLIENT };
 
@@ -68,6 +77,7 @@ static const struct key_spec device_keys[] = {
     {"file", V_SPECIAL, 0, 0, 0, 0},
     {"mode", V_SPECIAL, 0, 0, 0, 0},
     {"timeslice_us", V_DOUBLE, SC(dev.timeslice_us), 0, 1e9, 1},
+    {"notify_us", V_DOUBLE, SC(notify_us), 0, 1e9, 0},
 };
 static const struct key_spec sched_keys[] = {
     {"policy", V_SPECIAL, 0, 0, 0, 0},
@@ -76,9 +86,11 @@ static const struct key_spec sched_keys[] = {
     {"guard_period_ms", V_DOUBLE, SC(guard_period_ms), 0, 1e9, 1},
     {"min_share", V_DOUBLE, SC(min_share), 0, 1, 0},
     {"credits", V_U32, SC(credits), 1, 1 << 20, 0},
+    {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1},
 };
 static const struct key_spec posd_keys[] = {
     {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
+    {"prompt_poll_us", V_DOUBLE, SC(prompt_poll_us), 0, 1e9, 0},
     {"wake_us", V_DOUBLE, SC(wake_us), 0, 1e9, 0},
     {"grant_wake_us", V_DOUBLE, SC(grant_wake_us), 0, 1e9, 0},
     {"spin_us", V_DOUBLE, SC(spin_us), 0, 1e9, 0},
@@ -94,6 +106,10 @@ static const struct key_spec client_keys[] = {
     {"host_us", V_DOUBLE, CL(host_us), 0, 1e9, 0},
     {"launch_us", V_DOUBLE, CL(launch_us), 0, 1e9, 0},
     {"seed", V_U64, CL(seed), 0, 1.8446744073709552e19, 0},
+    {"sample", V_U32, CL(sample), 0, 1 << 20, 0},
+    {"start_ms", V_DOUBLE, CL(start_ms), 0, 1e9, 0},
+    {"sleep_slack_us", V_DOUBLE, CL(sleep_slack_us), 0, 1e9, 0},
+    {"stop_with", V_SPECIAL, 0, 0, 0, 0},
 };
 
 #define MAX_KEYS 16
@@ -226,6 +242,8 @@ static void policy_list(char *buf, size_t len)
         snprintf(buf + n, len - n, "or none");
 }
 
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+
 /* Keys whose values are words, files or specs. */
 static int parse_special(struct parser *p, const char *key, const char *value)
 {
@@ -296,6 +314,16 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         snprintf(c->model, sizeof c->model, "%s", value);
         return 0;
     }
+    if (p->kind == SECT_CLIENT && strcmp(key, "stop_with") == 0) {
+        size_t len = strlen(value);
+        if (!len || len >= POSSIM_NAME_MAX || strspn(value, NAME_CHARS) != len)
+            return refuse(p, "expected a client name");
+        if (strcmp(value, c->name) == 0)
+            return refuse(p, "a client cannot stop with itself");
+        snprintf(c->stop_with, sizeof c->stop_with, "%s", value);
+        c->stop_with_line = p->line;
+        return 0;
+    }
     if (p->kind == SECT_CLIENT && strcmp(key, "arrival") == 0) {
         if (strlen(value) >= sizeof c->arrival_spec)
             return refuse(p, "expected closed, poisson:RATE or gamma:SHAPE:RATE");
@@ -359,9 +387,10 @@ static void client_defaults(struct possim_client_spec *c)
     c->priority = 10;
     c->launch_us = 2;
     c->seed = 1;
+    c->sleep_slack_us = 50;
+    c->sample = 32;
+    c->stop_with_index = -1;
 }
-
-#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 
 /* TEXT is what stands between the brackets of a header: "kind" or "kind NAME". */
 static int open_section(struct parser *p, char *text)
@@ -528,7 +557,9 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->guard_period_ms = 200;
     sc->min_share = 0.01;
     sc->credits = 1024;
+    sc->window_us = 500;
     sc->poll_us = 100;
+    sc->prompt_poll_us = 20;
     sc->wake_us = 20;
     sc->grant_wake_us = 10;
     sc->spin_us = 20;
@@ -557,6 +588,18 @@ static int parse_fp(const char *path, FILE *fp, struct possim_scenario *out, cha
         } else if (close_section(&p) == 0 && sc->nclients == 0) {
             fail(&p, p.line > 0 ? p.line : 1, "no clients: add a [client NAME] section");
         }
+    }
+    for (size_t i = 0; !p.rc && i < sc->nclients; i++) {
+        struct possim_client_spec *c = &sc->clients[i];
+        if (!c->stop_with[0])
+            continue;
+        for (size_t k = 0; k < sc->nclients; k++)
+            if (strcmp(sc->clients[k].name, c->stop_with) == 0)
+                c->stop_with_index = (int)k;
+        if (c->stop_with_index < 0)
+            fail(&p, c->stop_with_line,
+                 "bad value '%s' for 'stop_with' in [client %s]: no such client", c->stop_with,
+                 c->name);
     }
     if (!p.rc) {
         char msg[256];

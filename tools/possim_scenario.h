@@ -28,7 +28,13 @@ struct possim_client_spec {
     double host_us;   /* host time before each launch */
     double launch_us; /* host cost of one launch call */
     uint64_t seed;
-    int line; /* of its [client NAME] header */
+    uint32_t sample;       /* the shim's POS_SAMPLE: a marker every N launches (0: none) */
+    double start_ms;       /* the process starts (registers with posd) this late */
+    double sleep_slack_us; /* how late the thread's timed sleeps end (timer slack) */
+    char stop_with[POSSIM_NAME_MAX]; /* killed when this client finishes ("": never) */
+    int stop_with_index;             /* resolved; -1: none */
+    int line;                        /* of its [client NAME] header */
+    int stop_with_line;
 };
 
 struct possim_scenario {
@@ -36,13 +42,14 @@ struct possim_scenario {
     /* [device] */
     struct sim_dev_params dev; /* preset or file, with mode and timeslice_us applied */
     char device_name[POSSIM_PATH_MAX];
+    double notify_us; /* an op's completion reaches the host this late */
     /* [sched] */
     char policy[32]; /* a pos_policy_find name, or "none" */
     int no_core;     /* policy none: no scheduler at all */
-    double tick_us, stall_ms, guard_period_ms, min_share;
+    double tick_us, stall_ms, guard_period_ms, min_share, window_us;
     uint32_t credits;
     /* [posd] */
-    double poll_us, wake_us, grant_wake_us, spin_us;
+    double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us;
     /* [client NAME] */
     size_t nclients;
     struct possim_client_spec clients[POSSIM_MAX_CLIENTS];

@@ -1,16 +1,24 @@
 /* possim's simulation (see possim_sim.h and docs/possim.md).
  *
- * Every client is one host thread with one context and one stream on one virtual GPU. The
- * thread runs its requests like posapp with --streams 1 --threads 1: host time, then each
- * launch goes through the shim's submit path (a sequence number; released at once when the
- * published grant is FREE or covers it, else a spin, a kick and a sleep until posd publishes
- * a grant that covers it), then the device model; after the last launch it synchronises and
- * reports the synchronisation to posd. The collector sees completion markers poll delay after
- * they land and posts them (each bounding the earlier launches of the stream). posd wakes on
- * kicks (after its wake-up latency) and on its tick; each time it drains what the clients
- * wrote into the core exactly as sched/engine.c does, runs sched_core_decide and publishes
- * the grants. Events (client wake-ups, marker sightings) sit in a binary heap, merged with
- * the device model's next event and posd's two wake-up times. */
+ * Every client is one process with one host thread, one context and one stream on one virtual
+ * GPU. It registers with posd when it starts (posd decides at once) and leaves when it ends or
+ * is killed. The thread runs its requests like posapp with --streams 1 --threads 1: host time,
+ * then each launch goes through the shim's submit path (a sequence number; released at once
+ * when the published grant is FREE or covers it, else a spin, a kick and a sleep until posd
+ * publishes a grant that covers it; the first launch after an idle point kicks posd when it
+ * asks for kicks), then the device model; after the last launch it synchronises (closed loop:
+ * at once; open loop: by polling its event every 50 us until the next arrival) and reports
+ * the synchronisation to posd, always with a kick. The collector is a loop of its own: every
+ * prompt_poll_us while posd asks for kicks and records are pending, every poll_us while they
+ * are pending otherwise, with the shim's idle back-off else; each pass takes the new launch
+ * records and synchronisations, sees the markers that landed (exact completions at the
+ * pass's time, bounding the earlier launches), reports what is complete in launch order and
+ * kicks posd when it asks. posd wakes on kicks (after its wake-up latency) and on its tick;
+ * each time it drains what the clients wrote into the core exactly as sched/engine.c does
+ * (submissions with the synchronisations that follow them, then completions), runs
+ * sched_core_decide and publishes the grants. Events (thread wake-ups, collector passes,
+ * process starts and exits) sit in a binary heap, merged with the device model's next event
+ * and posd's two wake-up times. */
 #include "tools/possim_sim.h"
 
 #include <errno.h>
@@ -28,21 +36,25 @@
 #include "tools/posapp_arrival.h"
 #include "tools/posapp_stats.h"
 
-#define SHIM_SAMPLE 32 /* the shim's own POS_SAMPLE default: posd can ask for more markers */
 #define MARKED      (1ull << 63)
 #define NONE        INT64_MAX
 #define STUCK_NS    100000000000LL /* virtual time with no progress: the run is stuck */
+#define QUERY_NS    50000          /* posapp's open loop polls its request this often */
+#define IDLE_US     2000           /* the collector's idle back-off: from 2 ms ... */
+#define MAX_IDLE_US 5000           /* ... doubling while below 5 ms (2, 4, 8, 8, ... ms) */
 
 /* ---- the event heap --------------------------------------------------------------------- */
 
-enum ev_type { EV_THREAD = 1, EV_SIGHT };
+/* ---- the event heap --------------------------------------------------------------------- */
+
+enum ev_type { EV_THREAD = 1, EV_POLL, EV_START, EV_LEAVE, EV_NOTIFY };
 
 struct event {
     int64_t t;
     uint64_t order; /* insertion order: ties go first in, first out */
     uint32_t type;
     uint32_t client;
-    uint64_t gen; /* EV_THREAD: the thread's wake generation it belongs to */
+    uint64_t gen; /* EV_THREAD: the thread's wake generation; EV_NOTIFY: the op's tag */
 };
 
 struct heap {
@@ -102,10 +114,7 @@ static struct event heap_pop(struct heap *h)
 
 /* ---- growable FIFOs of what a client wrote for posd --------------------------------------- */
 
-struct sight {
-    uint64_t seq;
-    int64_t t;
-};
+/* ---- growable FIFOs of what a client wrote ------------------------------------------------ */
 
 struct post {
     uint64_t seq;
@@ -121,6 +130,14 @@ struct sub {
 struct sync_rep {
     uint64_t covers;
     int64_t end_ns;
+};
+
+/* A launch record as the collector holds it until its completion is reported. */
+struct rec {
+    uint64_t seq;
+    int marked;
+    int how;   /* SCHED_DONE_NONE until known */
+    int64_t t; /* when it completed, as the collector tells posd */
 };
 
 #define VEC(T)                                                                                     \
@@ -152,13 +169,17 @@ struct sync_rep {
 
 /* ---- clients ---------------------------------------------------------------------------- */
 
+/* ---- clients ---------------------------------------------------------------------------- */
+
 enum thread_state {
-    T_ARRIVAL, /* waiting for its next request's arrival */
+    T_UNBORN,  /* its process has not started yet */
+    T_ARRIVAL, /* asleep until its next request's arrival, nothing in flight */
     T_HOST,    /* host time before a launch */
     T_SPIN,    /* spinning for a grant */
     T_SLEEP,   /* asleep on a grant (counted in waiters, posd kicked) */
     T_RESUME,  /* granted: about to launch */
-    T_SYNC,    /* synchronising on its last launch */
+    T_SYNC,    /* blocked in a synchronisation on its last launch */
+    T_QUERY,   /* open loop: asleep between two queries of its request in flight */
     T_DONE,
 };
 
@@ -169,19 +190,26 @@ struct vclient {
     struct sim_request req;
     uint64_t *keys; /* per op of the request */
     int owner, ctx, stream;
+    int present; /* registered with posd (started, not left) */
+    int killed;
+    int64_t start_ns, stop_ns, slack_ns;
     /* the thread */
     int state;
-    uint64_t gen; /* bumped whenever its pending wake-up is superseded */
-    uint64_t req_i;
+    uint64_t gen;   /* bumped whenever its pending wake-up is superseded */
+    uint64_t req_i; /* the request it issues next (or is issuing) */
     size_t op_j;
-    double *schedule; /* open loop: arrival offsets in s */
+    int inflight; /* a request is issued and not yet known complete */
+    uint64_t inflight_req;
+    uint64_t completed; /* requests completed */
+    double *schedule;   /* open loop: arrival offsets in s from its start */
     int64_t *arrive_ns, *done_ns;
     uint64_t seq;      /* its last launch number */
     uint64_t wait_seq; /* the launch waiting for a grant */
     int64_t wait_since;
     uint32_t waiters;      /* threads asleep on a grant, as posd reads it */
-    uint64_t dev_done_seq; /* every launch <= this is complete on the device */
-    uint32_t until_marker;
+    uint64_t dev_done_seq; /* every launch <= this is complete, as the host knows */
+    uint32_t until_marker, shim_sample;
+    int idle; /* its last synchronisation covered every launch (the shim's idle flag) */
     /* what posd published for it */
     uint32_t pub_mode;
     uint64_t pub_granted;
@@ -189,16 +217,19 @@ struct vclient {
     int pub_kick;
     /* its collector */
     struct posapp_rng rng;
-    int64_t last_sight;
-    uint64_t reported_upto;
-    VEC(struct sight) sights;
+    uint32_t idle_us;
+    uint64_t launched_seq, drained_seq, bound_seq, reported_seq;
+    VEC(struct rec) recs;            /* (reported_seq, launched_seq] */
+    VEC(uint64_t) landed;            /* markers landed, not yet seen */
+    VEC(struct sync_rep) coll_syncs; /* synchronisations, not yet seen by the collector */
     /* its shared memory, as posd drains it */
     VEC(struct sub) subs;
     VEC(struct post) posts;
     VEC(struct sync_rep) syncs;
     /* statistics */
-    uint64_t launches, waits, markers;
+    uint64_t launches, waits, markers, windowed;
     int64_t wait_ns;
+    struct sched_client_stats core; /* what posd knew of it when it left (or at the end) */
 };
 
 struct sim {
@@ -213,7 +244,7 @@ struct sim {
     int64_t now;
     int64_t timer_at; /* posd's armed tick, NONE when disarmed */
     int64_t kick_at;  /* posd's wake-up after a kick, NONE when none is due */
-    int64_t poll_ns, wake_ns, grant_wake_ns, spin_ns;
+    int64_t poll_ns, prompt_poll_ns, wake_ns, grant_wake_ns, spin_ns, notify_ns;
     uint64_t decisions, events;
     int64_t progress_at; /* the last launch or request completion */
     int rc;
@@ -239,11 +270,17 @@ static void sim_fail(struct sim *s, int rc, const char *fmt, ...)
     s->rc = rc;
 }
 
+static void push_event(struct sim *s, int64_t t, uint32_t type, const struct vclient *c,
+                       uint64_t gen)
+{
+    if (heap_push(&s->heap, t, type, (uint32_t)c->index, gen) < 0)
+        sim_fail(s, -ENOMEM, "out of memory");
+}
+
 static void wake_at(struct sim *s, struct vclient *c, int64_t t)
 {
     c->gen++;
-    if (heap_push(&s->heap, t, EV_THREAD, (uint32_t)c->index, c->gen) < 0)
-        sim_fail(s, -ENOMEM, "out of memory");
+    push_event(s, t, EV_THREAD, c, c->gen);
 }
 
 /* A kick: posd wakes wake_us later (kicks coalesce). */
@@ -259,6 +296,18 @@ static int granted(const struct vclient *c, uint64_t seq)
     return c->pub_mode == POS_GRANT_FREE || seq <= c->pub_granted;
 }
 
+/* The marker rate the shim follows: posd can ask for more markers than POS_SAMPLE, not fewer. */
+static void follow_sample(struct vclient *c)
+{
+    uint32_t own = c->spec->sample;
+    c->shim_sample = own && c->pub_sample && c->pub_sample < own ? c->pub_sample : own;
+}
+
+static int64_t arrival_ns(const struct vclient *c, uint64_t i)
+{
+    return c->start_ns + (int64_t)llround(c->schedule[i] * 1e9);
+}
+
 /* ---- the thread ------------------------------------------------------------------------- */
 
 static void start_op(struct sim *s, struct vclient *c, int64_t t)
@@ -267,45 +316,65 @@ static void start_op(struct sim *s, struct vclient *c, int64_t t)
     wake_at(s, c, t + us_ns(c->spec->host_us) + us_ns(c->spec->launch_us));
 }
 
-/* Request C->req_i arrives (or is issued) at T. */
+/* Request C->req_i is issued at T (open loop: it arrived at its scheduled time). */
 static void start_request(struct sim *s, struct vclient *c, int64_t t)
 {
-    c->arrive_ns[c->req_i] = c->schedule ? (int64_t)llround(c->schedule[c->req_i] * 1e9) : t;
+    c->arrive_ns[c->req_i] = c->schedule ? arrival_ns(c, c->req_i) : t;
     c->op_j = 0;
     start_op(s, c, t);
 }
 
-static void next_request(struct sim *s, struct vclient *c, int64_t t)
+static void client_done(struct sim *s, struct vclient *c, int64_t t);
+
+/* The request in flight is known complete at T (a synchronisation returned, or a query said
+ * so): posapp timestamps it, and the shim reports the synchronisation to posd, with a kick. */
+static void finish_request(struct sim *s, struct vclient *c, int64_t t)
 {
-    if (++c->req_i == c->spec->requests) {
-        c->state = T_DONE;
-        s->ndone++;
+    c->done_ns[c->inflight_req] = t;
+    c->inflight = 0;
+    c->completed++;
+    s->progress_at = t;
+    if (!s->core)
         return;
-    }
-    if (c->schedule) {
-        int64_t arrive = (int64_t)llround(c->schedule[c->req_i] * 1e9);
-        if (arrive > t) {
-            c->state = T_ARRIVAL;
-            wake_at(s, c, arrive);
-            return;
-        }
-    }
-    start_request(s, c, t);
+    struct sync_rep r = {c->seq, t};
+    if (VEC_PUSH(c->syncs, r) < 0 || VEC_PUSH(c->coll_syncs, r) < 0)
+        sim_fail(s, -ENOMEM, "out of memory");
+    c->idle = 1; /* it covered every launch */
+    kick(s, t);  /* always: posd learns of a request's end at once */
 }
 
-/* The synchronisation on the request's last launch returns at T. */
+/* posapp's open loop waits at T for the arrival of request C->req_i, polling the request in
+ * flight (cuEventQuery) every 50 us meanwhile (wait_arrival). */
+static void open_wait(struct sim *s, struct vclient *c, int64_t t)
+{
+    int64_t when = arrival_ns(c, c->req_i);
+    if (t < when && c->inflight && c->dev_done_seq >= c->seq)
+        finish_request(s, c, t); /* the query answers "done" */
+    if (t >= when) {
+        if (!c->inflight) {
+            start_request(s, c, t);
+            return;
+        }
+        c->state = T_SYNC; /* its slot is busy: it synchronises on the request */
+        if (c->dev_done_seq >= c->seq) {
+            finish_request(s, c, t);
+            start_request(s, c, t);
+        }
+        return;
+    }
+    c->state = c->inflight ? T_QUERY : T_ARRIVAL;
+    int64_t until = c->inflight && t + QUERY_NS < when ? t + QUERY_NS : when;
+    wake_at(s, c, until + c->slack_ns);
+}
+
+/* The blocking synchronisation of C returns at T. */
 static void sync_returns(struct sim *s, struct vclient *c, int64_t t)
 {
-    c->done_ns[c->req_i] = t;
-    s->progress_at = t;
-    if (s->core) {
-        struct sync_rep r = {c->seq, t};
-        if (VEC_PUSH(c->syncs, r) < 0)
-            sim_fail(s, -ENOMEM, "out of memory");
-        if (c->pub_kick)
-            kick(s, t);
-    }
-    next_request(s, c, t);
+    finish_request(s, c, t);
+    if (c->req_i == c->spec->requests)
+        client_done(s, c, t);
+    else
+        start_request(s, c, t);
 }
 
 /* The launch call of op C->op_j reaches the driver at T: the op goes to the device model. */
@@ -314,11 +383,17 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
     const struct sim_request_op *ro = &c->req.ops[c->op_j];
     int marked = 0;
     if (s->core) {
-        uint32_t sample =
-            c->pub_sample && c->pub_sample < SHIM_SAMPLE ? c->pub_sample : SHIM_SAMPLE;
+        /* the first launch after an idle point starts a request: posd holds others for it */
+        if (c->idle) {
+            c->idle = 0;
+            if (c->pub_kick)
+                kick(s, t);
+        }
+        /* launch_end: every sample-th launch, and every windowed one, carries a marker */
+        uint32_t sample = c->shim_sample;
         if (c->until_marker > sample)
             c->until_marker = sample;
-        int due = --c->until_marker == 0;
+        int due = sample && --c->until_marker == 0;
         if (due)
             c->until_marker = sample;
         marked = due || windowed;
@@ -346,14 +421,27 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
     sim_gpu_submit(s->g, op, t);
     c->launches++;
     s->progress_at = t;
+    if (s->core) {
+        /* the launch record the collector will drain */
+        struct rec r = {c->seq, marked, SCHED_DONE_NONE, 0};
+        if (VEC_PUSH(c->recs, r) < 0)
+            sim_fail(s, -ENOMEM, "out of memory");
+        c->launched_seq = c->seq;
+    }
     /* the next op, or the synchronisation */
     if (++c->op_j < c->req.nops) {
         start_op(s, c, t);
         return;
     }
-    c->state = T_SYNC;
-    if (c->dev_done_seq >= c->seq)
-        sync_returns(s, c, t);
+    c->inflight = 1;
+    c->inflight_req = c->req_i++;
+    if (!c->schedule || c->req_i == c->spec->requests) {
+        c->state = T_SYNC; /* closed loop (or the last request): it synchronises at once */
+        if (c->dev_done_seq >= c->seq)
+            sync_returns(s, c, t);
+        return;
+    }
+    open_wait(s, c, t);
 }
 
 /* Host time is over at T: the launch enters the shim's submit path. */
@@ -387,6 +475,7 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         sim_fail(s, -ENOMEM, "out of memory");
         return;
     }
+    c->windowed += (uint64_t)!go_now;
     if (!go_now && !granted(c, seq)) {
         c->state = T_SPIN;
         c->wait_seq = seq;
@@ -402,7 +491,8 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
 {
     switch (c->state) {
     case T_ARRIVAL:
-        start_request(s, c, t);
+    case T_QUERY:
+        open_wait(s, c, t);
         break;
     case T_HOST:
         submit(s, c, t);
@@ -424,38 +514,102 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
 
 /* ---- the collector ------------------------------------------------------------------------ */
 
-/* A marked op completed on the device at T: the collector sees it 0..poll_us later. */
-static void marker_landed(struct sim *s, struct vclient *c, uint64_t seq, int64_t t)
+static struct rec *rec_of(struct vclient *c, uint64_t seq)
 {
-    int64_t at = t + (int64_t)llround(posapp_rng_uniform(&c->rng) * (double)s->poll_ns);
-    if (at < c->last_sight)
-        at = c->last_sight; /* one collector: sightings in order */
-    c->last_sight = at;
-    struct sight sg = {seq, at};
-    if (VEC_PUSH(c->sights, sg) < 0 || heap_push(&s->heap, at, EV_SIGHT, (uint32_t)c->index, 0) < 0)
-        sim_fail(s, -ENOMEM, "out of memory");
+    return &c->recs.v[c->recs.head + (seq - c->reported_seq - 1)];
 }
 
-/* The collector sees the oldest pending marker at T and posts it, with every earlier launch
- * of the stream it bounds, to posd's completion channel. */
-static void sighting(struct sim *s, struct vclient *c, int64_t t)
+/* One pass of the collector at T (collector_main): the sample posd asks for; the new launch
+ * records; synchronisations (bounding what they covered at their end); markers that landed
+ * (exact at T, bounding the earlier launches at T); what is complete goes to posd in launch
+ * order, with a kick when posd asks for one; then the sleep to the next pass. */
+static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
 {
-    struct sight sg = c->sights.v[c->sights.head++];
-    for (uint64_t q = c->reported_upto + 1; q <= sg.seq; q++) {
-        struct post p = {q, t, q == sg.seq ? SCHED_DONE_EXACT : SCHED_DONE_BOUND};
+    follow_sample(c);
+    int got = c->launched_seq > c->drained_seq;
+    c->drained_seq = c->launched_seq;
+    for (; c->coll_syncs.head < c->coll_syncs.n; c->coll_syncs.head++) {
+        const struct sync_rep *y = &c->coll_syncs.v[c->coll_syncs.head];
+        uint64_t upto = y->covers < c->drained_seq ? y->covers : c->drained_seq;
+        uint64_t from = c->bound_seq > c->reported_seq ? c->bound_seq : c->reported_seq;
+        for (uint64_t q = from + 1; q <= upto; q++) {
+            struct rec *r = rec_of(c, q);
+            if (!r->marked && !r->how) {
+                r->how = SCHED_DONE_BOUND;
+                r->t = y->end_ns;
+            }
+        }
+        if (upto > c->bound_seq)
+            c->bound_seq = upto;
+    }
+    for (; c->landed.head < c->landed.n; c->landed.head++) {
+        uint64_t m = c->landed.v[c->landed.head];
+        if (m <= c->reported_seq || m > c->drained_seq)
+            continue;
+        struct rec *r = rec_of(c, m);
+        r->how = SCHED_DONE_EXACT;
+        r->t = t;
+        uint64_t from = c->bound_seq > c->reported_seq ? c->bound_seq : c->reported_seq;
+        for (uint64_t q = from + 1; q < m; q++) {
+            struct rec *o = rec_of(c, q);
+            if (!o->how) {
+                o->how = SCHED_DONE_BOUND;
+                o->t = t;
+            }
+        }
+        if (m > c->bound_seq)
+            c->bound_seq = m;
+    }
+    size_t reported = 0;
+    while (c->recs.head < c->recs.n) {
+        const struct rec *r = &c->recs.v[c->recs.head];
+        if (!r->how || (r->marked && r->how != SCHED_DONE_EXACT))
+            break;
+        struct post p = {r->seq, r->t, r->how};
         if (VEC_PUSH(c->posts, p) < 0) {
             sim_fail(s, -ENOMEM, "out of memory");
             return;
         }
+        c->reported_seq = r->seq;
+        c->recs.head++;
+        reported++;
     }
-    if (sg.seq > c->reported_upto)
-        c->reported_upto = sg.seq;
-    if (c->pub_kick)
+    if (reported && c->pub_kick)
         kick(s, t); /* posd waits on these to release others */
+    int pending = got || c->recs.head < c->recs.n;
+    int64_t next;
+    if (c->pub_kick && pending) {
+        c->idle_us = IDLE_US;
+        next = t + s->prompt_poll_ns;
+    } else if (pending || c->pub_kick) {
+        c->idle_us = IDLE_US;
+        next = t + s->poll_ns;
+    } else {
+        next = t + (int64_t)c->idle_us * 1000;
+        if (c->idle_us < MAX_IDLE_US)
+            c->idle_us *= 2;
+    }
+    push_event(s, next > t ? next : t + 1, EV_POLL, c, 0);
 }
 
 /* ---- the device ------------------------------------------------------------------------- */
 
+/* The host learns at T that the op tagged TAG of C completed: its marker lands, a
+ * synchronisation waiting on it returns. */
+static void op_known(struct sim *s, struct vclient *c, uint64_t tag, int64_t t)
+{
+    if (c->killed)
+        return;
+    uint64_t seq = tag & ~MARKED;
+    if (seq > c->dev_done_seq)
+        c->dev_done_seq = seq;
+    if ((tag & MARKED) && VEC_PUSH(c->landed, seq) < 0)
+        sim_fail(s, -ENOMEM, "out of memory");
+    if (c->state == T_SYNC && c->dev_done_seq >= c->seq)
+        sync_returns(s, c, t);
+}
+
+/* Ops completed on the device at T: the host knows notify_us later. */
 static void reap(struct sim *s, int64_t t)
 {
     for (size_t i = 0; i < s->n; i++) {
@@ -463,34 +617,36 @@ static void reap(struct sim *s, int64_t t)
         int op;
         while ((op = sim_gpu_reap(s->g, c->owner)) != SIM_NONE) {
             uint64_t tag = s->g->ops[op].tag;
-            int64_t end = s->g->ops[op].end_ns;
             sim_gpu_op_free(s->g, op);
-            uint64_t seq = tag & ~MARKED;
-            if (seq > c->dev_done_seq)
-                c->dev_done_seq = seq;
-            if (tag & MARKED)
-                marker_landed(s, c, seq, end);
-            if (c->state == T_SYNC && c->dev_done_seq >= c->seq)
-                sync_returns(s, c, t);
+            if (s->notify_ns > 0)
+                push_event(s, t + s->notify_ns, EV_NOTIFY, c, tag);
+            else
+                op_known(s, c, tag, t);
         }
     }
 }
 
 /* ---- posd --------------------------------------------------------------------------------- */
 
-/* What posd's engine does for a client at a wake-up: submissions, then synchronisations, then
+static void drain_subs(struct sim *s, struct vclient *c, uint64_t upto, int64_t t)
+{
+    for (; c->subs.head < c->subs.n && c->subs.v[c->subs.head].op.seq <= upto; c->subs.head++) {
+        const struct sub *sb = &c->subs.v[c->subs.head];
+        if (sched_core_submit(s->core, c->index, &sb->op, sb->released, t) < 0)
+            sim_fail(s, -EPROTO, "client %s: the core refused submission %llu", c->spec->name,
+                     (unsigned long long)sb->op.seq);
+    }
+}
+
+/* What posd's engine does for a client at a wake-up (drain_client): each synchronisation
+ * after the submissions it covers, then the submissions after the last one, then the
  * completions, then the waiter count. */
 static void drain(struct sim *s, struct vclient *c, int64_t t)
 {
     int slot = c->index;
-    for (; c->subs.head < c->subs.n; c->subs.head++) {
-        const struct sub *sb = &c->subs.v[c->subs.head];
-        if (sched_core_submit(s->core, slot, &sb->op, sb->released, t) < 0)
-            sim_fail(s, -EPROTO, "client %s: the core refused submission %llu", c->spec->name,
-                     (unsigned long long)sb->op.seq);
-    }
     for (; c->syncs.head < c->syncs.n; c->syncs.head++) {
         const struct sync_rep *r = &c->syncs.v[c->syncs.head];
+        drain_subs(s, c, r->covers, t);
         struct sched_sync sy = {
             .scope = SCHED_SYNC_STREAM,
             .tid = (uint32_t)c->index + 1,
@@ -504,9 +660,11 @@ static void drain(struct sim *s, struct vclient *c, int64_t t)
         if (sy.end_ns > 0 && sy.end_ns <= t)
             sched_core_note_sync_lag(s->core, slot, t - sy.end_ns);
     }
+    drain_subs(s, c, UINT64_MAX, t);
     for (; c->posts.head < c->posts.n; c->posts.head++) {
         const struct post *p = &c->posts.v[c->posts.head];
-        if (sched_core_complete(s->core, slot, p->seq, p->done_ns, p->how, t) < 0)
+        int64_t at = p->done_ns <= t ? p->done_ns : t;
+        if (sched_core_complete(s->core, slot, p->seq, at, p->how, t) < 0)
             sim_fail(s, -EPROTO, "client %s: the core refused completion %llu", c->spec->name,
                      (unsigned long long)p->seq);
     }
@@ -529,7 +687,8 @@ static void publish(struct sim *s, struct vclient *c, const struct sched_grant *
     }
 }
 
-/* posd wakes at T (a kick or its tick): drain, decide, publish, re-arm the tick. */
+/* posd wakes at T (a kick, its tick, a client arriving or leaving): drain, decide, publish,
+ * re-arm the tick. */
 static void posd_tick(struct sim *s, int64_t t)
 {
     if (s->timer_at <= t)
@@ -537,17 +696,94 @@ static void posd_tick(struct sim *s, int64_t t)
     if (s->kick_at <= t)
         s->kick_at = NONE;
     for (size_t i = 0; i < s->n; i++)
-        drain(s, &s->c[i], t);
+        if (s->c[i].present)
+            drain(s, &s->c[i], t);
     int64_t next = sched_core_decide(s->core, t, s->grants);
     s->decisions++;
     for (size_t i = 0; i < s->n; i++)
-        publish(s, &s->c[i], &s->grants[i], t);
+        if (s->c[i].present)
+            publish(s, &s->c[i], &s->grants[i], t);
     if (next == INT64_MAX)
         return;
     int64_t at = next > t ? next : t;
     /* as posd_arm_tick: an armed tick is only ever brought forward */
     if (s->timer_at == NONE || at < s->timer_at)
         s->timer_at = at;
+}
+
+/* ---- processes ------------------------------------------------------------------------------ */
+
+/* C's process starts at T: it registers with posd, which decides at once, before its first
+ * launch; its collector starts; its first request is issued (or awaited). */
+static void client_start(struct sim *s, struct vclient *c, int64_t t)
+{
+    if (c->killed)
+        return;
+    if (s->core) {
+        struct sched_client_conf conf = {
+            .id = (uint32_t)c->index + 1,
+            .priority = c->spec->priority,
+            .max_inflight = c->spec->max_inflight,
+            .min_share = s->sc->min_share,
+            .weight = 1.0,
+            .slo_ms = c->spec->slo_ms,
+            .device = 0,
+        };
+        if (sched_core_client_add(s->core, c->index, &conf, t) < 0) {
+            sim_fail(s, -ENOMEM, "out of memory");
+            return;
+        }
+        c->present = 1;
+        posd_tick(s, t);
+        follow_sample(c);
+        /* the collector's first pass, at a random phase within its poll interval */
+        int64_t phase = (int64_t)llround(posapp_rng_uniform(&c->rng) * (double)s->poll_ns);
+        push_event(s, t + phase, EV_POLL, c, 0);
+    }
+    s->progress_at = t;
+    if (c->schedule && arrival_ns(c, 0) > t) {
+        c->state = T_ARRIVAL;
+        wake_at(s, c, arrival_ns(c, 0));
+    } else {
+        start_request(s, c, t);
+    }
+}
+
+/* C stops at T (done, or killed): its process exits, and posd sees it leave a moment later. */
+static void client_stop(struct sim *s, struct vclient *c, int64_t t)
+{
+    c->state = T_DONE;
+    c->gen++; /* no wake-up of its thread is left */
+    c->stop_ns = t;
+    s->ndone++;
+    if (c->present)
+        push_event(s, t + s->wake_ns, EV_LEAVE, c, 0);
+}
+
+static void client_done(struct sim *s, struct vclient *c, int64_t t)
+{
+    client_stop(s, c, t);
+    for (size_t i = 0; i < s->n; i++) {
+        struct vclient *k = &s->c[i];
+        if (k->spec->stop_with_index == c->index && k->state != T_DONE) {
+            k->killed = 1;
+            if (k->state == T_UNBORN)
+                k->gen++;
+            client_stop(s, k, t);
+        }
+    }
+}
+
+/* posd notices at T that C's process is gone: its last reports count, then it is forgotten. */
+static void client_leave(struct sim *s, struct vclient *c, int64_t t)
+{
+    if (!c->present)
+        return;
+    drain(s, c, t);
+    sched_core_client_stats(s->core, c->index, t, &c->core);
+    sched_core_client_remove(s->core, c->index, t);
+    c->present = 0;
+    posd_tick(s, t);
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */
@@ -589,22 +825,14 @@ static int client_setup(struct sim *s, struct vclient *c, int index, uint64_t se
         return -ENOSPC;
     }
     posapp_rng_seed(&c->rng, posapp_hash3(seed, (uint64_t)index, 0x706f6c6cull));
-    c->until_marker = SHIM_SAMPLE;
+    c->start_ns = (int64_t)llround(sp->start_ms * 1e6);
+    c->slack_ns = us_ns(sp->sleep_slack_us);
+    c->state = T_UNBORN;
+    c->until_marker = sp->sample;
+    c->shim_sample = sp->sample;
+    c->idle_us = IDLE_US;
     c->pub_mode = POS_GRANT_WINDOW; /* as posd's registration leaves the shared memory */
     c->pub_sample = 1;
-    if (s->core) {
-        struct sched_client_conf conf = {
-            .id = (uint32_t)index + 1,
-            .priority = sp->priority,
-            .max_inflight = sp->max_inflight,
-            .min_share = s->sc->min_share,
-            .weight = 1.0,
-            .slo_ms = sp->slo_ms,
-            .device = 0,
-        };
-        if (sched_core_client_add(s->core, index, &conf, 0) < 0)
-            goto oom;
-    }
     return 0;
 oom:
     sim_fail(s, -ENOMEM, "out of memory");
@@ -619,7 +847,9 @@ static void client_free(struct vclient *c)
     free(c->arrive_ns);
     free(c->done_ns);
     free(c->schedule);
-    free(c->sights.v);
+    free(c->recs.v);
+    free(c->landed.v);
+    free(c->coll_syncs.v);
     free(c->subs.v);
     free(c->posts.v);
     free(c->syncs.v);
@@ -628,7 +858,7 @@ static void client_free(struct vclient *c)
 static void client_result(const struct vclient *c, struct possim_client_result *r)
 {
     const struct possim_client_spec *sp = c->spec;
-    uint64_t n = sp->requests;
+    uint64_t n = c->completed;
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", sp->name);
     snprintf(r->model, sizeof r->model, "%s", c->model.name);
@@ -639,30 +869,40 @@ static void client_result(const struct vclient *c, struct possim_client_result *
     r->grant_waits = c->waits;
     r->grant_wait_ms = (double)c->wait_ns / 1e6;
     r->markers = c->markers;
+    r->windowed = c->windowed;
     r->slo_ms = sp->slo_ms;
-    r->lat_ms = calloc(n, sizeof *r->lat_ms);
-    double *sorted = calloc(n, sizeof *sorted);
+    r->killed = c->killed;
+    r->posd_op_us = (double)c->core.op_ns / 1e3;
+    r->posd_requests = c->core.requests;
+    r->lat_ms = calloc(n ? n : 1, sizeof *r->lat_ms);
+    double *sorted = calloc(n ? n : 1, sizeof *sorted);
     if (!r->lat_ms || !sorted) {
         free(sorted);
+        free(r->lat_ms);
+        r->lat_ms = NULL;
         return;
     }
-    int64_t first = INT64_MAX, last = INT64_MIN;
+    /* over its own active time: first arrival to last completion, or to its kill */
+    int64_t first = n ? INT64_MAX : c->start_ns, last = c->killed ? c->stop_ns : INT64_MIN;
     for (uint64_t i = 0; i < n; i++) {
         r->lat_ms[i] = sorted[i] = (double)(c->done_ns[i] - c->arrive_ns[i]) / 1e6;
         first = c->arrive_ns[i] < first ? c->arrive_ns[i] : first;
-        last = c->done_ns[i] > last ? c->done_ns[i] : last;
+        if (!c->killed)
+            last = c->done_ns[i] > last ? c->done_ns[i] : last;
     }
+    double span = (double)(last - first) / 1e9;
     struct posapp_report rep = {.slo_ms = sp->slo_ms > 0 ? sp->slo_ms : NAN};
-    posapp_report_latencies(&rep, sorted, n, (double)(last - first) / 1e9);
-    r->p50_ms = rep.p50_ms;
-    r->p90_ms = rep.p90_ms;
-    r->p99_ms = rep.p99_ms;
-    r->mean_ms = rep.mean_ms;
-    r->max_ms = sorted[n - 1];
-    r->active_s = rep.makespan_s;
-    r->throughput_rps = rep.throughput_rps;
-    r->launch_rate = rep.makespan_s > 0 ? (double)c->launches / rep.makespan_s : NAN;
-    r->slo_attainment = rep.slo_attainment;
+    if (n)
+        posapp_report_latencies(&rep, sorted, n, span);
+    r->p50_ms = n ? rep.p50_ms : NAN;
+    r->p90_ms = n ? rep.p90_ms : NAN;
+    r->p99_ms = n ? rep.p99_ms : NAN;
+    r->mean_ms = n ? rep.mean_ms : NAN;
+    r->max_ms = n ? sorted[n - 1] : NAN;
+    r->active_s = span;
+    r->throughput_rps = span > 0 ? (double)n / span : NAN;
+    r->launch_rate = span > 0 ? (double)c->launches / span : NAN;
+    r->slo_attainment = n ? rep.slo_attainment : NAN;
     free(sorted);
 }
 
@@ -690,10 +930,25 @@ static void run_loop(struct sim *s)
             struct event e = heap_pop(&s->heap);
             struct vclient *c = &s->c[e.client];
             s->now = e.t;
-            if (e.type == EV_SIGHT)
-                sighting(s, c, e.t);
-            else if (e.gen == c->gen)
-                thread_event(s, c, e.t);
+            switch (e.type) {
+            case EV_THREAD:
+                if (e.gen == c->gen)
+                    thread_event(s, c, e.t);
+                break;
+            case EV_POLL:
+                if (c->present)
+                    collector_pass(s, c, e.t);
+                break;
+            case EV_START:
+                client_start(s, c, e.t);
+                break;
+            case EV_LEAVE:
+                client_leave(s, c, e.t);
+                break;
+            case EV_NOTIFY:
+                op_known(s, c, e.gen, e.t);
+                break;
+            }
         } else if (tp != NONE) {
             s->now = tp;
             posd_tick(s, tp);
@@ -716,9 +971,11 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
                     .errlen = errlen};
     memset(out, 0, sizeof *out);
     s.poll_ns = us_ns(sc->poll_us);
+    s.prompt_poll_ns = us_ns(sc->prompt_poll_us);
     s.wake_ns = us_ns(sc->wake_us);
     s.grant_wake_ns = us_ns(sc->grant_wake_us);
     s.spin_ns = us_ns(sc->spin_us);
+    s.notify_ns = us_ns(sc->notify_us);
     s.g = calloc(1, sizeof *s.g);
     s.c = calloc(s.n ? s.n : 1, sizeof *s.c);
     if (!s.g || !s.c) {
@@ -741,6 +998,7 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
         p.guard_period_ns = (int64_t)llround(sc->guard_period_ms * 1e6);
         p.stall_ns = (int64_t)llround(sc->stall_ms * 1e6);
         p.credits = sc->credits;
+        p.window_ns = us_ns(sc->window_us);
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
             sim_fail(&s, -EINVAL, "unknown policy '%s'", sc->policy);
@@ -755,18 +1013,9 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     for (size_t i = 0; i < s.n; i++)
         if (client_setup(&s, &s.c[i], (int)i, seed) < 0)
             goto out;
-    /* posd decides as each client registers, before it launches anything */
-    if (s.core)
-        posd_tick(&s, 0);
-    for (size_t i = 0; i < s.n; i++) {
-        struct vclient *c = &s.c[i];
-        if (c->schedule && c->schedule[0] > 0) {
-            c->state = T_ARRIVAL;
-            wake_at(&s, c, (int64_t)llround(c->schedule[0] * 1e9));
-        } else {
-            start_request(&s, c, 0);
-        }
-    }
+    /* every process starts (and registers with posd) at its start time, in file order */
+    for (size_t i = 0; i < s.n; i++)
+        push_event(&s, s.c[i].start_ns, EV_START, &s.c[i], 0);
     run_loop(&s);
     if (s.rc)
         goto out;
@@ -775,8 +1024,14 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     int64_t makespan = 0;
     for (size_t i = 0; i < s.n; i++) {
         struct vclient *c = &s.c[i];
-        for (uint64_t k = 0; k < c->spec->requests; k++)
+        if (c->present) { /* what posd learns as it leaves */
+            drain(&s, c, s.now);
+            sched_core_client_stats(s.core, c->index, s.now, &c->core);
+        }
+        for (uint64_t k = 0; k < c->completed; k++)
             makespan = c->done_ns[k] > makespan ? c->done_ns[k] : makespan;
+        if (c->killed && c->stop_ns > makespan)
+            makespan = c->stop_ns;
         client_result(c, &out->clients[i]);
         if (!out->clients[i].lat_ms) {
             sim_fail(&s, -ENOMEM, "out of memory");
@@ -912,7 +1167,11 @@ void possim_write_json(FILE *f, const struct possim_scenario *sc, const struct p
         json_num(f, "slo_attainment", c->slo_attainment, 6);
         fprintf(f, ",\"grant_waits\":%llu", (unsigned long long)c->grant_waits);
         json_num(f, "grant_wait_ms", c->grant_wait_ms, 3);
-        fprintf(f, ",\"markers\":%llu}", (unsigned long long)c->markers);
+        fprintf(f, ",\"markers\":%llu,\"windowed\":%llu", (unsigned long long)c->markers,
+                (unsigned long long)c->windowed);
+        json_num(f, "posd_op_us", c->posd_op_us > 0 ? c->posd_op_us : NAN, 3);
+        fprintf(f, ",\"posd_requests\":%llu,\"killed\":%s}", (unsigned long long)c->posd_requests,
+                c->killed ? "true" : "false");
     }
     fputc(']', f);
     if (cpu_s > 0) {

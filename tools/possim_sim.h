@@ -16,15 +16,19 @@ struct possim_client_result {
     char model[64];
     uint32_t batch;
     int priority;
-    uint64_t requests, launches;
+    uint64_t requests, launches; /* requests completed (all of them, unless killed) */
     double p50_ms, p90_ms, p99_ms, mean_ms, max_ms;
-    double active_s;                    /* first arrival to last completion */
+    double active_s;                    /* first arrival to last completion (or its kill) */
     double throughput_rps, launch_rate; /* over active_s */
     double slo_ms;                      /* 0: none */
     double slo_attainment;              /* NAN without an SLO */
     uint64_t grant_waits;               /* launches that waited for a grant */
     double grant_wait_ms;               /* their total wait */
     uint64_t markers;                   /* completion markers its launches carried */
+    uint64_t windowed;                  /* launches submitted while its grant was WINDOW */
+    int killed;                         /* stopped when its stop_with client finished */
+    double posd_op_us;                  /* the core's estimate of one of its operators */
+    uint64_t posd_requests;             /* requests the core told apart */
     double *lat_ms;                     /* [requests], in request order */
 };
 

@@ -79,6 +79,14 @@ static void test_parse_errors(void)
                  "t.ini:3: bad value '/nonexistent.ini' for 'file' in [device]: give preset or "
                  "file, not both (preset is set on line 2)");
     expect_error("[client a\n", "t.ini:1: syntax error: no ']' closes the section name");
+    expect_error("[client a]\nmodel = resnet18\nstop_with = b\n",
+                 "t.ini:3: bad value 'b' for 'stop_with' in [client a]: no such client");
+    expect_error("[client a]\nmodel = resnet18\nstop_with = a\n",
+                 "t.ini:3: bad value 'a' for 'stop_with' in [client a]: a client cannot stop "
+                 "with itself");
+    expect_error("[sched]\nwindow_us = 0\n",
+                 "t.ini:2: bad value '0' for 'window_us' in [sched]: expected a number > 0 and "
+                 "<= 1000000000");
     expect_error("[client a]\nmodel resnet18\n", "t.ini:2: syntax error: expected 'key = value'");
 }
 
@@ -90,7 +98,8 @@ static void test_parse_ok(void)
                        "[posd]\npoll_us = 50\n"
                        "[client lat]\nmodel = resnet18\nbatch = 2\narrival = gamma:0.5:100\n"
                        "class_priority = 0\nslo_ms = 5\n"
-                       "[client b]\nmodel = sim/models/mobilenet_v2.model\n";
+                       "[client b]\nmodel = sim/models/mobilenet_v2.model\nstart_ms = 2.5\n"
+                       "stop_with = lat\n";
     int rc = possim_scenario_parse("t.ini", text, &sc, err, sizeof err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     CU_ASSERT_STRING_EQUAL(sc.dev.preset, "h200");
@@ -105,6 +114,23 @@ static void test_parse_ok(void)
     CU_ASSERT_EQUAL(sc.clients[0].priority, 0);
     CU_ASSERT_EQUAL(sc.clients[1].requests, 100); /* default */
     CU_ASSERT_EQUAL(sc.clients[1].priority, 10);
+    CU_ASSERT_DOUBLE_EQUAL(sc.clients[1].start_ms, 2.5, 1e-9);
+    CU_ASSERT_EQUAL(sc.clients[1].stop_with_index, 0);
+    CU_ASSERT_EQUAL(sc.clients[0].stop_with_index, -1);
+    CU_ASSERT_DOUBLE_EQUAL(sc.clients[0].sleep_slack_us, 50, 1e-9); /* default */
+    /* defaults of posd's own: window 500 us, prompt poll 20 us, no completion lag */
+    CU_ASSERT_DOUBLE_EQUAL(sc.window_us, 500, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(sc.prompt_poll_us, 20, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(sc.notify_us, 0, 1e-9);
+    CU_ASSERT_EQUAL(possim_scenario_parse("t.ini",
+                                          "[device]\nnotify_us = 7\n[sched]\nwindow_us = 900\n"
+                                          "[posd]\nprompt_poll_us = 5\n[client a]\nmodel = "
+                                          "resnet18\n",
+                                          &sc, err, sizeof err),
+                    0);
+    CU_ASSERT_DOUBLE_EQUAL(sc.window_us, 900, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(sc.prompt_poll_us, 5, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(sc.notify_us, 7, 1e-9);
 }
 
 /* ---- runs --------------------------------------------------------------------------------- */
@@ -144,9 +170,7 @@ static const char mixed[] =
     "[client lat]\nmodel = resnet50\nrequests = 60\n"
     "arrival = poisson:20\nclass_priority = 10\nseed = 3\n"
     "[client batch1]\nmodel = resnet50\nrequests = 120\nclass_priority = 20\n"
-    "max_inflight = 2\n"
-    "[client batch2]\nmodel = resnet50\nrequests = 120\nclass_priority = 20\n"
-    "max_inflight = 2\n";
+    "[client batch2]\nmodel = resnet50\nrequests = 120\nclass_priority = 20\n";
 
 static void load_mixed(const char *policy)
 {
@@ -296,6 +320,133 @@ static void test_fifo_and_priority_leave_a_lone_client_alone(void)
     }
 }
 
+/* ---- what the shim and posd do now -------------------------------------------------------- */
+
+/* A lone client posd never asks for kicks (FREE, nobody to protect): every synchronisation
+ * still kicks posd, so posd decides at least once per request, however rarely it ticks. */
+static void test_sync_reports_always_kick(void)
+{
+    load("[device]\npreset = h200\nmode = mps\n[sched]\npolicy = priority\n"
+         "[client a]\nmodel = resnet18\nrequests = 100\nclass_priority = 20\n");
+    run(&res, 1);
+    /* 100 requests of under 1 ms: posd's own slow tick (10 ms) would decide about 10 times */
+    CU_ASSERT(res.decisions >= 100);
+    possim_result_free(&res);
+}
+
+/* posd reads each synchronisation after the submissions it covers and before later ones: it
+ * tells every request apart even when it wakes only now and then (a slow posd). */
+static void test_syncs_read_with_their_submissions(void)
+{
+    load("[device]\npreset = h200\nmode = mps\n[sched]\npolicy = priority\n"
+         "[posd]\nwake_us = 3000\n"
+         "[client a]\nmodel = resnet18\nrequests = 100\nclass_priority = 20\n");
+    run(&res, 1);
+    CU_ASSERT_EQUAL(res.clients[0].posd_requests, 100);
+    possim_result_free(&res);
+}
+
+/* A batch client beside a latency client that is present but mostly idle runs windowed. The
+ * collector polls every prompt_poll_us then, and every window step waits for a poll, so a
+ * slower prompt poll costs it throughput; a wider window (window_us) gains it back. */
+static const char windowed[] =
+    "[device]\npreset = xavier-nx\nmode = timeslice\n"
+    "[sched]\npolicy = priority\nwindow_us = %g\n"
+    "[posd]\npoll_us = %g\nprompt_poll_us = %g\n"
+    "[client lat]\nmodel = resnet18\nrequests = 3\narrival = poisson:2\n"
+    "[client batch]\nmodel = resnet50\nrequests = 60\nclass_priority = 20\n";
+
+static double windowed_rps(double window_us, double poll_us, double prompt_us,
+                           struct possim_result *r)
+{
+    char text[1024];
+    snprintf(text, sizeof text, windowed, window_us, poll_us, prompt_us);
+    load(text);
+    run(r, 1);
+    return r->clients[1].throughput_rps;
+}
+
+static void test_prompt_poll_and_window(void)
+{
+    double fast = windowed_rps(500, 100, 20, &res);
+    CU_ASSERT(res.clients[1].windowed > res.clients[1].launches / 2);
+    possim_result_free(&res);
+    double slow = windowed_rps(500, 100, 300, &res);
+    possim_result_free(&res);
+    double wide = windowed_rps(5000, 100, 300, &res);
+    possim_result_free(&res);
+    CU_ASSERT(fast > slow * 1.05);
+    CU_ASSERT(wide > slow * 1.05);
+}
+
+/* Every launch submitted while the grant was WINDOW carries its own marker, whatever the
+ * sample (here the shim's own is 0: no sampled markers at all). */
+static void test_windowed_launches_are_marked(void)
+{
+    load("[device]\npreset = xavier-nx\nmode = timeslice\n[sched]\npolicy = priority\n"
+         "[client batch]\nmodel = resnet50\nrequests = 20\nclass_priority = 20\nsample = 0\n"
+         "[client lat]\nmodel = resnet18\nrequests = 3\narrival = poisson:2\nstart_ms = 20\n");
+    run(&res, 1);
+    CU_ASSERT(res.clients[0].windowed > 100);
+    CU_ASSERT_EQUAL(res.clients[0].markers, res.clients[0].windowed);
+    possim_result_free(&res);
+}
+
+/* The first launch after an idle point kicks posd when it asks for kicks (a latency client
+ * that outranks a windowed one). With host time before each launch that kick comes well after
+ * the one of the synchronisation before, so posd wakes once more per request than when the
+ * two coalesce. */
+static void test_first_launch_after_idle_kicks(void)
+{
+    uint64_t decisions[2];
+    for (int k = 0; k < 2; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "[device]\npreset = xavier-nx\nmode = timeslice\n[sched]\npolicy = priority\n"
+                 "[client lat]\nmodel = resnet18\nrequests = 50\nhost_us = %d\n"
+                 "[client batch]\nmodel = resnet50\nrequests = 1\nclass_priority = 20\n"
+                 "host_us = 100000\n",
+                 k ? 100 : 0);
+        load(text);
+        run(&res, 1);
+        decisions[k] = res.decisions;
+        possim_result_free(&res);
+    }
+    CU_ASSERT(decisions[1] >= decisions[0] + 40);
+}
+
+/* start_ms delays a client; stop_with kills one when another finishes; notify_us delays what
+ * the host learns of every completion (a lone closed loop pays it once per request). */
+static void test_start_stop_and_notify(void)
+{
+    load("[device]\npreset = xavier-nx\n[sched]\npolicy = priority\n"
+         "[client b]\nmodel = resnet50\nrequests = 100000\nclass_priority = 20\n"
+         "stop_with = l\n"
+         "[client l]\nmodel = resnet18\nrequests = 20\nstart_ms = 100\n");
+    run(&res, 1);
+    CU_ASSERT(res.clients[0].killed);
+    CU_ASSERT(!res.clients[1].killed);
+    CU_ASSERT(res.clients[0].requests > 0 && res.clients[0].requests < 100000);
+    CU_ASSERT_EQUAL(res.clients[1].requests, 20);
+    /* the latency client started 100 ms in; the batch client stopped when it finished */
+    CU_ASSERT_DOUBLE_EQUAL(res.makespan_s, 0.1 + res.clients[1].active_s, 1e-3);
+    CU_ASSERT_DOUBLE_EQUAL(res.clients[0].active_s, res.makespan_s, 1e-3);
+    possim_result_free(&res);
+    double p50[2];
+    for (int k = 0; k < 2; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "[device]\npreset = h200\nmode = mps\nnotify_us = %d\n[sched]\npolicy = none\n"
+                 "[client a]\nmodel = resnet18\nrequests = 20\n",
+                 k * 100);
+        load(text);
+        run(&res, 1);
+        p50[k] = res.clients[0].p50_ms;
+        possim_result_free(&res);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(p50[1] - p50[0], 0.100, 0.002);
+}
+
 /* ---- the tool ----------------------------------------------------------------------------- */
 
 /* Runs build/possim ARGS; returns its exit status and its stdout (+ stderr) in OUT. */
@@ -354,6 +505,7 @@ static void test_tool(void)
                               "[client a]: expected an integer in 1..100000000\n");
     CU_ASSERT_EQUAL(tool("--help", a, sizeof a), 0);
     CU_ASSERT(strstr(a, "[client NAME]") != NULL && strstr(a, "grant_wake_us") != NULL);
+    CU_ASSERT(strstr(a, "prompt_poll_us") != NULL && strstr(a, "window_us") != NULL);
     remove(path);
 }
 
@@ -366,5 +518,11 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_lone_client_solo_times);
     POS_ADD_TEST(s, test_priority_protects_latency_client);
     POS_ADD_TEST(s, test_fifo_and_priority_leave_a_lone_client_alone);
+    POS_ADD_TEST(s, test_sync_reports_always_kick);
+    POS_ADD_TEST(s, test_syncs_read_with_their_submissions);
+    POS_ADD_TEST(s, test_prompt_poll_and_window);
+    POS_ADD_TEST(s, test_windowed_launches_are_marked);
+    POS_ADD_TEST(s, test_first_launch_after_idle_kicks);
+    POS_ADD_TEST(s, test_start_stop_and_notify);
     POS_ADD_TEST(s, test_tool);
 }
