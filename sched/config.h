@@ -97,7 +97,7 @@ struct posd_client_policy {
 };
 
 /* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "priority", default class
- * "latency", classes realtime (0), latency (10), batch (20, max_inflight 2), tick 200 us,
+ * "latency", classes realtime (0), latency (10), batch (20, no in-flight cap), tick 200 us,
  * credits 1024, guard period 200 ms, min share 0.01, stall 50 ms. */
 void posd_config_defaults(struct posd_config *c);
 

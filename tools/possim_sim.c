@@ -389,7 +389,8 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
             if (c->pub_kick)
                 kick(s, t);
         }
-        /* launch_end: every sample-th launch, and every windowed one, carries a marker */
+        /* launch_end: every sample-th launch, and the last one a grant allows, carries a
+         * marker */
         uint32_t sample = c->shim_sample;
         if (c->until_marker > sample)
             c->until_marker = sample;
@@ -484,7 +485,8 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         wake_at(s, c, t + s->spin_ns);
         return;
     }
-    device_launch(s, c, !go_now, t);
+    /* shim_session_submit: the last launch its grant allows gets a marker of its own */
+    device_launch(s, c, !go_now && seq >= c->pub_granted, t);
 }
 
 static void thread_event(struct sim *s, struct vclient *c, int64_t t)
@@ -505,7 +507,7 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
     case T_RESUME:
         c->waiters = 0;
         c->wait_ns += t - c->wait_since;
-        device_launch(s, c, 1, t);
+        device_launch(s, c, c->wait_seq >= c->pub_granted, t);
         break;
     default:
         break;

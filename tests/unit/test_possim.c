@@ -387,8 +387,11 @@ static void test_windowed_launches_are_marked(void)
          "[client batch]\nmodel = resnet50\nrequests = 20\nclass_priority = 20\nsample = 0\n"
          "[client lat]\nmodel = resnet18\nrequests = 3\narrival = poisson:2\nstart_ms = 20\n");
     run(&res, 1);
+    /* with the shim's own sample 0, the markers are the last launches of grants: with a
+     * window of two operators granted two at a time, half the windowed launches at least */
     CU_ASSERT(res.clients[0].windowed > 100);
-    CU_ASSERT_EQUAL(res.clients[0].markers, res.clients[0].windowed);
+    CU_ASSERT(res.clients[0].markers >= res.clients[0].windowed / 2);
+    CU_ASSERT(res.clients[0].markers <= res.clients[0].windowed);
     possim_result_free(&res);
 }
 
