@@ -31,7 +31,7 @@ struct core_client {
     int64_t last_progress_ns, last_done_ns, last_update;
     int64_t last_exact_ns; /* device time of its last exactly known completion */
     uint64_t last_exact_seq;
-    double op_ns;          /* running estimate of one operator's device time */
+    double op_ns; /* running estimate of one operator's device time */
     int stalled;
     uint64_t stalls;
     uint64_t busy_ns;
@@ -436,7 +436,8 @@ static void request_maybe_end(struct core_client *c, int64_t when)
 int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now)
 {
     struct core_client *c = client(k, slot);
-    if (!c || s->covers > c->submitted || (s->scope != SCHED_SYNC_STREAM && s->scope != SCHED_SYNC_CTX))
+    if (!c || s->covers > c->submitted ||
+        (s->scope != SCHED_SYNC_STREAM && s->scope != SCHED_SYNC_CTX))
         return -EPROTO;
     account(k, c, now);
     int was = inflight(c) > 0;
@@ -510,7 +511,8 @@ static void apply_grant(struct sched_core *k, struct core_client *c,
     c->mode = v->mode == POS_GRANT_FREE ? POS_GRANT_FREE : POS_GRANT_WINDOW;
     c->granted = g;
     c->held = v->held;
-    uint64_t upto = c->mode == POS_GRANT_FREE ? c->submitted : (g < c->submitted ? g : c->submitted);
+    uint64_t upto =
+        c->mode == POS_GRANT_FREE ? c->submitted : (g < c->submitted ? g : c->submitted);
     for (uint64_t seq = c->released_upto + 1; seq <= upto; seq++)
         release_op(c, op_at(c, seq), now);
     advance_prefixes(c);

@@ -44,8 +44,8 @@ void sched_params_defaults(struct sched_params *p);
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */
 enum sched_done_how {
     SCHED_DONE_NONE = 0,
-    SCHED_DONE_EXACT, /* its own completion marker */
-    SCHED_DONE_BOUND, /* a later marker on its stream or a synchronisation covered it */
+    SCHED_DONE_EXACT,    /* its own completion marker */
+    SCHED_DONE_BOUND,    /* a later marker on its stream or a synchronisation covered it */
     SCHED_DONE_PRESUMED, /* never heard of: a hole, a failed launch, or out of the window */
 };
 
@@ -78,9 +78,9 @@ struct sched_grant {
     uint32_t mode;    /* enum pos_grant_mode */
     uint64_t granted; /* seqs <= granted may launch (WINDOW mode) */
     int held;
-    int changed;        /* mode or granted differ from the last publication */
-    uint32_t sample;    /* completion marker every N launches */
-    int kick_on_done;   /* the client must kick posd on completions and synchronisations */
+    int changed;      /* mode or granted differ from the last publication */
+    uint32_t sample;  /* completion marker every N launches */
+    int kick_on_done; /* the client must kick posd on completions and synchronisations */
 };
 
 /* Request latency histogram: 8 sub-buckets per power of two of microseconds. */
@@ -90,12 +90,12 @@ struct sched_client_stats {
     uint64_t submitted, released, completed, presumed;
     uint64_t in_flight, queued;
     uint64_t busy_ns;
-    uint64_t requests;          /* ended */
-    uint64_t request_ops;       /* operators of ended requests */
+    uint64_t requests;    /* ended */
+    uint64_t request_ops; /* operators of ended requests */
     uint64_t req_p50_ns, req_p99_ns, req_max_ns;
-    uint64_t stalls;            /* times it was found stalled */
+    uint64_t stalls;                                       /* times it was found stalled */
     uint64_t sync_lag_n, sync_lag_p50_ns, sync_lag_p99_ns; /* report lag of syncs (adapter) */
-    uint64_t op_ns;             /* estimate of one operator's device time */
+    uint64_t op_ns; /* estimate of one operator's device time */
 };
 
 struct sched_core;

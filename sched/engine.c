@@ -307,7 +307,7 @@ int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len)
     memcpy(&h, body, sizeof h);
     if (h.first != c->nkeys + 1 || h.count == 0 || h.count > POS_MAX_KERNEL_IDS ||
         h.first + h.count - 1 > POS_MAX_KERNEL_IDS)
-        return -1; /* ids come once each, in order */
+        return -1;                     /* ids come once each, in order */
     uint32_t want = h.first + h.count; /* keys[0] unused */
     uint64_t *keys = realloc(c->keys, want * sizeof *keys);
     if (!keys)

@@ -13,8 +13,8 @@
 #include "sched/core.h"
 #include "sched/policy/policy.h"
 
-#define POSD_MAX_CLIENTS  SCHED_MAX_CLIENTS
-#define POSD_STALL_NS     100000000LL /* an unpublished submission slot is skipped after this */
+#define POSD_MAX_CLIENTS SCHED_MAX_CLIENTS
+#define POSD_STALL_NS    100000000LL /* an unpublished submission slot is skipped after this */
 
 /* What an io_uring completion is about (user_data = kind | slot << 8 | gen << 32). */
 enum posd_event {

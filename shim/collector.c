@@ -173,11 +173,10 @@ static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
 {
     if (e->result != CUDA_SUCCESS || e->kind == SHIM_SYNC_EVENT)
         return;
-    struct pos_op_record probe = {
-        .stream = e->stream,
-        .ctx = e->ctx,
-        .tid = e->tid ? e->tid : tid,
-        .flags = e->ptsz ? POS_OPF_PTSZ : 0};
+    struct pos_op_record probe = {.stream = e->stream,
+                                  .ctx = e->ctx,
+                                  .tid = e->tid ? e->tid : tid,
+                                  .flags = e->ptsz ? POS_OPF_PTSZ : 0};
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
         if (r->done_how != POS_DONE_UNKNOWN || r->submit_ns > e->start_ns)

@@ -25,9 +25,8 @@ static void write_slot(uint64_t event, const struct shim_event_mark *m)
 {
     struct event_slot *s = slot_of(event);
     uint32_t v = atomic_load_explicit(&s->version, memory_order_relaxed);
-    if ((v & 1) || !atomic_compare_exchange_strong_explicit(&s->version, &v, v + 1,
-                                                            memory_order_acquire,
-                                                            memory_order_relaxed))
+    if ((v & 1) || !atomic_compare_exchange_strong_explicit(
+                       &s->version, &v, v + 1, memory_order_acquire, memory_order_relaxed))
         return; /* another writer is here: forget this record */
     s->event = event;
     s->m = *m;

@@ -258,8 +258,7 @@ done:
     note_wait(shm, shim_now_ns() - t0);
 }
 
-uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub,
-                             int *windowed)
+uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub, int *windowed)
 {
     struct pos_client_shm *shm = s->shm;
     uint64_t seq = atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
@@ -334,8 +333,8 @@ uint64_t shim_session_covers(uint32_t *gen)
     return atomic_load_explicit(&s->shm->next_seq, memory_order_acquire);
 }
 
-void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid,
-                              uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns)
+void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid, uint64_t stream,
+                              uint64_t ctx, uint64_t covers, uint64_t end_ns)
 {
     struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
     if (!s || s->gen != gen || !covers)
@@ -388,8 +387,8 @@ void shim_session_send_names(void)
     uint32_t have = shim_ident_count();
     while (s->names_sent < have) {
         uint8_t buf[POS_REQ_MAX];
-        struct pos_msg_hdr h = {.magic = POS_PROTO_MAGIC, .version = POS_PROTO_VERSION,
-                                .type = POS_MSG_NAMES};
+        struct pos_msg_hdr h = {
+            .magic = POS_PROTO_MAGIC, .version = POS_PROTO_VERSION, .type = POS_MSG_NAMES};
         struct pos_names n = {.first = s->names_sent + 1, .count = 0};
         size_t off = sizeof h + sizeof n;
         for (uint32_t id = n.first; id <= have; id++) {

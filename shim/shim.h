@@ -24,13 +24,13 @@
 enum shim_mode { SHIM_MODE_OFF = 0, SHIM_MODE_PASSTHROUGH, SHIM_MODE_SCHEDULED };
 
 struct shim_config {
-    int mode;              /* what runs: POS_MODE */
-    int mode_requested;    /* what POS_MODE asked for (-1: not set) */
-    char trace_path[4096]; /* POS_TRACE, "" = no trace */
-    uint32_t sample;       /* POS_SAMPLE: a completion marker every N launches; 0 = none */
-    uint32_t poll_us;      /* POS_POLL_US: collector poll interval while work is pending */
+    int mode;                /* what runs: POS_MODE */
+    int mode_requested;      /* what POS_MODE asked for (-1: not set) */
+    char trace_path[4096];   /* POS_TRACE, "" = no trace */
+    uint32_t sample;         /* POS_SAMPLE: a completion marker every N launches; 0 = none */
+    uint32_t poll_us;        /* POS_POLL_US: collector poll interval while work is pending */
     uint32_t prompt_poll_us; /* POS_PROMPT_POLL_US: the same while posd waits on completions */
-    int debug;             /* POS_DEBUG */
+    int debug;               /* POS_DEBUG */
 };
 
 extern struct shim_config shim_cfg;
@@ -207,16 +207,15 @@ extern _Atomic uint32_t shim_sample;                /* markers every N launches,
 
 /* Submits one launch and waits for its grant if posd holds it; returns its seq (0: none).
  * *WINDOWED tells whether it is the last launch of a window (it needs its own marker). */
-uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub,
-                             int *windowed);
+uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub, int *windowed);
 
 /* Where a synchronisation starts: the last seq submitted in the current session (0 if none)
  * and that session's GEN. */
 uint64_t shim_session_covers(uint32_t *gen);
 /* Reports a synchronisation that returned successfully: operators of session GEN with seq <=
  * COVERS on its scope (enum pos_sync_scope) are complete. Kicks posd when posd asked. */
-void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid,
-                              uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns);
+void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid, uint64_t stream,
+                              uint64_t ctx, uint64_t covers, uint64_t end_ns);
 /* Whether posd wants to hear of this client's completions at once. */
 int shim_session_prompt(void);
 /* Kicks posd if it wants to hear of completions at once (the collector, after reporting). */

@@ -87,11 +87,11 @@ struct pos_client_shm {
 
     /* grant state: posd writes, the client reads */
     _Alignas(POS_CACHELINE) _Atomic uint32_t grant_mode;
-    _Atomic uint32_t grant_word; /* futex: bumped at every grant update */
-    _Atomic uint64_t granted;    /* highest seq the client may launch in WINDOW mode */
-    _Atomic uint32_t posd_state; /* enum pos_posd_state; either side may set GONE */
-    _Atomic uint64_t heartbeat;  /* bumped by posd at every decision it makes */
-    _Atomic uint32_t sample;     /* completion marker every SAMPLE launches, as posd wants it */
+    _Atomic uint32_t grant_word;   /* futex: bumped at every grant update */
+    _Atomic uint64_t granted;      /* highest seq the client may launch in WINDOW mode */
+    _Atomic uint32_t posd_state;   /* enum pos_posd_state; either side may set GONE */
+    _Atomic uint64_t heartbeat;    /* bumped by posd at every decision it makes */
+    _Atomic uint32_t sample;       /* completion marker every SAMPLE launches, as posd wants it */
     _Atomic uint32_t kick_on_done; /* posd wants a kick when the collector reports completions
                                     * and at the first launch of a request (sync reports
                                     * always kick) */

@@ -53,13 +53,14 @@ static int64_t priority_decide(void *state, struct pos_sched_view *v)
             } else {
                 c->new_granted = c->granted;
                 c->held = 1;
-                if (pos_sched_queued(c) > 0 && c->min_share > 0 && guard_at > v->now && guard_at < next)
+                if (pos_sched_queued(c) > 0 && c->min_share > 0 && guard_at > v->now &&
+                    guard_at < next)
                     next = guard_at;
             }
         } else {
             c->mode = POS_GRANT_WINDOW;
-            uint64_t limit = c->max_inflight ? c->max_inflight
-                                             : pos_sched_ops_in(c, v->window_ns, v->credits);
+            uint64_t limit =
+                c->max_inflight ? c->max_inflight : pos_sched_ops_in(c, v->window_ns, v->credits);
             c->new_granted = pos_sched_window_grant(c, limit);
         }
     }

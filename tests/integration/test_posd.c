@@ -276,8 +276,7 @@ static void test_priority_holds_and_stall_and_death_release(void)
     char js[OUT_MAX] = "";
     int seen_held = 0;
     for (int i = 0; i < 10 && !seen_held; i++)
-        seen_held = posstat_json(js, sizeof js) == 0 &&
-                    strstr(js, "\"app\":\"batch1\"") &&
+        seen_held = posstat_json(js, sizeof js) == 0 && strstr(js, "\"app\":\"batch1\"") &&
                     strstr(strstr(js, "\"app\":\"batch1\""), "\"held\":true");
     CU_ASSERT(seen_held);
     /* stopped with work in flight: it no longer holds anyone after stall_ms (50) */
@@ -299,8 +298,9 @@ static void test_priority_holds_and_stall_and_death_release(void)
     CU_ASSERT(again < 0.3 * alone); /* it came back: held again */
     CU_ASSERT(posstat_json(js, sizeof js) == 0 && strstr(js, "\"held\":false"));
     if (!(held < 0.3 * alone) || !(stalled > 0.6 * alone) || !(again < 0.3 * alone))
-        fprintf(stderr, "batch launches/s: held %.0f, latency stopped %.0f, resumed %.0f, "
-                        "alone %.0f\n",
+        fprintf(stderr,
+                "batch launches/s: held %.0f, latency stopped %.0f, resumed %.0f, "
+                "alone %.0f\n",
                 held, stalled, again, alone);
     kill(b.pid, SIGKILL);
     posapp_wait(&b, out, sizeof out);
@@ -348,10 +348,10 @@ static void test_reused_slots_do_not_stall_windowed_clients(void)
     util_read_file(log_path, log, sizeof log);
     size_t before = strlen(log); /* the log is shared by the suite's posd runs */
     posd_start("priority");
-    const char *const idle[] = {"--model", "resnet18", "--arrival", "poisson:0.2", "--requests",
-                                "3", NULL};
-    const char *const bat[] = {"--model", "resnet18", "--arrival", "poisson:40", "--requests",
-                               "12", NULL};
+    const char *const idle[] = {"--model",    "resnet18", "--arrival", "poisson:0.2",
+                                "--requests", "3",        NULL};
+    const char *const bat[] = {"--model",    "resnet18", "--arrival", "poisson:40",
+                               "--requests", "12",       NULL};
     struct proc l;
     posapp_start(&l, "latency1", idle); /* present, nearly idle: batch runs in a window */
     usleep(300000);

@@ -41,8 +41,12 @@ static void submit(struct sched_core *k, int slot, int n, uint64_t stream, uint3
                    int64_t now)
 {
     for (int i = 0; i < n; i++) {
-        struct pos_sched_op op = {.seq = ++next_seq[slot], .kind = 1, .stream = stream,
-                                  .tid = tid, .ctx = 0x10, .submit_ns = now};
+        struct pos_sched_op op = {.seq = ++next_seq[slot],
+                                  .kind = 1,
+                                  .stream = stream,
+                                  .tid = tid,
+                                  .ctx = 0x10,
+                                  .submit_ns = now};
         CU_ASSERT_EQUAL(sched_core_submit(k, slot, &op, free, now), 0);
     }
 }
@@ -56,8 +60,8 @@ static struct sched_client_stats stats(struct sched_core *k, int slot, int64_t n
 
 static struct sched_sync stream_sync(uint64_t stream, uint64_t covers, int64_t end)
 {
-    struct sched_sync s = {.scope = SCHED_SYNC_STREAM, .stream = stream, .ctx = 0x10,
-                           .covers = covers, .end_ns = end};
+    struct sched_sync s = {
+        .scope = SCHED_SYNC_STREAM, .stream = stream, .ctx = 0x10, .covers = covers, .end_ns = end};
     return s;
 }
 
@@ -65,8 +69,8 @@ static void test_counts_and_grants_never_go_back(void)
 {
     memset(next_seq, 0, sizeof next_seq);
     struct sched_core *k = core("priority");
-    add(k, 0, 10, 0, 0);  /* latency */
-    add(k, 1, 20, 2, 0);  /* batch, cap 2 */
+    add(k, 0, 10, 0, 0); /* latency */
+    add(k, 1, 20, 2, 0); /* batch, cap 2 */
     sched_core_decide(k, 1, g);
     submit(k, 1, 5, 0x100, 7, 0, 2); /* batch: windowed, latency idle: 2 released */
     sched_core_decide(k, 3, g);
@@ -271,8 +275,9 @@ static void test_core_and_policies_are_pure(void)
     static const char *const objs =
         "build/obj/sched/core.o build/obj/sched/policy/fifo.o build/obj/sched/policy/priority.o "
         "build/obj/sched/policy/view.o build/obj/sched/policy/registry.o";
-    static const char *const allowed[] = {"calloc", "malloc", "free", "realloc", "memset",
-                                          "memcpy", "strcmp", "_GLOBAL_OFFSET_TABLE_", NULL};
+    static const char *const allowed[] = {"calloc", "malloc", "free",   "realloc",
+                                          "memset", "memcpy", "strcmp", "_GLOBAL_OFFSET_TABLE_",
+                                          NULL};
     /* what the objects define among themselves is theirs */
     char cmd[512], defined[8192] = " ";
     snprintf(cmd, sizeof cmd, "nm --defined-only %s 2>/dev/null", objs);

@@ -339,26 +339,28 @@ static void test_average(void)
 
     char *text = render(posstat_render_text, &r);
     CU_ASSERT_STRING_EQUAL(
-        text, "# time    policy      clients   submitted     granted   completed    busy\n"
-              "#                                    op/s        op/s        op/s       %\n"
-              "Average:  fifo            1.5       300.0         0.0         0.0    50.0\n"
-              "# time        pid  app               class        launches   queued  inflight   wait_p50"
-              "   wait_p99      gpu      req   req_p50   req_p99  held\n"
-              "#                                                     op/s      ops       ops         us"
-              "         us     ms/s       /s        ms        ms\n"
-              "Average:       10  a                 default         250.0      3.0       1.5          2"
-              "        128      0.0      0.0         -         -  -\n");
+        text,
+        "# time    policy      clients   submitted     granted   completed    busy\n"
+        "#                                    op/s        op/s        op/s       %\n"
+        "Average:  fifo            1.5       300.0         0.0         0.0    50.0\n"
+        "# time        pid  app               class        launches   queued  inflight   wait_p50"
+        "   wait_p99      gpu      req   req_p50   req_p99  held\n"
+        "#                                                     op/s      ops       ops         us"
+        "         us     ms/s       /s        ms        ms\n"
+        "Average:       10  a                 default         250.0      3.0       1.5          2"
+        "        128      0.0      0.0         -         -  -\n");
     free(text);
     char *json = render(posstat_render_json, &r);
-    CU_ASSERT_STRING_EQUAL(json,
-                           "{\"time\":1700000002.000,\"report\":\"average\",\"interval_s\":2.000,\"device\":{\"polic"
-                           "y\":\"fifo\",\"clients\":1.500,\"uptime_s\":12.000,\"submitted_per_s\":300.000,\"granted"
-                           "_per_s\":0.000,\"completed_per_s\":0.000,\"busy_pct\":50.000,\"submitted\":600,\"granted"
-                           "\":0,\"completed\":0},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
-                           "t\",\"launches_per_s\":250.000,\"queued\":3.000,\"in_flight\":1.500,\"wait_p50_us\":2,\""
-                           "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
-                           "req_p99_ms\":null,\"held\":null,\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
-                           "s\":null,\"stalls\":0,\"span_s\":2.000}]}\n");
+    CU_ASSERT_STRING_EQUAL(
+        json,
+        "{\"time\":1700000002.000,\"report\":\"average\",\"interval_s\":2.000,\"device\":{\"polic"
+        "y\":\"fifo\",\"clients\":1.500,\"uptime_s\":12.000,\"submitted_per_s\":300.000,\"granted"
+        "_per_s\":0.000,\"completed_per_s\":0.000,\"busy_pct\":50.000,\"submitted\":600,\"granted"
+        "\":0,\"completed\":0},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
+        "t\",\"launches_per_s\":250.000,\"queued\":3.000,\"in_flight\":1.500,\"wait_p50_us\":2,\""
+        "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
+        "req_p99_ms\":null,\"held\":null,\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
+        "s\":null,\"stalls\":0,\"span_s\":2.000}]}\n");
     free(json);
     posstat_report_free(&r);
     posstat_average_free(&avg);
@@ -424,17 +426,18 @@ static void test_text_rendering(void)
     struct posstat_report r = known_report(c);
     char *text = render(posstat_render_text, &r);
     CU_ASSERT_STRING_EQUAL(
-        text, "# time    policy      clients   submitted     granted   completed    busy\n"
-              "#                                    op/s        op/s        op/s       %\n"
-              "22:13:20  fifo              2      1234.5      1234.0      1230.0    87.5\n"
-              "# time        pid  app               class        launches   queued  inflight   wait_p50"
-              "   wait_p99      gpu      req   req_p50   req_p99  held\n"
-              "#                                                     op/s      ops       ops         us"
-              "         us     ms/s       /s        ms        ms\n"
-              "22:13:20     4242  resnet18          realtime        617.2        5         2          4"
-              "       1024    437.5      5.0       5.8       6.4  yes\n"
-              "22:13:20       77  a?very?long?appl  -                   -        0         0          -"
-              "          -        -        -         -         -  no\n");
+        text,
+        "# time    policy      clients   submitted     granted   completed    busy\n"
+        "#                                    op/s        op/s        op/s       %\n"
+        "22:13:20  fifo              2      1234.5      1234.0      1230.0    87.5\n"
+        "# time        pid  app               class        launches   queued  inflight   wait_p50"
+        "   wait_p99      gpu      req   req_p50   req_p99  held\n"
+        "#                                                     op/s      ops       ops         us"
+        "         us     ms/s       /s        ms        ms\n"
+        "22:13:20     4242  resnet18          realtime        617.2        5         2          4"
+        "       1024    437.5      5.0       5.8       6.4  yes\n"
+        "22:13:20       77  a?very?long?appl  -                   -        0         0          -"
+        "          -        -        -         -         -  no\n");
     free(text);
 
     /* posd counts more clients than its reply carries: say so. */
@@ -452,20 +455,21 @@ static void test_json_rendering(void)
     struct pos_client_stats c[2];
     struct posstat_report r = known_report(c);
     char *json = render(posstat_render_json, &r);
-    CU_ASSERT_STRING_EQUAL(json,
-                           "{\"time\":1700000000.250,\"report\":\"total\",\"interval_s\":100.000,\"device\":{\"polic"
-                           "y\":\"fifo\",\"clients\":2,\"uptime_s\":100.000,\"submitted_per_s\":1234.500,\"granted_p"
-                           "er_s\":1234.000,\"completed_per_s\":1230.000,\"busy_pct\":87.500,\"submitted\":123450,\""
-                           "granted\":123400,\"completed\":123000},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
-                           "net18\",\"class\":\"realtime\",\"launches_per_s\":617.200,\"queued\":5,\"in_flight\":2,"
-                           "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
-                           ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"sync_lag_p50_us\":12.500,\"sy"
-                           "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000},{\"id\":4,\"pid"
-                           "\":77,\"app\":\"a very long application name\",\"class\":\"\",\"launches_per_s\":null,\""
-                           "queued\":0,\"in_flight\":0,\"wait_p50_us\":null,\"wait_p99_us\":null,\"gpu_ms_per_s\":nu"
-                           "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,\"sync"
-                           "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000"
-                           "}]}\n");
+    CU_ASSERT_STRING_EQUAL(
+        json,
+        "{\"time\":1700000000.250,\"report\":\"total\",\"interval_s\":100.000,\"device\":{\"polic"
+        "y\":\"fifo\",\"clients\":2,\"uptime_s\":100.000,\"submitted_per_s\":1234.500,\"granted_p"
+        "er_s\":1234.000,\"completed_per_s\":1230.000,\"busy_pct\":87.500,\"submitted\":123450,\""
+        "granted\":123400,\"completed\":123000},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
+        "net18\",\"class\":\"realtime\",\"launches_per_s\":617.200,\"queued\":5,\"in_flight\":2,"
+        "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
+        ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"sync_lag_p50_us\":12.500,\"sy"
+        "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000},{\"id\":4,\"pid"
+        "\":77,\"app\":\"a very long application name\",\"class\":\"\",\"launches_per_s\":null,\""
+        "queued\":0,\"in_flight\":0,\"wait_p50_us\":null,\"wait_p99_us\":null,\"gpu_ms_per_s\":nu"
+        "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,\"sync"
+        "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000"
+        "}]}\n");
     free(json);
     posstat_report_free(&r);
 }
