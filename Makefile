@@ -103,7 +103,7 @@ $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
-POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/core.c \
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/core.c sched/ini_lines.c \
     $(wildcard sched/policy/*.c) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
 $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
@@ -134,7 +134,7 @@ SCHED_CORE_SRCS := sched/core.c $(wildcard sched/policy/*.c)
 TEST_DEPS_test_policy         := $(call obj,$(wildcard sched/policy/*.c))
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
-TEST_DEPS_test_config         := $(call obj,sched/config.c)
+TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_LIBS_test_shim_table     := -ldl
 

@@ -2,6 +2,7 @@
  * defaults into a new config that replaces the caller's only when all of it is valid, and
  * matches a client's identity against the rules. */
 #include "sched/config.h"
+#include "sched/ini_lines.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -581,17 +582,6 @@ static int close_section(struct loader *ld)
     return spec && spec->close ? spec->close(ld) : 0;
 }
 
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    char *end = s + strlen(s);
-    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
-        end--;
-    *end = '\0';
-    return s;
-}
-
 /* TEXT is what stands between the brackets of a header: "kind" or "kind NAME". */
 static int open_section(struct loader *ld, char *text)
 {
@@ -599,10 +589,10 @@ static int open_section(struct loader *ld, char *text)
         return ld->rc;
     struct open_section *s = &ld->sect;
     memset(s, 0, sizeof *s);
-    text = trim(text);
+    text = ini_trim(text);
     char *name = text + strcspn(text, " \t");
     size_t kind_len = (size_t)(name - text);
-    name = trim(name);
+    name = ini_trim(name);
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const struct section_spec *spec = &sections[i];
         if (strlen(spec->kind) != kind_len || strncmp(spec->kind, text, kind_len) != 0)
@@ -624,39 +614,19 @@ static int open_section(struct loader *ld, char *text)
                    text);
 }
 
-/* The first character of S that is one of CHARS, or where an inline comment (';' after a
- * blank) or the string ends: how inih splits a line. */
-static char *find_or_comment(char *s, const char *chars)
-{
-    int after_blank = 0;
-    for (; *s && !strchr(chars, *s); s++) {
-        if (after_blank && *s == ';')
-            break;
-        after_blank = *s == ' ' || *s == '\t';
-    }
-    return s;
-}
-
-/* Checks one trimmed line as inih will read it, and opens the section a header starts: inih
- * itself says only "error" for a malformed line and does not tell handlers about headers. */
+/* Checks one trimmed line as inih will read it, and opens the section a header starts. */
 static int check_line(struct loader *ld, char *s)
 {
-    if (!*s || *s == ';' || *s == '#')
-        return 0;
-    if (*s == '[') {
-        char *end = find_or_comment(s + 1, "]");
-        if (*end != ']')
-            return fail_at(ld, ld->path, ld->line, "syntax error: no ']' closes the section name");
-        char *rest = end + 1 + strspn(end + 1, " \t");
-        if (*rest && *rest != ';' && *rest != '#')
-            return fail_at(ld, ld->path, ld->line, "syntax error: text after ']'");
-        char text[POSD_PATH_MAX];
-        snprintf(text, sizeof text, "%.*s", (int)(end - s - 1), s + 1);
+    char text[POSD_PATH_MAX];
+    const char *why = NULL;
+    switch (ini_classify(s, text, sizeof text, &why)) {
+    case INI_LINE_ERROR:
+        return fail_at(ld, ld->path, ld->line, "%s", why);
+    case INI_LINE_SECTION:
         return open_section(ld, text);
+    default:
+        return 0;
     }
-    if (!*find_or_comment(s, "=:"))
-        return fail_at(ld, ld->path, ld->line, "syntax error: expected 'key = value'");
-    return 0;
 }
 
 /* inih's reader: hands over one physical line at a time, so ld->line is the line of every
@@ -665,32 +635,27 @@ static int check_line(struct loader *ld, char *s)
 static char *next_line(char *str, int num, void *stream)
 {
     struct loader *ld = stream;
-    if (ld->rc)
+    if (ld->rc || num < 2)
         return NULL;
-    errno = 0;
-    ssize_t n = getline(&ld->buf, &ld->bufcap, ld->fp);
-    if (n < 0) {
+    const char *why;
+    char *s = ini_next_line(ld->fp, &ld->buf, &ld->bufcap, ld->line + 1, (size_t)num - 2, &why);
+    if (!s && !why) {
         if (ferror(ld->fp))
             fail_file(ld, ld->path, errno ? -errno : -EIO, "cannot read: %s",
                       strerror(errno ? errno : EIO));
         return NULL;
     }
     ld->line++;
-    if (memchr(ld->buf, '\0', (size_t)n)) {
-        fail_at(ld, ld->path, ld->line, "the line holds a NUL byte");
-        return NULL;
-    }
-    char *s = ld->buf;
-    if (ld->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
-        s += 3; /* a UTF-8 byte order mark */
-    s = trim(s);
-    size_t len = strlen(s);
-    if (num < 2 || len > (size_t)num - 2) {
-        fail_at(ld, ld->path, ld->line, "line longer than %d characters", num - 2);
+    if (!s) {
+        if (strcmp(why, "line too long") == 0)
+            fail_at(ld, ld->path, ld->line, "line longer than %d characters", num - 2);
+        else
+            fail_at(ld, ld->path, ld->line, "%s", why);
         return NULL;
     }
     if (check_line(ld, s) < 0)
         return NULL;
+    size_t len = strlen(s);
     memcpy(str, s, len);
     memcpy(str + len, "\n", 2);
     return str;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/ini_lines.h"
 #include "sched/policy/policy.h"
 #include "sim/model_file.h"
 
@@ -366,17 +367,6 @@ static int close_section(struct parser *p)
     return 0;
 }
 
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    char *end = s + strlen(s);
-    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
-        end--;
-    *end = '\0';
-    return s;
-}
-
 static void client_defaults(struct possim_client_spec *c)
 {
     memset(c, 0, sizeof *c);
@@ -399,10 +389,10 @@ static int open_section(struct parser *p, char *text)
         return p->rc;
     memset(p->seen, 0, sizeof p->seen);
     p->client = NULL;
-    text = trim(text);
+    text = ini_trim(text);
     char *name = text + strcspn(text, " \t");
     size_t kind_len = (size_t)(name - text);
-    name = trim(name);
+    name = ini_trim(name);
     static const char *const kinds[] = {NULL, "device", "sched", "posd", "client"};
     enum sect_kind kind = SECT_NONE;
     for (int i = SECT_DEVICE; i <= SECT_CLIENT; i++)
@@ -441,37 +431,19 @@ static int open_section(struct parser *p, char *text)
     return 0;
 }
 
-/* The first character of S that is one of CHARS, or where an inline comment (';' after a
- * blank) or the string ends: how inih splits a line. */
-static char *find_or_comment(char *s, const char *chars)
-{
-    int after_blank = 0;
-    for (; *s && !strchr(chars, *s); s++) {
-        if (after_blank && *s == ';')
-            break;
-        after_blank = *s == ' ' || *s == '\t';
-    }
-    return s;
-}
-
+/* Checks one trimmed line as inih will read it, and opens the section a header starts. */
 static int check_line(struct parser *p, char *s)
 {
-    if (!*s || *s == ';' || *s == '#')
-        return 0;
-    if (*s == '[') {
-        char *end = find_or_comment(s + 1, "]");
-        if (*end != ']')
-            return fail(p, p->line, "syntax error: no ']' closes the section name");
-        char *rest = end + 1 + strspn(end + 1, " \t");
-        if (*rest && *rest != ';' && *rest != '#')
-            return fail(p, p->line, "syntax error: text after ']'");
-        char text[256];
-        snprintf(text, sizeof text, "%.*s", (int)(end - s - 1), s + 1);
+    char text[256];
+    const char *why = NULL;
+    switch (ini_classify(s, text, sizeof text, &why)) {
+    case INI_LINE_ERROR:
+        return fail(p, p->line, "%s", why);
+    case INI_LINE_SECTION:
         return open_section(p, text);
+    default:
+        return 0;
     }
-    if (!*find_or_comment(s, "=:"))
-        return fail(p, p->line, "syntax error: expected 'key = value'");
-    return 0;
 }
 
 /* inih's reader: one physical line at a time, so p->line is the line of every handler call.
@@ -479,28 +451,23 @@ static int check_line(struct parser *p, char *s)
 static char *next_line(char *str, int num, void *stream)
 {
     struct parser *p = stream;
-    if (p->rc)
+    if (p->rc || num < 2)
         return NULL;
-    errno = 0;
-    ssize_t n = getline(&p->buf, &p->bufcap, p->fp);
-    if (n < 0)
+    const char *why;
+    char *s = ini_next_line(p->fp, &p->buf, &p->bufcap, p->line + 1, (size_t)num - 2, &why);
+    if (!s && !why)
         return NULL;
     p->line++;
-    if (memchr(p->buf, '\0', (size_t)n)) {
-        fail(p, p->line, "the line holds a NUL byte");
-        return NULL;
-    }
-    char *s = p->buf;
-    if (p->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
-        s += 3;
-    s = trim(s);
-    size_t len = strlen(s);
-    if (num < 2 || len > (size_t)num - 2) {
-        fail(p, p->line, "line longer than %d characters", num - 2);
+    if (!s) {
+        if (strcmp(why, "line too long") == 0)
+            fail(p, p->line, "line longer than %d characters", num - 2);
+        else
+            fail(p, p->line, "%s", why);
         return NULL;
     }
     if (check_line(p, s) < 0)
         return NULL;
+    size_t len = strlen(s);
     memcpy(str, s, len);
     memcpy(str + len, "\n", 2);
     return str;
