@@ -46,6 +46,7 @@ void posd_config_defaults(struct posd_config *c)
     c->guard_period_ms = 200;
     c->stall_ms = 50;
     c->window_us = 500;
+    c->idle_grace_us = 200;
     c->min_share = DEFAULT_MIN_SHARE;
     for (int i = 0; i < NBUILTIN; i++) {
         c->classes[i] = builtin_classes[i];
@@ -425,6 +426,7 @@ static const struct key_spec policy_keys[] = {
     {"min_share", parse_number, CFG(min_share), RANGE(0, 1)},
     {"stall_ms", parse_number, CFG(stall_ms), RANGE(1, 60000)},
     {"window_us", parse_number, CFG(window_us), RANGE(1, 1000000)},
+    {"idle_grace_us", parse_number, CFG(idle_grace_us), RANGE(0, 1000000)},
 };
 
 static const struct key_spec class_keys[] = {

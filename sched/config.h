@@ -65,6 +65,7 @@ struct posd_config {
     double min_share; /* default for classes that do not set one */
     double stall_ms;  /* in flight this long with no completion: no longer outranks anyone */
     double window_us; /* device time a windowed client without a cap may have in flight */
+    double idle_grace_us; /* a client idle this briefly still holds less important ones */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;

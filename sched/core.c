@@ -69,6 +69,7 @@ void sched_params_defaults(struct sched_params *p)
     p->stall_ns = 50000000;
     p->credits = 1024;
     p->window_ns = 500000;
+    p->idle_grace_ns = 200000;
     p->sample_free = 32;
 }
 
@@ -566,6 +567,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .guard_period_ns = k->p.guard_period_ns,
         .credits = k->p.credits,
         .window_ns = k->p.window_ns,
+        .idle_grace_ns = k->p.idle_grace_ns,
         .device = k->dev,
         .clients = k->view,
         .nclients = n,

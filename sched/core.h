@@ -34,11 +34,12 @@ struct sched_params {
     int64_t stall_ns;        /* in flight this long with no completion: stalled */
     uint32_t credits;        /* most operators a window may grant ahead */
     int64_t window_ns;       /* work a windowed client may have in flight (no class cap) */
+    int64_t idle_grace_ns;   /* a client idle this briefly still holds lower classes */
     uint32_t sample_free;    /* completion marker every N launches for an unconstrained client */
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, sample 32. */
+ * window 500 us, idle grace 200 us, sample 32. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */

@@ -41,6 +41,7 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
     p->stall_ns = (int64_t)(cfg->stall_ms * 1e6);
     p->credits = cfg->credits;
     p->window_ns = (int64_t)(cfg->window_us * 1e3);
+    p->idle_grace_ns = (int64_t)(cfg->idle_grace_us * 1e3);
 }
 
 int posd_engine_init(struct posd *d)

@@ -34,6 +34,7 @@ const char possim_scenario_help[] =
     "  credits = 1024          ; grant window beyond what a client submitted\n"
     "  window_us = 500         ; device time a windowed client without a cap may have in\n"
     "                          ; flight, by posd's estimate of its operators\n"
+    "  idle_grace_us = 200     ; a client idle this briefly still holds lower classes\n"
     "  [posd]                  ; what posd learns, and when\n"
     "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
     "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
@@ -88,6 +89,7 @@ static const struct key_spec sched_keys[] = {
     {"min_share", V_DOUBLE, SC(min_share), 0, 1, 0},
     {"credits", V_U32, SC(credits), 1, 1 << 20, 0},
     {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1},
+    {"idle_grace_us", V_DOUBLE, SC(idle_grace_us), 0, 1e9, 0},
 };
 static const struct key_spec posd_keys[] = {
     {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
@@ -525,6 +527,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->min_share = 0.01;
     sc->credits = 1024;
     sc->window_us = 500;
+    sc->idle_grace_us = 200;
     sc->poll_us = 100;
     sc->prompt_poll_us = 20;
     sc->wake_us = 20;

@@ -46,7 +46,7 @@ struct possim_scenario {
     /* [sched] */
     char policy[32]; /* a pos_policy_find name, or "none" */
     int no_core;     /* policy none: no scheduler at all */
-    double tick_us, stall_ms, guard_period_ms, min_share, window_us;
+    double tick_us, stall_ms, guard_period_ms, min_share, window_us, idle_grace_us;
     uint32_t credits;
     /* [posd] */
     double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us;

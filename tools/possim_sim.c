@@ -1001,6 +1001,7 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
         p.stall_ns = (int64_t)llround(sc->stall_ms * 1e6);
         p.credits = sc->credits;
         p.window_ns = us_ns(sc->window_us);
+        p.idle_grace_ns = us_ns(sc->idle_grace_us);
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
             sim_fail(&s, -EINVAL, "unknown policy '%s'", sc->policy);

@@ -85,7 +85,8 @@ struct pos_sched_view {
     int64_t period_start; /* start of the current guard period */
     int64_t guard_period_ns;
     uint32_t credits;  /* most operators a window grants ahead */
-    int64_t window_ns; /* work a windowed client without a class cap may have in flight */
+    int64_t window_ns;     /* work a windowed client without a class cap may have in flight */
+    int64_t idle_grace_ns; /* a client idle this briefly still counts as busy */
     const struct pos_sched_device *device;
     struct pos_sched_client *clients;
     size_t nclients;

@@ -3,7 +3,8 @@
  *   - a client with no more important client on its device launches freely (FREE), whatever
  *     its class's in-flight cap: nobody needs protecting from it;
  *   - while a more important client of the same device has work (queued, or in flight and not
- *     stalled), it is held: no new grants, except that one that has had less than min_share of
+ *     stalled, or completed less than idle_grace_us ago), it is held: no new grants, except
+ *     that one that has had less than min_share of
  *     the guard period with work in flight gets one step in the period's last min_share
  *     (starvation guard);
  *   - while more important clients are present but idle, it runs in a window: at most its
@@ -13,10 +14,14 @@
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
 
-/* Work that outranks: queued, or in flight on a client that still completes things. */
-static int has_work(const struct pos_sched_client *c)
+/* Work that outranks: queued, or in flight on a client that still completes things; and a
+ * client that completed its last work less than idle_grace ago, because a closed-loop client
+ * launches its next request microseconds after its last one ended (a window handed out in
+ * that gap would be in the GPU's queue ahead of it). */
+static int has_work(const struct pos_sched_client *c, const struct pos_sched_view *v)
 {
-    return pos_sched_queued(c) > 0 || (pos_sched_inflight(c) > 0 && !c->stalled);
+    return pos_sched_queued(c) > 0 || (pos_sched_inflight(c) > 0 && !c->stalled) ||
+           (c->last_done_ns && v->now - c->last_done_ns < v->idle_grace_ns);
 }
 
 static uint64_t umax(uint64_t a, uint64_t b)
@@ -36,7 +41,11 @@ static int64_t priority_decide(void *state, struct pos_sched_view *v)
             if (k == i || o->device != c->device || o->priority >= c->priority)
                 continue;
             outranked = 1;
-            outranked_busy |= has_work(o);
+            outranked_busy |= has_work(o, v);
+            int64_t grace_end = o->last_done_ns + v->idle_grace_ns;
+            if (o->last_done_ns && !pos_sched_queued(o) && !pos_sched_inflight(o) &&
+                grace_end > v->now && grace_end < next)
+                next = grace_end; /* decide again when its grace ends */
         }
         c->held = 0;
         if (!outranked) {
