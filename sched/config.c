@@ -46,7 +46,7 @@ void posd_config_defaults(struct posd_config *c)
     c->guard_period_ms = 200;
     c->stall_ms = 50;
     c->window_us = 500;
-    c->idle_grace_us = 200;
+    c->idle_grace_us = 0;
     c->min_share = DEFAULT_MIN_SHARE;
     for (int i = 0; i < NBUILTIN; i++) {
         c->classes[i] = builtin_classes[i];

@@ -69,7 +69,7 @@ void sched_params_defaults(struct sched_params *p)
     p->stall_ns = 50000000;
     p->credits = 1024;
     p->window_ns = 500000;
-    p->idle_grace_ns = 200000;
+    p->idle_grace_ns = 0;
     p->sample_free = 32;
 }
 

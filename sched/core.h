@@ -39,7 +39,7 @@ struct sched_params {
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, idle grace 200 us, sample 32. */
+ * window 500 us, no idle grace, sample 32. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */

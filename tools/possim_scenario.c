@@ -34,7 +34,7 @@ const char possim_scenario_help[] =
     "  credits = 1024          ; grant window beyond what a client submitted\n"
     "  window_us = 500         ; device time a windowed client without a cap may have in\n"
     "                          ; flight, by posd's estimate of its operators\n"
-    "  idle_grace_us = 200     ; a client idle this briefly still holds lower classes\n"
+    "  idle_grace_us = 0       ; a client idle this briefly still holds lower classes\n"
     "  [posd]                  ; what posd learns, and when\n"
     "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
     "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
@@ -527,7 +527,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->min_share = 0.01;
     sc->credits = 1024;
     sc->window_us = 500;
-    sc->idle_grace_us = 200;
+    sc->idle_grace_us = 0;
     sc->poll_us = 100;
     sc->prompt_poll_us = 20;
     sc->wake_us = 20;

@@ -91,11 +91,15 @@ static void test_counts_and_grants_never_go_back(void)
     CU_ASSERT_EQUAL(g[0].mode, POS_GRANT_FREE);
     CU_ASSERT_EQUAL(g[0].kick_on_done, 1); /* it holds someone back: it must say when done */
     CU_ASSERT_EQUAL(stats(k, 0, 6).in_flight, 3);
-    /* latency done (its sync covers all three): for the idle grace (200 us) it still holds
+    /* latency done (its sync covers all three): with an idle grace of 200 us it still holds
      * the batch client (a closed loop launches again at once), and the core wants to look
      * again when the grace ends; then batch gets its window again */
     struct sched_sync sy = stream_sync(0x200, 3, 7);
     CU_ASSERT_EQUAL(sched_core_sync(k, 0, &sy, 7), 0);
+    struct sched_params p;
+    sched_params_defaults(&p);
+    p.idle_grace_ns = 200000;
+    sched_core_set_policy(k, pos_policy_find("priority"), &p);
     int64_t next = sched_core_decide(k, 8, g);
     CU_ASSERT_EQUAL(g[1].held, 1);
     CU_ASSERT(next <= 7 + 200000);
