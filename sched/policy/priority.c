@@ -4,8 +4,8 @@
  *     its class's in-flight cap: nobody needs protecting from it;
  *   - while a more important client of the same device has work (queued, or in flight and not
  *     stalled, or, with idle_grace_us set, completed less than that ago), it is held: no new
- * grants, except that one that has had less than min_share of the guard period with work in flight
- * gets one step in the period's last min_share (starvation guard);
+ *     grants, except that one that has had less than min_share of the guard period with work
+ *     in flight gets one step in the period's last min_share (starvation guard);
  *   - while more important clients are present but idle, it runs in a window: at most its
  *     class's max_inflight operators in flight or, when the class sets none, about window_us
  *     of device time by the core's estimate of its operators, so that a request arriving at a
