@@ -176,6 +176,7 @@ bench: all
 	@bash bench/shim.sh
 	@bash bench/posd.sh
 	@bash bench/core.sh
+	@bash bench/completion.sh
 
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all

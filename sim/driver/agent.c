@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,9 +175,49 @@ static void complete_event(struct drv_event *ev, uint64_t record, int64_t end_de
         free(ev);
 }
 
+/* POS_SIM_TRACE=PATH ("%p" becomes the pid): one line per kernel this process ran, in the
+ * order each stream completed them, with the device's own end time on the host's clock
+ * (CLOCK_MONOTONIC ns): "kernel STREAM END_NS". What the simulated device knows exactly, to
+ * check what a tool observing it (the shim's collector) learns. Written by the agent alone. */
+static FILE *trace_file(void)
+{
+    static int opened;
+    static FILE *f;
+    if (opened)
+        return f;
+    opened = 1;
+    const char *v = getenv("POS_SIM_TRACE");
+    if (!v || !*v)
+        return NULL;
+    char path[4096];
+    size_t k = 0;
+    for (const char *p = v; *p && k + 16 < sizeof path; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            k += (size_t)snprintf(path + k, sizeof path - k, "%d", (int)getpid());
+            p++;
+        } else {
+            path[k++] = *p;
+        }
+    }
+    path[k] = '\0';
+    f = fopen(path, "w");
+    if (!f)
+        drv_debug("cannot write POS_SIM_TRACE=%s", path);
+    return f;
+}
+
+static void trace_op(const struct reaped *r)
+{
+    FILE *f = trace_file();
+    if (f && r->l.d.kind == SIM_OP_KERNEL)
+        fprintf(f, "kernel %p %lld\n", (void *)r->l.stream,
+                (long long)drv_wall_of_device(r->end_dev));
+}
+
 static void finish_op(struct reaped *r)
 {
     struct drv_stream *s = r->l.stream;
+    trace_op(r);
     CUresult rc = CUDA_SUCCESS;
     if (r->l.d.effect == EFF_EVENT)
         complete_event(r->l.d.u.event.ev, r->l.d.u.event.record, r->end_dev);

@@ -149,6 +149,42 @@ static void test_open_loop_arrivals_and_slo(void)
     CU_ASSERT_DOUBLE_EQUAL(atof(json_value(p.out, "slo_attainment", v, sizeof v)), 1.0, 1e-9);
 }
 
+/* POS_SIM_TRACE: one line per kernel the process ran, with end times that rise on its stream
+ * and span the run. */
+static void test_device_trace_has_every_kernel(void)
+{
+    char path[128], env_trace[160], v[64];
+    snprintf(path, sizeof path, "/tmp/pos-test-simtrace-%d", (int)getpid());
+    snprintf(env_trace, sizeof env_trace, "POS_SIM_TRACE=%s", path);
+    const char *const a[] = {"--model", "resnet18", "--requests", "3", NULL};
+    const char *const env[] = {env_trace, NULL};
+    struct proc p;
+    char inst[80];
+    snprintf(inst, sizeof inst, "%s-trace", instance);
+    posapp_start(&p, inst, env, a);
+    CU_ASSERT_EQUAL(posapp_wait(&p, 60), 0);
+    long launches = atol(json_value(p.out, "launches", v, sizeof v));
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[256];
+    long n = 0, rising = 1;
+    long long prev = 0;
+    while (fgets(line, sizeof line, f)) {
+        char stream[64];
+        long long end;
+        if (sscanf(line, "kernel %63s %lld", stream, &end) != 2)
+            continue;
+        rising &= end >= prev;
+        prev = end;
+        n++;
+    }
+    fclose(f);
+    unlink(path);
+    CU_ASSERT(launches > 0);
+    CU_ASSERT_EQUAL(n, launches);
+    CU_ASSERT(rising);
+}
+
 /* Victims launch without pause and are killed with SIGKILL at random moments, some of them
  * likely inside the device lock; the survivor must finish and verify, and a new process
  * afterwards must work too. */
@@ -239,6 +275,7 @@ void pos_test_register(void)
     CU_pSuite s = POS_ADD_SUITE("testbed", suite_init, NULL);
     POS_ADD_TEST(s, test_four_verifying_processes_share_the_gpu);
     POS_ADD_TEST(s, test_open_loop_arrivals_and_slo);
+    POS_ADD_TEST(s, test_device_trace_has_every_kernel);
     POS_ADD_TEST(s, test_kill9_never_wedges_the_device);
     POS_ADD_TEST(s, test_conflicting_instance_is_refused);
     POS_ADD_TEST(s, test_bad_input_gives_one_line_errors);
