@@ -25,8 +25,9 @@ struct core_client {
     uint32_t mode;
     int held;
     int published; /* something was published once */
-    uint32_t pub_mode;
+    uint32_t pub_mode, pub_window;
     uint64_t pub_granted;
+    uint32_t window; /* the policy's window cap at the last decision */
     uint32_t waiters;
     int64_t last_progress_ns, last_done_ns, last_update;
     int64_t last_exact_ns; /* device time of its last exactly known completion */
@@ -184,6 +185,21 @@ static void release_op(struct core_client *c, struct pos_sched_op *op, int64_t n
     op->release_ns = now;
     c->released++;
 }
+
+/* The operators a window cap lets the client launch on its own (as the shim does, over its
+ * completed prefix): the core counts them released as soon as it knows of the completions
+ * that let them go. */
+static void release_window(struct core_client *c, int64_t now)
+{
+    if (!c->window)
+        return;
+    uint64_t upto = c->completed_upto + c->window;
+    if (upto > c->submitted)
+        upto = c->submitted;
+    for (uint64_t seq = c->released_upto + 1; seq <= upto; seq++)
+        release_op(c, op_at(c, seq), now);
+}
+
 
 /* Marks OP done at WHEN; it is released too (it ran, so it was launched). */
 static void finish_op(struct sched_core *k, struct core_client *c, struct pos_sched_op *op,
@@ -364,6 +380,7 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
     if (released || (c->mode == POS_GRANT_WINDOW && in->seq <= c->granted) ||
         c->mode == POS_GRANT_FREE)
         release_op(c, op, now);
+    release_window(c, now);
     advance_prefixes(c);
     busy_changed(k, c, was, now);
     return 0;
@@ -402,6 +419,8 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     if (how == SCHED_DONE_EXACT)
         learn_op_time(c, op, when);
     finish_op(k, c, op, when, how == SCHED_DONE_PRESUMED);
+    advance_prefixes(c);
+    release_window(c, now);
     advance_prefixes(c);
     if (how != SCHED_DONE_PRESUMED)
         progress(c, now);
@@ -448,6 +467,8 @@ int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, 
         if (!(op->state & POS_SCHED_OP_DONE) && on_scope(op, s))
             finish_op(k, c, op, when, 0);
     }
+    advance_prefixes(c);
+    release_window(c, now);
     advance_prefixes(c);
     progress(c, now);
     busy_changed(k, c, was, now);
@@ -512,6 +533,8 @@ static void apply_grant(struct sched_core *k, struct core_client *c,
     c->mode = v->mode == POS_GRANT_FREE ? POS_GRANT_FREE : POS_GRANT_WINDOW;
     c->granted = g;
     c->held = v->held;
+    c->window = c->mode == POS_GRANT_WINDOW ? v->window : 0;
+    release_window(c, now);
     uint64_t upto =
         c->mode == POS_GRANT_FREE ? c->submitted : (g < c->submitted ? g : c->submitted);
     for (uint64_t seq = c->released_upto + 1; seq <= upto; seq++)
@@ -584,10 +607,13 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         g->mode = c->mode;
         g->granted = c->granted;
         g->held = c->held;
-        g->changed = !c->published || c->pub_mode != c->mode || c->pub_granted != c->granted;
+        g->window = c->window;
+        g->changed = !c->published || c->pub_mode != c->mode || c->pub_granted != c->granted ||
+                     c->pub_window != c->window;
         c->published = 1;
         c->pub_mode = c->mode;
         c->pub_granted = c->granted;
+        c->pub_window = c->window;
         /* a windowed client is released by its completions: it reports them at once; a
          * client that holds others back must say at once when it is done */
         int windowed = c->mode == POS_GRANT_WINDOW;
@@ -597,7 +623,8 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         uint64_t every = window / 4 ? window / 4 : 1;
         g->sample = windowed ? (uint32_t)(every < k->p.sample_free ? every : k->p.sample_free)
                              : k->p.sample_free;
-        g->kick_on_done = windowed || outranks_someone(k, c);
+        /* a window the shim steps itself needs no kicks (its collector still polls promptly) */
+        g->kick_on_done = (windowed && !c->window) || outranks_someone(k, c);
         /* when to look again */
         uint64_t q = c->submitted - c->released, f = inflight(c);
         if ((q && (c->held || c->waiters)) || (windowed && f))

@@ -240,8 +240,9 @@ static void publish(struct posd_client *c, const struct sched_grant *g)
     }
     if (!g->changed)
         return;
-    /* the grant before the mode: a thread that sees WINDOW must see its grant */
+    /* the grant and the window cap before the mode: a thread that sees WINDOW must see them */
     atomic_store_explicit(&shm->granted, g->granted, memory_order_release);
+    atomic_store_explicit(&shm->window_cap, g->window, memory_order_release);
     atomic_store_explicit(&shm->grant_mode, g->mode, memory_order_release);
     atomic_fetch_add_explicit(&shm->grant_word, 1, memory_order_release);
     if (atomic_load_explicit(&shm->waiters, memory_order_acquire) > 0)

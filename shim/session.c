@@ -24,6 +24,8 @@
 #define STUCK_NS      1000000000LL /* no decision from posd for this long: treat it as gone */
 #define RECONNECT_NS  500000000LL
 
+_Static_assert(POS_SUB_RING_WORDS * 64 == POS_SUB_RING, "one completion bit per ring slot");
+
 _Atomic(struct shim_session *) shim_session;
 static uint32_t session_gen;
 static int64_t last_attempt_ns;
@@ -206,10 +208,16 @@ static int posd_gone(const struct shim_session *s)
            atomic_load_explicit(&shim_session, memory_order_acquire) != s;
 }
 
+/* Whether SEQ may launch: free mode, posd's grant, or the window cap posd set over the
+ * client's own completion prefix (the collector advances it and wakes waiters: a window step
+ * needs no round trip through posd). */
 static int granted(const struct pos_client_shm *shm, uint64_t seq)
 {
-    return atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE ||
-           seq <= atomic_load_explicit(&shm->granted, memory_order_acquire);
+    if (atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE ||
+        seq <= atomic_load_explicit(&shm->granted, memory_order_acquire))
+        return 1;
+    uint32_t cap = atomic_load_explicit(&shm->window_cap, memory_order_acquire);
+    return cap && seq <= atomic_load_explicit(&shm->local_done, memory_order_acquire) + cap;
 }
 
 static void note_wait(struct pos_client_shm *shm, uint64_t ns)
@@ -289,9 +297,12 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         kick(s);
     if (!go_now && !granted(shm, seq))
         wait_grant(s, seq);
-    /* the last launch its grant allows needs a marker of its own: posd extends the window
-     * when it hears of that completion (the others follow posd's sample) */
-    *windowed = !go_now && seq >= atomic_load_explicit(&shm->granted, memory_order_acquire);
+    /* the last launch its grant or window cap allows needs a marker of its own: the window
+     * moves on when that completion is known (the others follow posd's sample) */
+    uint32_t cap = atomic_load_explicit(&shm->window_cap, memory_order_relaxed);
+    *windowed = !go_now &&
+                (cap ? seq >= atomic_load_explicit(&shm->local_done, memory_order_relaxed) + cap
+                     : seq >= atomic_load_explicit(&shm->granted, memory_order_acquire));
     /* the first launch after an idle point starts a request: posd holds others for it */
     if (atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
         kick(s);
@@ -299,6 +310,30 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
 }
 
 /* ---- completions (the collector) ---------------------------------------------------------- */
+
+/* The client's own completion prefix: SEQ of session S is complete (or will never run). When
+ * the prefix moves and threads wait, they are woken: the window cap may now let them go. */
+static void note_local_done(struct shim_session *s, uint64_t seq)
+{
+    uint64_t done = s->local_done;
+    if (seq <= done || seq - done > POS_SUB_RING)
+        return; /* known, or too far ahead to track: posd's grants still cover it */
+    s->done_bits[seq % POS_SUB_RING / 64] |= UINT64_C(1) << (seq % 64);
+    while (s->done_bits[(done + 1) % POS_SUB_RING / 64] & (UINT64_C(1) << ((done + 1) % 64))) {
+        done++;
+        s->done_bits[done % POS_SUB_RING / 64] &= ~(UINT64_C(1) << (done % 64));
+    }
+    if (done == s->local_done)
+        return;
+    s->local_done = done;
+    struct pos_client_shm *shm = s->shm;
+    atomic_store_explicit(&shm->local_done, done, memory_order_release);
+    if (atomic_load_explicit(&shm->window_cap, memory_order_relaxed) &&
+        atomic_load_explicit(&shm->waiters, memory_order_acquire) > 0) {
+        atomic_fetch_add_explicit(&shm->grant_word, 1, memory_order_release);
+        futex(&shm->grant_word, FUTEX_WAKE, INT_MAX, NULL);
+    }
+}
 
 int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
                           int32_t result)
@@ -319,6 +354,7 @@ int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint
     r->result = result;
     atomic_store_explicit(&r->stamp, tail + 1, memory_order_release);
     atomic_store_explicit(&shm->done_tail, tail + 1, memory_order_release);
+    note_local_done(s, seq);
     return 0;
 }
 
@@ -367,7 +403,8 @@ void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t t
 int shim_session_prompt(void)
 {
     struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
-    return s && wants_kick(s);
+    return s && (wants_kick(s) ||
+                 atomic_load_explicit(&s->shm->window_cap, memory_order_relaxed) != 0);
 }
 
 void shim_session_kick_if_wanted(void)

@@ -179,6 +179,7 @@ void shim_markers_setup(CUcontext ctx);
 /* ---- posd (session.c) -------------------------------------------------------------------- */
 
 struct pos_client_shm;
+#define POS_SUB_RING_WORDS (8192 / 64) /* POS_SUB_RING bits */
 
 struct shim_session {
     struct pos_client_shm *shm;
@@ -188,6 +189,9 @@ struct shim_session {
     uint32_t client_id;
     uint32_t names_sent; /* kernel ids 1..names_sent are known to posd (collector only) */
     _Atomic int idle;    /* a sync covered every launch: the next one starts a request */
+    /* the collector's completion prefix of this session's seqs (collector only) */
+    uint64_t local_done;
+    uint64_t done_bits[POS_SUB_RING_WORDS];
 };
 
 /* What a launch tells posd when it submits. */

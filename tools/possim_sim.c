@@ -213,6 +213,7 @@ struct vclient {
     /* what posd published for it */
     uint32_t pub_mode;
     uint64_t pub_granted;
+    uint32_t pub_window; /* the window cap: the shim steps it over its own completions */
     uint32_t pub_sample;
     int pub_kick;
     /* its collector */
@@ -293,7 +294,16 @@ static void kick(struct sim *s, int64_t t)
 
 static int granted(const struct vclient *c, uint64_t seq)
 {
-    return c->pub_mode == POS_GRANT_FREE || seq <= c->pub_granted;
+    /* as the shim's granted(): free, posd's grant, or the window cap over the collector's
+     * completed prefix (it reports in seq order: reported_seq is that prefix) */
+    return c->pub_mode == POS_GRANT_FREE || seq <= c->pub_granted ||
+           (c->pub_window && seq <= c->reported_seq + c->pub_window);
+}
+
+/* shim_session_submit: the last launch a grant or a window cap allows gets its own marker. */
+static int last_allowed(const struct vclient *c, uint64_t seq)
+{
+    return c->pub_window ? seq >= c->reported_seq + c->pub_window : seq >= c->pub_granted;
 }
 
 /* The marker rate the shim follows: posd can ask for more markers than POS_SAMPLE, not fewer. */
@@ -486,7 +496,7 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         return;
     }
     /* shim_session_submit: the last launch its grant allows gets a marker of its own */
-    device_launch(s, c, !go_now && seq >= c->pub_granted, t);
+    device_launch(s, c, !go_now && last_allowed(c, seq), t);
 }
 
 static void thread_event(struct sim *s, struct vclient *c, int64_t t)
@@ -507,7 +517,7 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
     case T_RESUME:
         c->waiters = 0;
         c->wait_ns += t - c->wait_since;
-        device_launch(s, c, c->wait_seq >= c->pub_granted, t);
+        device_launch(s, c, last_allowed(c, c->wait_seq), t);
         break;
     default:
         break;
@@ -578,12 +588,21 @@ static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
     }
     if (reported && c->pub_kick)
         kick(s, t); /* posd waits on these to release others */
+    /* the completed prefix moved: a thread waiting on the window cap goes (the collector
+     * wakes sleepers; a spinning thread sees it at once) */
+    if (reported && c->pub_window && (c->state == T_SPIN || c->state == T_SLEEP) &&
+        granted(c, c->wait_seq)) {
+        int64_t at = c->state == T_SPIN ? t : t + s->grant_wake_ns;
+        c->state = T_RESUME;
+        wake_at(s, c, at);
+    }
     int pending = got || c->recs.head < c->recs.n;
+    int prompt = c->pub_kick || c->pub_window;
     int64_t next;
-    if (c->pub_kick && pending) {
+    if (prompt && pending) {
         c->idle_us = IDLE_US;
         next = t + s->prompt_poll_ns;
-    } else if (pending || c->pub_kick) {
+    } else if (pending || prompt) {
         c->idle_us = IDLE_US;
         next = t + s->poll_ns;
     } else {
@@ -682,6 +701,7 @@ static void publish(struct sim *s, struct vclient *c, const struct sched_grant *
         return;
     c->pub_granted = g->granted;
     c->pub_mode = g->mode;
+    c->pub_window = g->window;
     if ((c->state == T_SPIN || c->state == T_SLEEP) && granted(c, c->wait_seq)) {
         int64_t at = c->state == T_SPIN ? t : t + s->grant_wake_ns;
         c->state = T_RESUME;

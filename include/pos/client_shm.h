@@ -20,7 +20,8 @@
 /* How the client may launch. */
 enum pos_grant_mode {
     POS_GRANT_FREE = 0, /* launch at once; posd only counts (no scheduler constraint) */
-    POS_GRANT_WINDOW,   /* launch operator SEQ only when SEQ <= granted */
+    POS_GRANT_WINDOW,   /* launch operator SEQ only when SEQ <= granted, or, with a window cap
+                           set, SEQ <= local_done + window_cap */
 };
 
 /* posd's view of itself, as the client sees it. */
@@ -89,6 +90,9 @@ struct pos_client_shm {
     _Alignas(POS_CACHELINE) _Atomic uint32_t grant_mode;
     _Atomic uint32_t grant_word;   /* futex: bumped at every grant update */
     _Atomic uint64_t granted;      /* highest seq the client may launch in WINDOW mode */
+    _Atomic uint32_t window_cap;   /* WINDOW mode: the client may also keep this many operators
+                                    * beyond local_done (its own completion prefix) in flight,
+                                    * without asking posd; 0 = none */
     _Atomic uint32_t posd_state;   /* enum pos_posd_state; either side may set GONE */
     _Atomic uint64_t heartbeat;    /* bumped by posd at every decision it makes */
     _Atomic uint32_t sample;       /* completion marker every SAMPLE launches, as posd wants it */
@@ -98,6 +102,7 @@ struct pos_client_shm {
 
     /* client writes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t next_seq; /* last seq handed out */
+    _Atomic uint64_t local_done; /* every seq <= this completed, as the shim's collector knows */
     _Atomic uint32_t waiters;                          /* threads waiting for a grant */
     _Atomic uint64_t launches, waits, sync_ns, syncs;
     _Atomic uint64_t wait_hist[POS_WAIT_BUCKETS];

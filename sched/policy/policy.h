@@ -77,7 +77,9 @@ struct pos_sched_client {
     /* outputs */
     uint32_t mode; /* enum pos_grant_mode */
     uint64_t new_granted;
-    int held; /* held back by the policy at this decision */
+    uint32_t window; /* WINDOW mode: operators it may keep in flight beyond its completed prefix
+                      * on its own, as the shim learns completions (0 = only new_granted) */
+    int held;        /* held back by the policy at this decision */
 };
 
 struct pos_sched_view {

@@ -47,6 +47,7 @@ static int64_t priority_decide(void *state, struct pos_sched_view *v)
                 next = grace_end; /* decide again when its grace ends */
         }
         c->held = 0;
+        c->window = 0;
         if (!outranked) {
             c->mode = POS_GRANT_FREE;
             c->new_granted = umax(c->granted, c->submitted);
@@ -70,6 +71,7 @@ static int64_t priority_decide(void *state, struct pos_sched_view *v)
             uint64_t limit =
                 c->max_inflight ? c->max_inflight : pos_sched_ops_in(c, v->window_ns, v->credits);
             c->new_granted = pos_sched_window_grant(c, limit);
+            c->window = (uint32_t)limit; /* the shim steps the window itself */
         }
     }
     return next;
