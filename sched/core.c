@@ -200,7 +200,6 @@ static void release_window(struct core_client *c, int64_t now)
         release_op(c, op_at(c, seq), now);
 }
 
-
 /* Marks OP done at WHEN; it is released too (it ran, so it was launched). */
 static void finish_op(struct sched_core *k, struct core_client *c, struct pos_sched_op *op,
                       int64_t when, int presumed)

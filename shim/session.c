@@ -300,9 +300,9 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
     /* the last launch its grant or window cap allows needs a marker of its own: the window
      * moves on when that completion is known (the others follow posd's sample) */
     uint32_t cap = atomic_load_explicit(&shm->window_cap, memory_order_relaxed);
-    *windowed = !go_now &&
-                (cap ? seq >= atomic_load_explicit(&shm->local_done, memory_order_relaxed) + cap
-                     : seq >= atomic_load_explicit(&shm->granted, memory_order_acquire));
+    *windowed =
+        !go_now && (cap ? seq >= atomic_load_explicit(&shm->local_done, memory_order_relaxed) + cap
+                        : seq >= atomic_load_explicit(&shm->granted, memory_order_acquire));
     /* the first launch after an idle point starts a request: posd holds others for it */
     if (atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
         kick(s);
@@ -403,8 +403,8 @@ void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t t
 int shim_session_prompt(void)
 {
     struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
-    return s && (wants_kick(s) ||
-                 atomic_load_explicit(&s->shm->window_cap, memory_order_relaxed) != 0);
+    return s &&
+           (wants_kick(s) || atomic_load_explicit(&s->shm->window_cap, memory_order_relaxed) != 0);
 }
 
 void shim_session_kick_if_wanted(void)

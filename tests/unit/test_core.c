@@ -111,6 +111,26 @@ static void test_counts_and_grants_never_go_back(void)
     sched_core_free(k);
 }
 
+/* A window cap moves with the completions, between decisions, as the shim moves it. */
+static void test_window_cap_moves_with_completions(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("priority");
+    add(k, 0, 10, 0, 0);
+    add(k, 1, 20, 2, 0);
+    sched_core_decide(k, 1, g);
+    submit(k, 1, 6, 0x100, 2, 0, 2);
+    sched_core_decide(k, 3, g);
+    CU_ASSERT_EQUAL(g[1].window, 2);
+    CU_ASSERT_EQUAL(stats(k, 1, 3).released, 2);
+    sched_core_complete(k, 1, 1, 4, SCHED_DONE_EXACT, 4);
+    sched_core_complete(k, 1, 2, 5, SCHED_DONE_EXACT, 5);
+    struct sched_client_stats s = stats(k, 1, 5);
+    CU_ASSERT_EQUAL(s.released, 4); /* 3 and 4 went without a decision */
+    CU_ASSERT_EQUAL(s.in_flight, 2);
+    sched_core_free(k);
+}
+
 static void test_sync_completes_only_its_scope(void)
 {
     memset(next_seq, 0, sizeof next_seq);
@@ -332,6 +352,7 @@ void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("core", NULL, NULL);
     POS_ADD_TEST(s, test_counts_and_grants_never_go_back);
+    POS_ADD_TEST(s, test_window_cap_moves_with_completions);
     POS_ADD_TEST(s, test_sync_completes_only_its_scope);
     POS_ADD_TEST(s, test_requests_inferred_from_syncs);
     POS_ADD_TEST(s, test_stalled_client_stops_holding_others);
