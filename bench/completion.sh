@@ -15,6 +15,7 @@ APP=build/posapp SHIM=build/libposshim.so POSD=build/posd
 export LD_LIBRARY_PATH=build/sim POS_SOCKET=$T/posd.sock POS_SIM_MODE=timeslice
 for f in $APP $SHIM $POSD; do [ -e "$f" ] || { echo "bench: build first (make)" >&2; exit 1; }; done
 printf '[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n' >"$T/posd.conf"
+. bench/lib.sh
 
 # errors TRACE SIMTRACE -> "n p50 p99 max" (us) of marker completions against the device's end
 errors() {
@@ -38,9 +39,7 @@ POS_MODE=passthrough POS_TRACE=$T/a.trace POS_SIM_TRACE=$T/a.sim LD_PRELOAD=$SHI
 read -r an a50 a99 amax <<<"$(errors "$T/a.trace" "$T/a.sim")"
 
 export POS_SIM_INSTANCE=bench-compl-b-$$
-$POSD -f -c "$T/posd.conf" -p priority >>"$T/posd.log" 2>&1 &
-P=$!
-for _ in $(seq 100); do [ -S "$POS_SOCKET" ] && break; sleep 0.02; done
+posd_up priority
 POS_APP=latency1 LD_PRELOAD=$SHIM $APP --model resnet18 --arrival poisson:0.2 --requests 3 \
     >/dev/null &
 L=$!
@@ -48,8 +47,9 @@ sleep 0.3
 POS_APP=batch1 POS_SAMPLE=32 POS_TRACE=$T/b.trace POS_SIM_TRACE=$T/b.sim LD_PRELOAD=$SHIM \
     $APP --model resnet50 --requests 40 >/dev/null
 read -r bn b50 b99 bmax <<<"$(errors "$T/b.trace" "$T/b.sim")"
-kill $L $P 2>/dev/null || true
-wait 2>/dev/null || true
+kill $L 2>/dev/null || true
+wait $L 2>/dev/null || true
+posd_down
 
 cpu=$(sed -n 's/^model name[ \t]*: //p' /proc/cpuinfo | head -1)
 cat >"$OUT" <<EOM

@@ -41,16 +41,7 @@ class = batch
 max_inflight = 256
 EOF
 
-POSD_PID=
-posd_up() { # policy
-    # its output goes to the log, never into a caller's $(...)
-    $POSD -f -c "$T/posd.conf" -p "$1" >>"$T/posd.log" 2>&1 &
-    POSD_PID=$!
-    for _ in $(seq 100); do [ -S "$POS_SOCKET" ] && return; sleep 0.02; done
-    echo "bench: posd did not come up" >&2
-    exit 1
-}
-posd_down() { kill "${1:-TERM}" "$POSD_PID" 2>/dev/null || true; wait "$POSD_PID" 2>/dev/null || true; }
+. bench/lib.sh
 inst() { export POS_SIM_INSTANCE=bench-core-$1-$$; }
 # app NAME SHIMMED(0|1) ARGS... : one posapp run, its JSON on stdout
 app() {
@@ -291,7 +282,8 @@ client has work, the batch client is held.
 
 A latency \`posapp ${LAT_ISO[*]}\` (closed loop) beside two batch resnet50 closed loops under
 priority. Latency p50 $(med "${iso[prio,p50]}") ms, p99 **$iprio ms** against solo p99 $isolo ms:
-**$(ratio "$iprio" "$isolo") x** (target at most 1.10). Batch throughput, both clients:
+**$(ratio "$iprio" "$isolo") x** (target at most 1.10). Batch throughput, both clients, over their whole registration (0.5 s of it alone, before the
+latency client started):
 $(med "${iso[prio,bt]}") launches/s (posstat; runs: ${iso[prio,bt]}). Runs, latency p99: solo
 ${iso[solo,p99]}| priority ${iso[prio,p99]}ms.
 

@@ -43,19 +43,7 @@ match_app = batch*
 class = batch
 EOF
 
-posd_up() { # policy
-    rm -f "$POS_SOCKET"
-    $POSD -f -c "$T/posd.conf" -p "$1" 2>>"$T/posd.log" &
-    POSD_PID=$!
-    for _ in $(seq 150); do [ -S "$POS_SOCKET" ] && return; sleep 0.02; done
-    echo "bench-e2e: posd did not come up" >&2
-    exit 1
-}
-posd_down() {
-    kill "$POSD_PID" 2>/dev/null || true
-    wait "$POSD_PID" 2>/dev/null || true
-    POSD_PID=
-}
+. bench/lib.sh
 run_app() { # app-name out args... (exec: run in the background, $! is posapp itself)
     local name=$1 out=$2
     shift 2

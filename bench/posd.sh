@@ -27,15 +27,7 @@ match_app = batch*
 class = batch
 EOF
 
-POSD_PID=
-posd_up() { # policy
-    $POSD -f -c "$T/posd.conf" -p "$1" 2>>"$T/posd.log" &
-    POSD_PID=$!
-    for _ in $(seq 100); do [ -S "$POS_SOCKET" ] && return; sleep 0.02; done
-    echo "bench: posd did not come up" >&2
-    exit 1
-}
-posd_down() { kill "${1:-TERM}" "$POSD_PID" 2>/dev/null || true; wait "$POSD_PID" 2>/dev/null || true; }
+. bench/lib.sh
 
 # ---- 1. correctness: four verifying clients under fifo ------------------------------------------
 echo "bench: correctness..." >&2

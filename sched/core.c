@@ -59,8 +59,7 @@ struct sched_core {
     int order[SCHED_MAX_CLIENTS];
 };
 
-static void fill_view(struct sched_core *k, struct core_client *c, struct pos_sched_client *v,
-                      int slot);
+static void fill_view(const struct core_client *c, struct pos_sched_client *v, int slot);
 
 void sched_params_defaults(struct sched_params *p)
 {
@@ -130,14 +129,13 @@ static uint64_t inflight(const struct core_client *c)
 }
 
 /* Accumulates C's busy time up to NOW (call before C's operators in flight change). */
-static void account(struct sched_core *k, struct core_client *c, int64_t now)
+static void account(struct core_client *c, int64_t now)
 {
     if (inflight(c) && now > c->last_update) {
         c->busy_ns += (uint64_t)(now - c->last_update);
         c->served_ns += now - c->last_update;
     }
     c->last_update = now > c->last_update ? now : c->last_update;
-    (void)k;
 }
 
 /* Call after C's in flight changed from WAS_BUSY. Keeps the device's busy time. */
@@ -213,7 +211,7 @@ static void finish_op(struct sched_core *k, struct core_client *c, struct pos_sc
     if (presumed)
         c->presumed++;
     if (!presumed && k->policy->on_complete) {
-        fill_view(k, c, &k->cb_view, (int)(c - k->c));
+        fill_view(c, &k->cb_view, (int)(c - k->c));
         k->policy->on_complete(k->pstate, &k->cb_view, op);
     }
 }
@@ -307,7 +305,7 @@ void sched_core_client_remove(struct sched_core *k, int slot, int64_t now)
     struct core_client *c = client(k, slot);
     if (!c)
         return;
-    account(k, c, now);
+    account(c, now);
     int was = inflight(c) > 0;
     k->retired_submitted += c->submitted;
     k->retired_released += c->released;
@@ -367,7 +365,7 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
     struct core_client *c = client(k, slot);
     if (!c || in->seq != c->submitted + 1)
         return -EPROTO;
-    account(k, c, now);
+    account(c, now);
     int was = inflight(c) > 0;
     make_room(k, c, in->seq, now);
     struct pos_sched_op *op = op_at(c, in->seq);
@@ -390,7 +388,7 @@ int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now)
     struct core_client *c = client(k, slot);
     if (!c || seq != c->submitted + 1)
         return -EPROTO;
-    account(k, c, now);
+    account(c, now);
     int was = inflight(c) > 0;
     make_room(k, c, seq, now);
     struct pos_sched_op *op = op_at(c, seq);
@@ -411,7 +409,7 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
         return -EPROTO;
     if (seq <= c->completed_upto)
         return 0; /* known already (or presumed) */
-    account(k, c, now);
+    account(c, now);
     int was = inflight(c) > 0;
     struct pos_sched_op *op = op_at(c, seq);
     int64_t when = done_ns > 0 ? done_ns : now;
@@ -458,7 +456,7 @@ int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, 
     if (!c || s->covers > c->submitted ||
         (s->scope != SCHED_SYNC_STREAM && s->scope != SCHED_SYNC_CTX))
         return -EPROTO;
-    account(k, c, now);
+    account(c, now);
     int was = inflight(c) > 0;
     int64_t when = s->end_ns > 0 && s->end_ns <= now ? s->end_ns : now;
     for (uint64_t seq = c->completed_upto + 1; seq <= s->covers; seq++) {
@@ -491,8 +489,7 @@ void sched_core_note_sync_lag(struct sched_core *k, int slot, int64_t lag_ns)
 
 /* ---- decisions -------------------------------------------------------------------------- */
 
-static void fill_view(struct sched_core *k, struct core_client *c, struct pos_sched_client *v,
-                      int slot)
+static void fill_view(const struct core_client *c, struct pos_sched_client *v, int slot)
 {
     memset(v, 0, sizeof *v);
     v->id = c->conf.id;
@@ -520,7 +517,6 @@ static void fill_view(struct sched_core *k, struct core_client *c, struct pos_sc
     v->ops_mask = SCHED_WINDOW - 1;
     v->mode = c->mode;
     v->new_granted = c->granted;
-    (void)k;
 }
 
 /* Applies a decided grant: releases what it covers; a grant never goes back. */
@@ -566,14 +562,14 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         struct core_client *c = &k->c[i];
         if (!c->used)
             continue;
-        account(k, c, now);
+        account(c, now);
         if (inflight(c) && now - c->last_progress_ns >= k->p.stall_ns) {
             if (!c->stalled)
                 c->stalls++;
             c->stalled = 1;
         }
         k->order[n] = i;
-        fill_view(k, c, &k->view[n], i);
+        fill_view(c, &k->view[n], i);
         n++;
     }
     if (now - k->period_start >= k->p.guard_period_ns) {
@@ -650,7 +646,7 @@ void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
     struct core_client *c = client(k, slot);
     if (!c)
         return;
-    account(k, c, now);
+    account(c, now);
     s->submitted = c->submitted;
     s->released = c->released;
     s->completed = c->completed;

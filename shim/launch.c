@@ -71,7 +71,7 @@ struct launch {
     int captured; /* -1 not asked yet, 0 no, 1 yes */
     uint64_t sched_seq;
     uint32_t session;
-    int windowed; /* posd released it from a window: its completion must be reported */
+    int windowed; /* the last launch its grant or window cap allows: it needs its own marker */
 };
 
 static int stream_capturing(struct launch *L);

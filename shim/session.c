@@ -304,7 +304,8 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         !go_now && (cap ? seq >= atomic_load_explicit(&shm->local_done, memory_order_relaxed) + cap
                         : seq >= atomic_load_explicit(&shm->granted, memory_order_acquire));
     /* the first launch after an idle point starts a request: posd holds others for it */
-    if (atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
+    if (unlikely(atomic_load_explicit(&s->idle, memory_order_relaxed)) &&
+        atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
         kick(s);
     return seq;
 }
