@@ -32,6 +32,7 @@ struct counts {
 static struct {
     pthread_t thread;
     pthread_once_t once;
+    pthread_mutex_t work; /* the collector's state below, for the collector or a waiter */
     pthread_mutex_t mutex;
     pthread_cond_t cond; /* kicks wake the collector before its sleep ends */
     int kicked;
@@ -43,6 +44,7 @@ static struct {
     uint64_t written, timed_out, dropped;
     struct counts exited; /* of the threads whose rings were reclaimed */
 } C = {.once = PTHREAD_ONCE_INIT,
+       .work = PTHREAD_MUTEX_INITIALIZER,
        .mutex = PTHREAD_MUTEX_INITIALIZER,
        .cond = PTHREAD_COND_INITIALIZER,
        .next_seq = 1};
@@ -319,11 +321,39 @@ static size_t emit(int final)
 
 static void collect_once(int final)
 {
+    pthread_mutex_lock(&C.work);
     drain();
     setup_markers();
     poll_markers();
     resolve_names(!final);
     emit(final);
+    pthread_mutex_unlock(&C.work);
+}
+
+/* One pass of the collector's work (drain, look at markers, report): by the collector, or by
+ * a launching thread that waits for its own completions (shim_collector_help). Returns how
+ * many records the rings gave; *REPORTED: how many completions went to posd. */
+static size_t collect_pass(size_t *reported)
+{
+    size_t got = drain();
+    setup_markers();
+    poll_markers();
+    resolve_names(1);
+    *reported = emit(0);
+    if (*reported)
+        shim_session_kick_if_wanted(); /* posd waits on these to release others */
+    return got;
+}
+
+int shim_collector_help(void)
+{
+    if (!atomic_load_explicit(&C.started, memory_order_acquire) ||
+        atomic_load_explicit(&C.stop, memory_order_relaxed) || pthread_mutex_trylock(&C.work))
+        return 0; /* the collector is at it (or gone): its pass counts as well */
+    size_t reported;
+    collect_pass(&reported);
+    pthread_mutex_unlock(&C.work);
+    return reported != 0;
 }
 
 /* Sleeps US microseconds, or less if kicked. */
@@ -361,12 +391,11 @@ static void *collector_main(void *arg)
     uint64_t last_flush = shim_now_ns();
     while (!atomic_load(&C.stop)) {
         shim_session_poll();
-        size_t got = drain();
-        setup_markers();
-        poll_markers();
-        resolve_names(1);
-        if (emit(0))
-            shim_session_kick_if_wanted(); /* posd waits on these to release others */
+        size_t reported;
+        pthread_mutex_lock(&C.work);
+        size_t got = collect_pass(&reported);
+        int npend = C.npend != 0;
+        pthread_mutex_unlock(&C.work);
         shim_session_send_names();
         uint64_t now = shim_now_ns();
         if (C.trace && now - last_flush > 100000000ull) {
@@ -377,10 +406,10 @@ static void *collector_main(void *arg)
          * important client, is released by them) look often: every step of a window costs
          * this poll */
         int prompt = shim_session_prompt();
-        if (prompt && (got || C.npend)) {
+        if (prompt && (got || npend)) {
             idle_us = IDLE_SLEEP_US;
             sleep_us(shim_cfg.prompt_poll_us);
-        } else if (got || C.npend || prompt) {
+        } else if (got || npend || prompt) {
             idle_us = IDLE_SLEEP_US;
             sleep_us(shim_cfg.poll_us);
         } else {
@@ -454,11 +483,13 @@ void shim_collector_stop(void)
     pthread_join(C.thread, NULL);
     /* markers of the last operators may still be landing: wait a little for them */
     for (int i = 0; i < 50; i++) {
+        pthread_mutex_lock(&C.work);
         drain();
         poll_markers();
         int waiting = 0;
         for (size_t k = 0; k < C.npend && !waiting; k++)
             waiting = C.pend[k].r.marker && C.pend[k].r.done_how != POS_DONE_MARKER;
+        pthread_mutex_unlock(&C.work);
         if (!waiting)
             break;
         usleep(2000);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@
 #include "shim/shim.h"
 
 #define SPIN_NS       20000        /* spin this long for a grant before sleeping */
+#define HELP_SPIN_NS  200000       /* ... or this long, helping, for a window step due soon */
+#define HELP_EVERY_NS 2000         /* between a helping thread's collector passes */
 #define WAIT_SLICE_NS 20000000     /* futex sleeps, between liveness checks */
 #define STUCK_NS      1000000000LL /* no decision from posd for this long: treat it as gone */
 #define RECONNECT_NS  500000000LL
@@ -232,14 +235,50 @@ static void note_wait(struct pos_client_shm *shm, uint64_t ns)
     atomic_fetch_add_explicit(&shm->waits, 1, memory_order_relaxed);
 }
 
-/* Waits until SEQ is granted, posd lets everything go, or posd is gone. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Waits until SEQ is granted, posd lets everything go, or posd is gone.
+ *
+ * A wait for a window step (the cap over the client's own completions) ends when an operator
+ * of this process completes. When such waits have been short, the thread spins up to
+ * HELP_SPIN_NS and does the collector's pass itself every HELP_EVERY_NS: it sees the
+ * completion marker land and steps the window at once, where the collector's next poll and a
+ * futex wake-up would each add a scheduler wake-up (tens of us on a small VM); it yields the
+ * core between looks. Long waits (long operators) sleep after SPIN_NS as before, so the spin
+ * costs CPU only where it pays. */
 static void wait_grant(struct shim_session *s, uint64_t seq)
 {
     struct pos_client_shm *shm = s->shm;
-    uint64_t t0 = shim_now_ns();
-    while (shim_now_ns() - t0 < SPIN_NS)
+    uint64_t t0 = shim_now_ns(), now = t0, helped = 0;
+    int step = atomic_load_explicit(&shm->window_cap, memory_order_acquire) != 0 &&
+               atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_WINDOW;
+    uint64_t spin =
+        step && atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < HELP_SPIN_NS
+            ? HELP_SPIN_NS
+            : SPIN_NS;
+    for (; now - t0 < spin; now = shim_now_ns()) {
         if (granted(shm, seq) || posd_gone(s))
             goto done;
+        if (spin == HELP_SPIN_NS) {
+            if (now - helped >= HELP_EVERY_NS) {
+                helped = now;
+                if (shim_collector_help())
+                    continue; /* completions came: look at the cap again at once */
+            }
+            /* give the core to whoever makes the completion known (the device's agent in
+             * the simulator, the collector): on a small machine they share it with us */
+            sched_yield();
+        } else {
+            cpu_relax();
+        }
+    }
     atomic_fetch_add(&shm->waiters, 1);
     kick(s);
     uint64_t beat = atomic_load(&shm->heartbeat), beat_at = shim_now_ns();
@@ -263,7 +302,12 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
     }
     atomic_fetch_sub(&shm->waiters, 1);
 done:
-    note_wait(shm, shim_now_ns() - t0);
+    now = shim_now_ns() - t0;
+    if (step) {
+        uint64_t avg = atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed);
+        atomic_store_explicit(&s->wait_avg_ns, avg - avg / 8 + now / 8, memory_order_relaxed);
+    }
+    note_wait(shm, now);
 }
 
 uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub, int *windowed)

@@ -189,7 +189,8 @@ struct shim_session {
     uint32_t client_id;
     uint32_t names_sent; /* kernel ids 1..names_sent are known to posd (collector only) */
     _Atomic int idle;    /* a sync covered every launch: the next one starts a request */
-    /* the collector's completion prefix of this session's seqs (collector only) */
+    _Atomic uint64_t wait_avg_ns; /* recent waits for a window step (moving average) */
+    /* the completion prefix of this session's seqs (the collector's work lock holds it) */
     uint64_t local_done;
     uint64_t done_bits[POS_SUB_RING_WORDS];
 };
@@ -254,6 +255,7 @@ const char *shim_socket_path(void);
 
 void shim_collector_start(void);        /* after a successful cuInit */
 void shim_collector_kick(void);         /* something new to look at (slow paths only) */
+int shim_collector_help(void); /* a waiting thread does one collector pass, if it is free */
 extern _Atomic uint64_t shim_first_ctx; /* a context seen launching: markers register in it */
 void shim_collector_stop(void);         /* at exit: drain, flush the trace */
 

@@ -93,12 +93,13 @@ struct options {
     double slo_ms; /* NAN: not set */
     int verify;
     uint64_t microbench; /* 0: off */
+    const char *launch_times; /* microbench: where each launch's start and return go */
     uint32_t host_us;
 };
 
 static const char usage_text[] =
     "usage: posapp --model NAME|FILE [options]\n"
-    "       posapp --microbench N [--ptds]\n"
+    "       posapp --microbench N [--ptds] [--launch-times FILE]\n"
     "Runs a model's kernel sequence once per request through the CUDA driver API and\n"
     "prints one JSON line of results on stdout (docs/posapp.md).\n"
     "  --model NAME|FILE    sim/models/NAME.model, $POS_MODELS_DIR/NAME.model or a path\n"
@@ -114,6 +115,8 @@ static const char usage_text[] =
     "  --slo MS             report the fraction of requests with latency <= MS\n"
     "  --verify             add built-in twin kernels and check their results on the CPU\n"
     "  --microbench N       time N back-to-back launches of a tiny kernel (no model needed)\n"
+    "  --launch-times FILE  with --microbench: write each launch's call and return times\n"
+    "                       (CLOCK_MONOTONIC ns), one line \"T0 T1\" per launch\n"
     "  --host-us US         spin US microseconds of CPU time before each model op (default 0)\n"
     "  --help               this text\n";
 
@@ -151,6 +154,7 @@ static const struct option long_options[] = {
     {"verify", no_argument, NULL, 'V'},
     {"microbench", required_argument, NULL, 'M'},
     {"host-us", required_argument, NULL, 'H'},
+    {"launch-times", required_argument, NULL, 'T'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -196,6 +200,9 @@ static void apply_option(struct options *o, int c, const char *arg)
     case 'H':
         o->host_us = (uint32_t)parse_uint("host-us", arg, 0, 1000000);
         break;
+    case 'T':
+        o->launch_times = arg;
+        break;
     }
 }
 
@@ -223,6 +230,8 @@ static void parse_options(int argc, char **argv, struct options *o)
         die(2, "--ptds launches into the thread's default stream; it needs --streams 1");
     if (!o->microbench && !o->model)
         die(2, "--model is required (or --microbench N; see --help)");
+    if (o->launch_times && !o->microbench)
+        die(2, "--launch-times needs --microbench");
 }
 
 /* --- time ---------------------------------------------------------------------------------- */
@@ -685,6 +694,7 @@ static void run_microbench(struct shared *sh, struct posapp_report *r)
     if (!sh->o->ptds)
         CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     double *ns = xcalloc(n, sizeof *ns);
+    int64_t *at = sh->o->launch_times ? xcalloc(2 * n, sizeof *at) : NULL;
     int64_t start = now_ns();
     for (uint64_t i = 0; i < n; i++) {
         int64_t t0 = now_ns();
@@ -693,6 +703,10 @@ static void run_microbench(struct shared *sh, struct posapp_report *r)
         if (rc != CUDA_SUCCESS)
             cu_fail("cuLaunchKernel", rc, NULL);
         ns[i] = (double)(t1 - t0);
+        if (at) {
+            at[2 * i] = t0;
+            at[2 * i + 1] = t1;
+        }
     }
     CUN("cuStreamSynchronize", sh->api.stream_sync(s));
     int64_t end = now_ns();
@@ -703,8 +717,19 @@ static void run_microbench(struct shared *sh, struct posapp_report *r)
     r->microbench = 1;
     posapp_sort(ns, n);
     r->launch_ns_p50 = posapp_percentile(ns, n, 50.0);
+    r->launch_ns_p99 = posapp_percentile(ns, n, 99.0);
     r->launch_ns_mean = posapp_mean(ns, n);
     free(ns);
+    if (at) {
+        FILE *f = fopen(sh->o->launch_times, "w");
+        if (!f)
+            die(1, "cannot write --launch-times %s: %s", sh->o->launch_times, strerror(errno));
+        for (uint64_t i = 0; i < n; i++)
+            fprintf(f, "%lld %lld\n", (long long)at[2 * i], (long long)at[2 * i + 1]);
+        if (fclose(f) != 0)
+            die(1, "cannot write --launch-times %s: %s", sh->o->launch_times, strerror(errno));
+        free(at);
+    }
 }
 
 /* --- main ---------------------------------------------------------------------------------- */

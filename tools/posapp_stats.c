@@ -186,6 +186,7 @@ int posapp_report_json(const struct posapp_report *r, char *buf, size_t cap)
     posapp_json_bool(&j, "verified", r->verified);
     if (r->microbench) {
         posapp_json_number(&j, "launch_ns_p50", r->launch_ns_p50, 1);
+        posapp_json_number(&j, "launch_ns_p99", r->launch_ns_p99, 1);
         posapp_json_number(&j, "launch_ns_mean", r->launch_ns_mean, 1);
     }
     return posapp_json_end(&j);

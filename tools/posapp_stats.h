@@ -52,8 +52,8 @@ struct posapp_report {
     double slo_ms; /* NAN: --slo not given */
     double slo_attainment;
     int verified;   /* -1 null, 0 false, 1 true */
-    int microbench; /* adds launch_ns_p50 and launch_ns_mean */
-    double launch_ns_p50, launch_ns_mean;
+    int microbench; /* adds launch_ns_p50, launch_ns_p99 and launch_ns_mean */
+    double launch_ns_p50, launch_ns_p99, launch_ns_mean;
 };
 
 /* Fills the latency and SLO fields of R from LAT_MS[0..n) (sorted in place), and the

@@ -177,8 +177,11 @@ static void complete_event(struct drv_event *ev, uint64_t record, int64_t end_de
 
 /* POS_SIM_TRACE=PATH ("%p" becomes the pid): one line per kernel this process ran, in the
  * order each stream completed them, with the device's own end time on the host's clock
- * (CLOCK_MONOTONIC ns): "kernel STREAM END_NS". What the simulated device knows exactly, to
- * check what a tool observing it (the shim's collector) learns. Written by the agent alone. */
+ * (CLOCK_MONOTONIC ns) and the time the agent made it visible to the host (its effects
+ * applied, the stream's count moved: a real GPU does that within a few us of the end, the
+ * agent as soon as its timer wakes it): "kernel STREAM END_NS SEEN_NS". What the simulated
+ * device knows exactly, to check what a tool observing it (the shim's collector) learns.
+ * Written by the agent alone. */
 static FILE *trace_file(void)
 {
     static int opened;
@@ -210,8 +213,8 @@ static void trace_op(const struct reaped *r)
 {
     FILE *f = trace_file();
     if (f && r->l.d.kind == SIM_OP_KERNEL)
-        fprintf(f, "kernel %p %lld\n", (void *)r->l.stream,
-                (long long)drv_wall_of_device(r->end_dev));
+        fprintf(f, "kernel %p %lld %lld\n", (void *)r->l.stream,
+                (long long)drv_wall_of_device(r->end_dev), (long long)drv_mono_ns());
 }
 
 static void finish_op(struct reaped *r)

@@ -147,7 +147,9 @@ static int suite_init(void)
     FILE *f = fopen(conf_path, "w");
     if (!f)
         return -1;
-    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n", f);
+    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n"
+          "[rule capped]\nmatch_app = capped*\nclass = batch\nmax_inflight = 1\n",
+          f);
     fclose(f);
     setup_env();
     return access("build/posd", X_OK) == 0 ? 0 : -1;
@@ -373,6 +375,39 @@ static void test_reused_slots_do_not_stall_windowed_clients(void)
     util_read_file(log_path, log, sizeof log);
     /* three registrations: no fail-open and re-attach */
     CU_ASSERT_EQUAL(count_occurrences(log + before, "app 'batch1'"), 3);
+}
+
+/* A thread that waits for a window step does the collector's pass itself: with the collector
+ * polling only every 100 ms, 100 launches of a client capped at one in flight (each waits for
+ * the one before to complete) still take milliseconds, not 100 x 100 ms. */
+static void test_waiting_thread_steps_its_own_window(void)
+{
+    posd_start("priority");
+    const char *const idle[] = {"--model",    "resnet18", "--arrival", "poisson:0.2",
+                                "--requests", "3",        NULL};
+    const char *const bench[] = {"--microbench", "100", NULL};
+    struct proc l, c;
+    char out[OUT_MAX];
+    posapp_start(&l, "latency1", idle); /* present, nearly idle: the capped one is windowed */
+    usleep(300000);
+    setenv("POS_POLL_US", "100000", 1);
+    setenv("POS_PROMPT_POLL_US", "100000", 1);
+    posapp_start(&c, "capped1", bench);
+    unsetenv("POS_POLL_US");
+    unsetenv("POS_PROMPT_POLL_US");
+    CU_ASSERT_EQUAL(posapp_wait(&c, out, sizeof out), 0);
+    const char *m = strstr(out, "\"makespan_s\":"), *w = strstr(out, "\"launch_ns_p50\":");
+    double ms = m ? strtod(m + 13, NULL) : 1e9, launch = w ? strtod(w + 16, NULL) : 0;
+    /* it was capped (a launch waits for the simulated kernel before it, 6 us at least) ... */
+    CU_ASSERT(launch > 5000.0);
+    /* ... and each wait ended with the completion, not with the collector's next poll */
+    CU_ASSERT(ms < 2.0);
+    if (ms >= 2.0 || launch <= 5000.0)
+        fprintf(stderr, "capped client: 100 launches in %.3f s, launch p50 %.0f ns\n", ms,
+                launch);
+    kill(l.pid, SIGKILL);
+    posapp_wait(&l, out, sizeof out);
+    posd_stop(SIGTERM);
 }
 
 /* Running and not a zombie (a finished posapp not yet reaped is not attached anywhere). */
@@ -731,6 +766,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_priority_holds_and_stall_and_death_release);
     POS_ADD_TEST(s, test_lone_batch_client_is_not_slowed);
     POS_ADD_TEST(s, test_reused_slots_do_not_stall_windowed_clients);
+    POS_ADD_TEST(s, test_waiting_thread_steps_its_own_window);
     POS_ADD_TEST(s, test_fail_open_and_reattach);
     POS_ADD_TEST(s, test_bad_peers_are_disconnected);
     POS_ADD_TEST(s, test_bad_config_at_start_and_at_reload);
