@@ -113,6 +113,8 @@ static void live_remove(struct sim_gpu *g, int op)
 
 /* --- init, owners, contexts, streams ----------------------------------------------------- */
 
+static void runs_reset(struct sim_gpu *g);
+
 void sim_gpu_init(struct sim_gpu *g, const struct sim_dev_params *p, int64_t now)
 {
     memset(g, 0, sizeof *g);
@@ -128,6 +130,7 @@ void sim_gpu_init(struct sim_gpu *g, const struct sim_dev_params *p, int64_t now
         g->free_head = i;
     }
     g->nfree = SIM_MAX_OPS;
+    runs_reset(g);
 }
 
 int sim_gpu_owner_add(struct sim_gpu *g)
@@ -264,17 +267,77 @@ void sim_gpu_submit(struct sim_gpu *g, int i, int64_t now)
 
 /* --- residency ------------------------------------------------------------------------ */
 
-static struct sim_sm_slot *sm_find(struct sim_sm *sm, int op)
+/* The index of op OP among SM's residents, or -1. */
+static int sm_find(const struct sim_sm *sm, int op)
 {
     for (uint32_t k = 0; k < sm->nres; k++)
         if (sm->res[k].op == op)
-            return &sm->res[k];
-    return NULL;
+            return (int)k;
+    return -1;
 }
 
 static uint32_t op_threads_rounded(const struct sim_op *op)
 {
     return (op->threads + 31) / 32 * 32;
+}
+
+static int sm_same(const struct sim_sm *a, const struct sim_sm *b)
+{
+    if (a->nres != b->nres || a->threads_used != b->threads_used || a->smem_used != b->smem_used ||
+        a->blocks_used != b->blocks_used)
+        return 0;
+    for (uint32_t k = 0; k < a->nres; k++)
+        if (a->res[k].op != b->res[k].op || a->res[k].blocks != b->res[k].blocks)
+            return 0;
+    return 1;
+}
+
+/* One run of empty SMs. */
+static void runs_reset(struct sim_gpu *g)
+{
+    memset(&g->runs[0], 0, sizeof g->runs[0]);
+    g->runs[0].count = g->p.num_sms;
+    g->nruns = 1;
+}
+
+/* Merges neighbouring runs that hold the same. */
+static void runs_merge(struct sim_gpu *g)
+{
+    uint32_t out = 0;
+    for (uint32_t r = 1; r < g->nruns; r++) {
+        if (sm_same(&g->runs[out].sm, &g->runs[r].sm))
+            g->runs[out].count += g->runs[r].count;
+        else if (++out != r)
+            g->runs[out] = g->runs[r];
+    }
+    g->nruns = out + 1;
+}
+
+/* Splits run R after its first COUNT SMs (0 < COUNT < its count): R keeps those, a new run
+ * R + 1 holding the same takes the others. */
+static void run_split(struct sim_gpu *g, uint32_t r, uint32_t count)
+{
+    for (uint32_t k = g->nruns; k > r + 1; k--)
+        g->runs[k] = g->runs[k - 1];
+    g->nruns++;
+    g->runs[r + 1] = g->runs[r];
+    g->runs[r + 1].first += count;
+    g->runs[r + 1].count -= count;
+    g->runs[r].count = count;
+}
+
+/* The run whose first SM is FIRST (there is one). */
+static uint32_t run_at(const struct sim_gpu *g, uint32_t first)
+{
+    uint32_t lo = 0, hi = g->nruns - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g->runs[mid].first < first)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 static void residency_release(struct sim_gpu *g, int i)
@@ -283,21 +346,22 @@ static void residency_release(struct sim_gpu *g, int i)
     if (op->res_blocks == 0)
         return;
     uint32_t thr = op_threads_rounded(op);
-    for (uint32_t j = 0; j < g->p.num_sms; j++) {
-        struct sim_sm *sm = &g->sms[j];
-        for (uint32_t k = 0; k < sm->nres; k++) {
-            if (sm->res[k].op != i)
-                continue;
-            uint32_t b = sm->res[k].blocks;
-            sm->threads_used -= b * thr;
-            sm->smem_used -= b * op->smem;
-            sm->blocks_used -= b;
-            sm->res[k] = sm->res[--sm->nres];
-            break;
-        }
+    uint32_t left = op->res_sms; /* SMs holding it not yet passed */
+    for (uint32_t r = 0; r < g->nruns && left > 0; r++) {
+        struct sim_sm *sm = &g->runs[r].sm;
+        int k = sm_find(sm, i);
+        if (k < 0)
+            continue;
+        uint32_t b = sm->res[k].blocks;
+        sm->threads_used -= b * thr;
+        sm->smem_used -= b * op->smem;
+        sm->blocks_used -= b;
+        sm->res[k] = sm->res[--sm->nres];
+        left = left > g->runs[r].count ? left - g->runs[r].count : 0;
     }
     op->res_blocks = 0;
     op->res_sms = 0;
+    runs_merge(g);
 }
 
 static uint32_t sm_room_for(const struct sim_gpu *g, const struct sim_sm *sm,
@@ -317,91 +381,97 @@ static uint32_t sm_room_for(const struct sim_gpu *g, const struct sim_sm *sm,
     return n;
 }
 
-static int sm_load_cmp(const void *a, const void *b, void *arg)
+/* Adds C blocks of op I on each SM of run R, to its resident K (-1: a new one, last). */
+static void run_add(struct sim_gpu *g, uint32_t r, int i, int k, uint32_t c)
 {
-    const struct sim_gpu *g = arg;
-    uint32_t ja = *(const uint32_t *)a, jb = *(const uint32_t *)b;
-    uint32_t la = g->sms[ja].threads_used, lb = g->sms[jb].threads_used;
-    if (la != lb)
-        return la < lb ? -1 : 1;
-    return ja < jb ? -1 : (ja > jb);
+    struct sim_op *op = &g->ops[i];
+    struct sim_sm *sm = &g->runs[r].sm;
+    if (k < 0) {
+        k = (int)sm->nres++;
+        sm->res[k].op = i;
+        sm->res[k].blocks = 0;
+        op->res_sms += g->runs[r].count;
+    }
+    sm->res[k].blocks = (uint16_t)(sm->res[k].blocks + c);
+    sm->threads_used += c * op_threads_rounded(op);
+    sm->smem_used += c * op->smem;
+    sm->blocks_used += c;
+    op->res_blocks += c * g->runs[r].count;
 }
 
-/* ORDER[0..n) = the SMs by load (threads used), then by index: sm_load_cmp's order. Loads
- * are whole warps, so a counting sort over them gives that order in O(n); qsort when a load
- * is not (it cannot be, but the order must not depend on that). */
-static void sms_by_load(const struct sim_gpu *g, uint32_t *order, uint32_t n)
+/* Places what fits of what op I still wants on the SMs of run R, SM after SM as the block
+ * scheduler does, and splits the run where its SMs come to differ: the first ones take all
+ * they can, one may take the blocks left, the others nothing. HELD counts the SMs that held
+ * op I when the placement began and are not visited yet. Returns the blocks added. */
+static uint32_t run_place(struct sim_gpu *g, uint32_t r, int i, uint32_t *held)
 {
-    enum { MAX_WARPS = 256 };
-    uint32_t lo = UINT32_MAX, hi = 0;
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t t = g->sms[j].threads_used;
-        if (t % 32 || t / 32 > MAX_WARPS)
-            goto sort;
-        lo = t < lo ? t : lo;
-        hi = t > hi ? t : hi;
+    struct sim_op *op = &g->ops[i];
+    const struct sim_sm *sm = &g->runs[r].sm;
+    uint32_t count = g->runs[r].count;
+    int k = *held ? sm_find(sm, i) : -1;
+    uint32_t cur = 0, q = count; /* SMs that may take blocks */
+    if (k >= 0) {
+        *held = *held > count ? *held - count : 0;
+        cur = sm->res[k].blocks;
+    } else {
+        if (op->res_sms >= op->want_sms || sm->nres >= SIM_MAX_RES_PER_SM)
+            return 0;
+        if (op->want_sms - op->res_sms < q)
+            q = op->want_sms - op->res_sms;
     }
-    if (lo == hi) { /* all alike: by index */
-        for (uint32_t j = 0; j < n; j++)
-            order[j] = j;
-        return;
-    }
-    uint32_t count[MAX_WARPS + 2];
-    uint32_t base = lo / 32, nb = hi / 32 - base + 1;
-    for (uint32_t b = 0; b <= nb && b < MAX_WARPS + 2; b++)
-        count[b] = 0;
-    for (uint32_t j = 0; j < n; j++)
-        count[g->sms[j].threads_used / 32 - base + 1]++;
-    for (uint32_t b = 1; b <= nb; b++)
-        count[b] += count[b - 1];
-    for (uint32_t j = 0; j < n; j++)
-        order[count[g->sms[j].threads_used / 32 - base]++] = j;
-    return;
-sort:
-    for (uint32_t j = 0; j < n; j++)
-        order[j] = j;
-    qsort_r(order, n, sizeof order[0], sm_load_cmp, (void *)g);
+    if (cur >= op->want_per_sm)
+        return 0;
+    uint32_t c = sm_room_for(g, sm, op);
+    if (c > op->want_per_sm - cur)
+        c = op->want_per_sm - cur;
+    if (c == 0)
+        return 0;
+    uint32_t left = op->blocks - op->res_blocks;
+    uint32_t full = left / c < q ? left / c : q;
+    uint32_t part = full < q ? left - full * c : 0;
+    uint32_t touched = full + (part > 0);
+    if (touched < count)
+        run_split(g, r, touched);
+    if (full > 0 && part > 0)
+        run_split(g, r, full);
+    if (full > 0)
+        run_add(g, r, i, k, c);
+    if (part > 0)
+        run_add(g, r + (full > 0), i, k, part);
+    return full * c + part;
 }
 
-/* Places as many more blocks of op I as it wants and fits, least-loaded SMs first.
- * Returns the number of blocks added. */
+/* No SM visited later takes a block of op I: it has all its blocks, or all the SMs it wants
+ * and none of those it held is still to be visited. */
+static int residency_done(const struct sim_op *op, uint32_t held)
+{
+    return op->res_blocks >= op->blocks || (held == 0 && op->res_sms >= op->want_sms);
+}
+
+/* Places as many more blocks of op I as it wants and fits, least-loaded SMs first (by
+ * threads used, then by index). Returns the number of blocks added. */
 static uint32_t residency_grow(struct sim_gpu *g, int i)
 {
     struct sim_op *op = &g->ops[i];
-    uint32_t order[SIM_MAX_SMS];
-    uint32_t n = g->p.num_sms;
-    sms_by_load(g, order, n);
-    uint32_t added = 0;
-    uint32_t thr = op_threads_rounded(op);
-    for (uint32_t x = 0; x < n && op->res_blocks < op->blocks; x++) {
-        struct sim_sm *sm = &g->sms[order[x]];
-        struct sim_sm_slot *slot = sm_find(sm, i);
-        uint32_t cur = slot ? slot->blocks : 0;
-        if (!slot && (op->res_sms >= op->want_sms || sm->nres >= SIM_MAX_RES_PER_SM))
-            continue;
-        if (cur >= op->want_per_sm)
-            continue;
-        uint32_t can = sm_room_for(g, sm, op);
-        uint32_t want = op->want_per_sm - cur;
-        if (can > want)
-            can = want;
-        if (can > op->blocks - op->res_blocks)
-            can = op->blocks - op->res_blocks;
-        if (can == 0)
-            continue;
-        if (!slot) {
-            slot = &sm->res[sm->nres++];
-            slot->op = i;
-            slot->blocks = 0;
-            op->res_sms++;
+    /* The runs by load, then by first SM (a stable sort of runs in SM order): the SMs in
+     * the scheduler's order, as loaded when the placement began. A run is named by its first
+     * SM, which splitting another run does not move. */
+    uint32_t first[SIM_MAX_SMS], load[SIM_MAX_SMS];
+    uint32_t n = g->nruns;
+    for (uint32_t r = 0; r < n; r++) {
+        uint32_t t = g->runs[r].sm.threads_used, x = r;
+        for (; x > 0 && load[x - 1] > t; x--) {
+            load[x] = load[x - 1];
+            first[x] = first[x - 1];
         }
-        slot->blocks = (uint16_t)(slot->blocks + can);
-        sm->threads_used += can * thr;
-        sm->smem_used += can * op->smem;
-        sm->blocks_used += can;
-        op->res_blocks += can;
-        added += can;
+        load[x] = t;
+        first[x] = g->runs[r].first;
     }
+    uint32_t held = op->res_sms, added = 0;
+    for (uint32_t x = 0; x < n && !residency_done(op, held); x++)
+        added += run_place(g, run_at(g, first[x]), i, &held);
+    if (added)
+        runs_merge(g);
     return added;
 }
 
@@ -755,15 +825,19 @@ static void share_round(struct sim_gpu *g, struct sim_run_entry *r, int n)
 {
     for (int k = 0; k < n; k++)
         r[k].got = 0;
-    double leftover[SIM_MAX_SMS];
-    /* An SM holding the same kernels in the same order as the one before it gets the same
-     * split: it is computed once (the sums still run SM by SM, in the same order). */
+    double leftover[SIM_MAX_SMS]; /* per run of SMs: the same on each of its SMs */
+    /* A run holding the same kernels in the same order as the last one split gets the same
+     * split: it is computed once (the sums still run SM by SM, in the same order). An empty
+     * run gives nothing and lends to no one. */
     double d[SIM_MAX_RES_PER_SM], x[SIM_MAX_RES_PER_SM];
     struct sim_run_entry *e[SIM_MAX_RES_PER_SM];
     int m = 0;
     const struct sim_sm *prev = NULL;
-    for (uint32_t j = 0; j < g->p.num_sms; j++) {
-        struct sim_sm *sm = &g->sms[j];
+    for (uint32_t u = 0; u < g->nruns; u++) {
+        const struct sim_sm *sm = &g->runs[u].sm;
+        leftover[u] = 1.0;
+        if (sm->nres == 0)
+            continue;
         int same = prev && prev->nres == sm->nres;
         for (uint32_t s = 0; same && s < sm->nres; s++)
             same = prev->res[s].op == sm->res[s].op;
@@ -782,28 +856,46 @@ static void share_round(struct sim_gpu *g, struct sim_run_entry *r, int n)
         }
         prev = sm;
         double used = 0;
-        for (int k = 0; k < m; k++) {
-            e[k]->got += x[k];
+        for (int k = 0; k < m; k++)
             used += x[k];
-        }
-        leftover[j] = dmax(0.0, 1.0 - used);
+        /* each SM of the run adds its share in turn (count x share would round otherwise) */
+        double got[SIM_MAX_RES_PER_SM];
+        for (int k = 0; k < m; k++)
+            got[k] = e[k]->got;
+        for (uint32_t t = 0; t < g->runs[u].count; t++)
+            for (int k = 0; k < m; k++)
+                got[k] += x[k];
+        for (int k = 0; k < m; k++)
+            e[k]->got = got[k];
+        leftover[u] = dmax(0.0, 1.0 - used);
     }
-    for (uint32_t j = 0; j < g->p.num_sms; j++) {
-        struct sim_sm *sm = &g->sms[j];
-        if (leftover[j] <= 1e-12)
+    /* Unused issue goes only to kernels short of their target, and lending makes no kernel
+     * short: when none is, there is nothing to lend. */
+    int any_short = 0;
+    for (int k = 0; k < n && !any_short; k++)
+        any_short = r[k].got < r[k].target * g->ops[r[k].op].sm_units - 1e-12;
+    for (uint32_t u = 0; any_short && u < g->nruns; u++) {
+        const struct sim_sm *sm = &g->runs[u].sm;
+        if (sm->nres == 0 || leftover[u] <= 1e-12)
             continue;
-        struct sim_run_entry *shortk[SIM_MAX_RES_PER_SM];
-        int m = 0;
-        for (uint32_t s = 0; s < sm->nres; s++) {
-            struct sim_run_entry *re = run_find(r, n, sm->res[s].op);
-            if (re && re->got < re->target * g->ops[re->op].sm_units - 1e-12)
-                shortk[m++] = re;
-        }
-        for (int k = 0; k < m; k++) {
-            double need = shortk[k]->target * g->ops[shortk[k]->op].sm_units - shortk[k]->got;
-            double give = dmin(need, leftover[j] / (m - k));
-            shortk[k]->got += give;
-            leftover[j] -= give;
+        /* SM by SM: what one lends decides who is still short on the next */
+        for (uint32_t t = 0; t < g->runs[u].count; t++) {
+            double left = leftover[u];
+            struct sim_run_entry *shortk[SIM_MAX_RES_PER_SM];
+            int m = 0;
+            for (uint32_t s = 0; s < sm->nres; s++) {
+                struct sim_run_entry *re = run_find(r, n, sm->res[s].op);
+                if (re && re->got < re->target * g->ops[re->op].sm_units - 1e-12)
+                    shortk[m++] = re;
+            }
+            if (m == 0)
+                break; /* and none on the SMs left in the run */
+            for (int k = 0; k < m; k++) {
+                double need = shortk[k]->target * g->ops[shortk[k]->op].sm_units - shortk[k]->got;
+                double give = dmin(need, left / (m - k));
+                shortk[k]->got += give;
+                left -= give;
+            }
         }
     }
     for (int k = 0; k < n; k++) {
@@ -1184,7 +1276,7 @@ void sim_gpu_rebuild(struct sim_gpu *g)
     g->nlive = 0;
     g->nactive_streams = 0;
     g->copy_running[0] = g->copy_running[1] = SIM_NONE;
-    memset(g->sms, 0, sizeof g->sms);
+    runs_reset(g);
     for (int o = 0; o < SIM_MAX_OWNERS; o++) {
         g->owners[o].nops = 0;
         g->owners[o].ring_head = g->owners[o].ring_tail = 0;

@@ -116,12 +116,22 @@ struct sim_sm_slot {
     uint16_t blocks;
 };
 
+/* What one SM holds. */
 struct sim_sm {
     uint32_t threads_used;
     uint32_t smem_used;
     uint32_t blocks_used;
     uint32_t nres;
     struct sim_sm_slot res[SIM_MAX_RES_PER_SM];
+};
+
+/* SMs first .. first + count - 1, each holding SM (the same blocks in the same order). The
+ * model keeps the SMs as the fewest such runs, in order (neighbours that come to hold the
+ * same merge): kernels are placed, released and shared run by run, not SM by SM. */
+struct sim_sm_run {
+    uint32_t first;
+    uint32_t count;
+    struct sim_sm sm;
 };
 
 struct sim_stats {
@@ -162,7 +172,8 @@ struct sim_gpu {
     struct sim_run_entry run[SIM_MAX_RUNNING];
     int32_t cand[SIM_MAX_STREAMS];
     int32_t order[SIM_MAX_OPS];
-    struct sim_sm sms[SIM_MAX_SMS];
+    uint32_t nruns;
+    struct sim_sm_run runs[SIM_MAX_SMS]; /* covering SMs 0 .. p.num_sms - 1 */
     struct sim_ctx ctxs[SIM_MAX_CTXS];
     struct sim_owner owners[SIM_MAX_OWNERS];
     struct sim_stream streams[SIM_MAX_STREAMS];

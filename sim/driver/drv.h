@@ -21,7 +21,7 @@
 /* ---- shared segment ------------------------------------------------------------------- */
 
 #define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
-#define SIM_SHM_VERSION 1
+#define SIM_SHM_VERSION 2
 
 struct sim_shm {
     uint64_t magic;

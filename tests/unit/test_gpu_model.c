@@ -1,7 +1,8 @@
 /* Tests sim/gpu_model.c against analytic cases: solo rooflines, MPS sharing (two full-device
  * kernels ~2x, four quarter-device kernels ~1x, compute beside memory-bound overlaps),
  * time slicing (two contexts ~half rate each), stream order, dependencies, host ops, copy
- * engines, priorities, owner removal and rebuild after a crash. All in virtual time. */
+ * engines, priorities, owner removal, rebuild after a crash, and the runs of alike SMs the
+ * model keeps. All in virtual time. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,8 +357,9 @@ static void test_owner_remove_frees_device(void)
     run_to_idle();
     CU_ASSERT_EQUAL(g->ops[b].state, SIM_OP_DONE);
     CU_ASSERT(g->ops[b].end_ns < 3000000);
-    for (uint32_t j = 0; j < g->p.num_sms; j++)
-        CU_ASSERT_EQUAL(g->sms[j].threads_used, 0);
+    CU_ASSERT_EQUAL(g->nruns, 1); /* all SMs alike again: one run */
+    CU_ASSERT_EQUAL(g->runs[0].count, g->p.num_sms);
+    CU_ASSERT_EQUAL(g->runs[0].sm.threads_used, 0);
 }
 
 static void test_rebuild_after_torn_update(void)
@@ -376,7 +378,8 @@ static void test_rebuild_after_torn_update(void)
     g->nlive = 0;
     g->nactive_streams = 0;
     g->streams[s1].head = g->streams[s2].tail = SIM_NONE;
-    memset(g->sms, 0xff, sizeof g->sms);
+    memset(g->runs, 0xff, sizeof g->runs);
+    g->nruns = UINT32_MAX;
     sim_gpu_rebuild(g);
     run_to_idle();
     for (int i = 0; i < 20; i++)
@@ -392,6 +395,78 @@ static void test_rebuild_after_torn_update(void)
     }
     CU_ASSERT_EQUAL(reaped, 20);
     CU_ASSERT_EQUAL(g->nfree, SIM_MAX_OPS);
+}
+
+/* The runs cover the SMs in order, neighbours hold different things, and every running
+ * kernel's SMs and blocks add up over the runs that hold it. */
+static void check_runs(void)
+{
+    uint32_t next = 0;
+    for (uint32_t r = 0; r < g->nruns; r++) {
+        const struct sim_sm *sm = &g->runs[r].sm;
+        CU_ASSERT_EQUAL(g->runs[r].first, next);
+        CU_ASSERT(g->runs[r].count > 0);
+        next += g->runs[r].count;
+        if (r > 0) {
+            const struct sim_sm *pr = &g->runs[r - 1].sm;
+            int same = pr->nres == sm->nres;
+            for (uint32_t k = 0; same && k < sm->nres; k++)
+                same = pr->res[k].op == sm->res[k].op && pr->res[k].blocks == sm->res[k].blocks;
+            CU_ASSERT(!same);
+        }
+    }
+    CU_ASSERT_EQUAL(next, g->p.num_sms);
+    for (uint32_t k = 0; k < g->nlive; k++) {
+        const struct sim_op *op = &g->ops[g->live[k]];
+        uint32_t sms = 0, blocks = 0;
+        for (uint32_t r = 0; r < g->nruns; r++)
+            for (uint32_t s = 0; s < g->runs[r].sm.nres; s++)
+                if (g->runs[r].sm.res[s].op == g->live[k]) {
+                    sms += g->runs[r].count;
+                    blocks += g->runs[r].count * g->runs[r].sm.res[s].blocks;
+                }
+        CU_ASSERT_EQUAL(sms, op->res_sms);
+        CU_ASSERT_EQUAL(blocks, op->res_blocks);
+    }
+}
+
+static void test_sm_runs_bookkeeping(void)
+{
+    setup("h200", SIM_MODE_MPS);
+    int o = sim_gpu_owner_add(g), c = sim_gpu_ctx_add(g, o);
+    int st[3];
+    for (int i = 0; i < 3; i++)
+        st[i] = sim_gpu_stream_add(g, o, c, 0);
+    /* odd grids and shapes, so that kernels take part of the device, part of an SM's room,
+     * and grow onto SMs as others leave */
+    static const uint32_t blocks[] = {25, 98, 392, 7, 1568, 133, 50};
+    static const uint32_t threads[] = {64, 256, 128, 256, 256, 96, 1024};
+    static const uint32_t smem[] = {16384, 32768, 0, 32768, 0, 100000, 0};
+    for (int i = 0; i < 42; i++) {
+        int op = sim_gpu_op_alloc(g, o);
+        CU_ASSERT_FATAL(op >= 0);
+        struct sim_op *x = &g->ops[op];
+        x->kind = SIM_OP_KERNEL;
+        x->ctx = (int16_t)c;
+        x->stream = st[i % 3];
+        x->flops = 67e12 * 1e-5 * (1 + i % 5);
+        x->blocks = blocks[i % 7];
+        x->threads = threads[i % 7];
+        x->smem = smem[i % 7];
+        sim_gpu_submit(g, op, 0);
+    }
+    uint32_t most = 0;
+    for (int i = 0; i < 100000; i++) {
+        int64_t t = sim_gpu_next_event(g);
+        if (t == INT64_MAX)
+            break;
+        sim_gpu_advance(g, t);
+        check_runs();
+        most = g->nruns > most ? g->nruns : most;
+    }
+    CU_ASSERT_EQUAL(g->stats.kernels_done, 42);
+    CU_ASSERT(most > 2);
+    CU_ASSERT_EQUAL(g->nruns, 1);
 }
 
 static void test_owner_quota(void)
@@ -426,5 +501,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_priority_admitted_first);
     POS_ADD_TEST(s, test_owner_remove_frees_device);
     POS_ADD_TEST(s, test_rebuild_after_torn_update);
+    POS_ADD_TEST(s, test_sm_runs_bookkeeping);
     POS_ADD_TEST(s, test_owner_quota);
 }
