@@ -42,6 +42,8 @@ const char possim_scenario_help[] =
     "  grant_wake_us = 10      ; a client thread's wake-up after a grant it sleeps on\n"
     "  spin_us = 20            ; a thread spins this long for a grant before it sleeps\n"
     "                          ; and kicks posd\n"
+    "  help_spin_us = 200      ; ... or this long for a window step, doing the collector's\n"
+    "                          ; pass itself, while its recent such waits averaged less\n"
     "  [client NAME]           ; one per client process, 1..64 of them\n"
     "  model = resnet50        ; sim/models name, $POS_MODELS_DIR/NAME.model, or a path\n"
     "  batch = 1\n"
@@ -97,6 +99,7 @@ static const struct key_spec posd_keys[] = {
     {"wake_us", V_DOUBLE, SC(wake_us), 0, 1e9, 0},
     {"grant_wake_us", V_DOUBLE, SC(grant_wake_us), 0, 1e9, 0},
     {"spin_us", V_DOUBLE, SC(spin_us), 0, 1e9, 0},
+    {"help_spin_us", V_DOUBLE, SC(help_spin_us), 0, 1e9, 0},
 };
 static const struct key_spec client_keys[] = {
     {"model", V_SPECIAL, 0, 0, 0, 0},
@@ -533,6 +536,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->wake_us = 20;
     sc->grant_wake_us = 10;
     sc->spin_us = 20;
+    sc->help_spin_us = 200;
 }
 
 static int parse_fp(const char *path, FILE *fp, struct possim_scenario *out, char *err,

@@ -49,7 +49,7 @@ struct possim_scenario {
     double tick_us, stall_ms, guard_period_ms, min_share, window_us, idle_grace_us;
     uint32_t credits;
     /* [posd] */
-    double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us;
+    double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us, help_spin_us;
     /* [client NAME] */
     size_t nclients;
     struct possim_client_spec clients[POSSIM_MAX_CLIENTS];

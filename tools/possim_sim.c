@@ -206,6 +206,9 @@ struct vclient {
     uint64_t seq;      /* its last launch number */
     uint64_t wait_seq; /* the launch waiting for a grant */
     int64_t wait_since;
+    int wait_step;       /* that wait is for a window step (the cap over its own prefix) */
+    int helping;         /* ... and the thread spins doing the collector's pass itself */
+    int64_t step_avg_ns; /* moving average of its window-step waits (the shim's wait_avg_ns) */
     uint32_t waiters;      /* threads asleep on a grant, as posd reads it */
     uint64_t dev_done_seq; /* every launch <= this is complete, as the host knows */
     uint32_t until_marker, shim_sample;
@@ -245,7 +248,7 @@ struct sim {
     int64_t now;
     int64_t timer_at; /* posd's armed tick, NONE when disarmed */
     int64_t kick_at;  /* posd's wake-up after a kick, NONE when none is due */
-    int64_t poll_ns, prompt_poll_ns, wake_ns, grant_wake_ns, spin_ns, notify_ns;
+    int64_t poll_ns, prompt_poll_ns, wake_ns, grant_wake_ns, spin_ns, help_spin_ns, notify_ns;
     uint64_t decisions, events;
     int64_t progress_at; /* the last launch or request completion */
     int rc;
@@ -488,11 +491,14 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
     }
     c->windowed += (uint64_t)!go_now;
     if (!go_now && !granted(c, seq)) {
+        /* wait_grant: a window step while such waits have been short spins longer, helping */
         c->state = T_SPIN;
         c->wait_seq = seq;
         c->wait_since = t;
+        c->wait_step = c->pub_window && c->pub_mode == POS_GRANT_WINDOW;
+        c->helping = c->wait_step && c->step_avg_ns < s->help_spin_ns;
         c->waits++;
-        wake_at(s, c, t + s->spin_ns);
+        wake_at(s, c, t + (c->helping ? s->help_spin_ns : s->spin_ns));
         return;
     }
     /* shim_session_submit: the last launch its grant allows gets a marker of its own */
@@ -517,6 +523,9 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
     case T_RESUME:
         c->waiters = 0;
         c->wait_ns += t - c->wait_since;
+        if (c->wait_step)
+            c->step_avg_ns += (t - c->wait_since) / 8 - c->step_avg_ns / 8;
+        c->helping = 0;
         device_launch(s, c, last_allowed(c, c->wait_seq), t);
         break;
     default:
@@ -531,11 +540,12 @@ static struct rec *rec_of(struct vclient *c, uint64_t seq)
     return &c->recs.v[c->recs.head + (seq - c->reported_seq - 1)];
 }
 
-/* One pass of the collector at T (collector_main): the sample posd asks for; the new launch
- * records; synchronisations (bounding what they covered at their end); markers that landed
- * (exact at T, bounding the earlier launches at T); what is complete goes to posd in launch
- * order, with a kick when posd asks for one; then the sleep to the next pass. */
-static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
+/* The collector's work at T (collect_pass): the sample posd asks for; the new launch records;
+ * synchronisations (bounding what they covered at their end); markers that landed (exact at
+ * T, bounding the earlier launches at T); what is complete goes to posd in launch order, with
+ * a kick when posd asks for one; a thread waiting on the window cap goes if the prefix moved.
+ * Returns whether the rings gave records (-1: out of memory). */
+static int collect(struct sim *s, struct vclient *c, int64_t t)
 {
     follow_sample(c);
     int got = c->launched_seq > c->drained_seq;
@@ -580,7 +590,7 @@ static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
         struct post p = {r->seq, r->t, r->how};
         if (VEC_PUSH(c->posts, p) < 0) {
             sim_fail(s, -ENOMEM, "out of memory");
-            return;
+            return -1;
         }
         c->reported_seq = r->seq;
         c->recs.head++;
@@ -596,6 +606,16 @@ static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
         c->state = T_RESUME;
         wake_at(s, c, at);
     }
+    return got;
+}
+
+/* One pass of the collector thread at T (collector_main): its work, then the sleep to the
+ * next pass. */
+static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
+{
+    int got = collect(s, c, t);
+    if (got < 0)
+        return;
     int pending = got || c->recs.head < c->recs.n;
     int prompt = c->pub_kick || c->pub_window;
     int64_t next;
@@ -626,6 +646,10 @@ static void op_known(struct sim *s, struct vclient *c, uint64_t tag, int64_t t)
         c->dev_done_seq = seq;
     if ((tag & MARKED) && VEC_PUSH(c->landed, seq) < 0)
         sim_fail(s, -ENOMEM, "out of memory");
+    /* a thread spinning on a window step does the collector's pass every 2 us: it sees the
+     * marker land (the 2 us are not modelled) */
+    if ((tag & MARKED) && c->state == T_SPIN && c->helping)
+        collect(s, c, t);
     if (c->state == T_SYNC && c->dev_done_seq >= c->seq)
         sync_returns(s, c, t);
 }
@@ -997,6 +1021,7 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     s.wake_ns = us_ns(sc->wake_us);
     s.grant_wake_ns = us_ns(sc->grant_wake_us);
     s.spin_ns = us_ns(sc->spin_us);
+    s.help_spin_ns = us_ns(sc->help_spin_us);
     s.notify_ns = us_ns(sc->notify_us);
     s.g = calloc(1, sizeof *s.g);
     s.c = calloc(s.n ? s.n : 1, sizeof *s.c);

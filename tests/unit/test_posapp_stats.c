@@ -180,6 +180,7 @@ static void test_report_json_microbench(void)
         .verified = -1,
         .microbench = 1,
         .launch_ns_p50 = 812,
+        .launch_ns_p99 = 4096.5,
         .launch_ns_mean = 950.25,
     };
     char buf[1024];
@@ -188,7 +189,7 @@ static void test_report_json_microbench(void)
                                 "\"p50_ms\":null,\"p90_ms\":null,\"p99_ms\":null,\"mean_ms\":null,"
                                 "\"throughput_rps\":null,\"makespan_s\":0.500000,\"slo_ms\":null,"
                                 "\"slo_attainment\":null,\"verified\":null,"
-                                "\"launch_ns_p50\":812.0,\"launch_ns_mean\":950.2}");
+                                "\"launch_ns_p50\":812.0,\"launch_ns_p99\":4096.5,\"launch_ns_mean\":950.2}");
 }
 
 void pos_test_register(void)
