@@ -201,6 +201,19 @@ static int drain_completions(struct posd *d, struct posd_client *c, int64_t now)
         uint64_t seq = r->seq; /* read once */
         uint64_t when = r->complete_ns;
         uint32_t how = r->how;
+        if (seq > c->sub_head) {
+            /* A windowed client launches and completes without waiting for posd: its
+             * submission may have been published after posd read the ring. Read it again;
+             * one still being written is looked at again soon; one never reserved is a lie. */
+            if (drain_syncs(d, c, now) < 0)
+                return -1;
+            if (seq > c->sub_head) {
+                if (seq > atomic_load_explicit(&shm->next_seq, memory_order_acquire))
+                    return -1;
+                d->recheck = 1;
+                break;
+            }
+        }
         int core_how = how == POS_DONE_MARKER  ? SCHED_DONE_EXACT
                        : how == POS_DONE_BOUND ? SCHED_DONE_BOUND
                                                : SCHED_DONE_PRESUMED;
@@ -252,6 +265,7 @@ static void publish(struct posd_client *c, const struct sched_grant *g)
 int64_t posd_engine_tick(struct posd *d)
 {
     int64_t now = posd_now();
+    d->recheck = 0;
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
         if (c->used && c->registered && drain_client(d, c, now) < 0)
@@ -263,6 +277,8 @@ int64_t posd_engine_tick(struct posd *d)
         if (c->used && c->registered)
             publish(c, &d->grants[i]);
     }
+    if (d->recheck && next - now > POSD_RECHECK_NS)
+        next = now + POSD_RECHECK_NS;
     if (next == INT64_MAX)
         return -1;
     return next > now ? next - now : 0;

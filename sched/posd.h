@@ -15,6 +15,7 @@
 
 #define POSD_MAX_CLIENTS SCHED_MAX_CLIENTS
 #define POSD_STALL_NS    100000000LL /* an unpublished submission slot is skipped after this */
+#define POSD_RECHECK_NS  50000LL     /* look again this soon at a completion posd had to leave */
 
 /* What an io_uring completion is about (user_data = kind | slot << 8 | gen << 32). */
 enum posd_event {
@@ -72,6 +73,7 @@ struct posd {
     struct io_uring ring;
     int tick_armed;
     int64_t tick_at; /* when the armed tick fires */
+    int recheck;     /* a completion waits for its submission to be published */
     int stop;
     int64_t started_at;
     uint64_t next_client_id;

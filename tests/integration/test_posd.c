@@ -652,6 +652,28 @@ static void test_bad_peers_are_disconnected(void)
     CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
     send_names(f.sock, 1, "conv1", "conv1");
     fake_expect_closed(&f, "names colliding");
+    /* a completion that reaches posd before the submission it completes (a windowed client
+     * launches and completes without waiting for posd): not a lie, counted once it is there */
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    atomic_store(&f.shm->next_seq, 1); /* reserved, not yet published */
+    f.shm->done[0].seq = 1;
+    f.shm->done[0].how = POS_DONE_MARKER;
+    atomic_store(&f.shm->done[0].stamp, 1);
+    atomic_store(&f.shm->done_tail, 1);
+    uint64_t kick = 1;
+    CU_ASSERT_EQUAL(write(f.fds[1], &kick, sizeof kick), 8);
+    usleep(200000);
+    struct pos_submission *sub = &f.shm->sub[1 % POS_SUB_RING];
+    sub->seq = 1;
+    sub->kind = POS_OP_KERNEL;
+    sub->flags = POS_SUBF_FREE;
+    atomic_store(&sub->stamp, 1);
+    usleep(100000); /* no kick: posd looks again by itself */
+    CU_ASSERT_EQUAL(atomic_load(&f.shm->done_head), 1);
+    char me[64], row[OUT_MAX];
+    snprintf(me, sizeof me, "\"pid\":%d,", (int)getpid());
+    CU_ASSERT(posstat_json(row, sizeof row) == 0 && strstr(row, me)); /* still registered */
+    fake_close(&f);
     /* well-formed names are accepted */
     CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
     send_names(f.sock, 1, "conv1", "conv2");
