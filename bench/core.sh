@@ -352,8 +352,9 @@ requests/s.
 
 A batch posapp beside an idle latency client (so it runs in a window):
 - \`max_inflight 1\`: every launch of \`posapp --microbench 10000\` waits until the previous one
-  is known complete. The waiting thread spins and does the collector's pass itself (every
-  2 us, yielding the core in between): it sees the previous kernel's completion marker land,
+  is known complete. Its operators are so short that the waiting thread spins and does the
+  collector's pass itself (every 2 us, yielding the core in between; a client whose waits
+  average 60 us or more sleeps instead): it sees the previous kernel's completion marker land,
   steps the window cap posd set (no round trip through posd) and goes. Client-side wait,
   each launch's call to return as posapp times it: **p50 $(med "${gr[cap1,w50]}") us, p99
   $(med "${gr[cap1,w99]}") us** (targets p50 50 us, p99 200 us; runs p50 ${gr[cap1,w50]}, p99

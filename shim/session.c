@@ -22,6 +22,8 @@
 
 #define SPIN_NS       20000        /* spin this long for a grant before sleeping */
 #define HELP_SPIN_NS  200000       /* ... or this long, helping, for a window step due soon */
+#define HELP_WHEN_NS  60000        /* ... when this client's helped waits averaged less */
+#define HELP_PROBE    16           /* every this many window-step waits help anyway, to learn */
 #define HELP_EVERY_NS 2000         /* between a helping thread's collector passes */
 #define WAIT_SLICE_NS 20000000     /* futex sleeps, between liveness checks */
 #define STUCK_NS      1000000000LL /* no decision from posd for this long: treat it as gone */
@@ -247,26 +249,29 @@ static inline void cpu_relax(void)
 /* Waits until SEQ is granted, posd lets everything go, or posd is gone.
  *
  * A wait for a window step (the cap over the client's own completions) ends when an operator
- * of this process completes. When such waits have been short, the thread spins up to
+ * of this process completes. When the client's operators are so short that the step itself
+ * is the cost (its helped waits average under HELP_WHEN_NS), the thread spins up to
  * HELP_SPIN_NS and does the collector's pass itself every HELP_EVERY_NS: it sees the
  * completion marker land and steps the window at once, where the collector's next poll and a
  * futex wake-up would each add a scheduler wake-up (tens of us on a small VM); it yields the
- * core between looks. Long waits (long operators) sleep after SPIN_NS as before, so the spin
- * costs CPU only where it pays. */
+ * core between looks. Clients with longer operators sleep after SPIN_NS as before (helping
+ * one wait in HELP_PROBE, to notice when their operators get short), so that a batch client
+ * does not spend the CPU that the clients above it need. */
 static void wait_grant(struct shim_session *s, uint64_t seq)
 {
     struct pos_client_shm *shm = s->shm;
     uint64_t t0 = shim_now_ns(), now = t0, helped = 0;
     int step = atomic_load_explicit(&shm->window_cap, memory_order_acquire) != 0 &&
                atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_WINDOW;
-    uint64_t spin =
-        step && atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < HELP_SPIN_NS
-            ? HELP_SPIN_NS
-            : SPIN_NS;
+    int help = step && (atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < HELP_WHEN_NS ||
+                        atomic_fetch_add_explicit(&s->step_waits, 1, memory_order_relaxed) %
+                                HELP_PROBE ==
+                            0);
+    uint64_t spin = help ? HELP_SPIN_NS : SPIN_NS;
     for (; now - t0 < spin; now = shim_now_ns()) {
         if (granted(shm, seq) || posd_gone(s))
             goto done;
-        if (spin == HELP_SPIN_NS) {
+        if (help) {
             if (now - helped >= HELP_EVERY_NS) {
                 helped = now;
                 if (shim_collector_help())
@@ -303,7 +308,7 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
     atomic_fetch_sub(&shm->waiters, 1);
 done:
     now = shim_now_ns() - t0;
-    if (step) {
+    if (help) {
         uint64_t avg = atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed);
         atomic_store_explicit(&s->wait_avg_ns, avg - avg / 8 + now / 8, memory_order_relaxed);
     }

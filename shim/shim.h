@@ -189,7 +189,8 @@ struct shim_session {
     uint32_t client_id;
     uint32_t names_sent; /* kernel ids 1..names_sent are known to posd (collector only) */
     _Atomic int idle;    /* a sync covered every launch: the next one starts a request */
-    _Atomic uint64_t wait_avg_ns; /* recent waits for a window step (moving average) */
+    _Atomic uint64_t wait_avg_ns; /* recent helped waits for a window step (moving average) */
+    _Atomic uint32_t step_waits;  /* window-step waits so far */
     /* the completion prefix of this session's seqs (the collector's work lock holds it) */
     uint64_t local_done;
     uint64_t done_bits[POS_SUB_RING_WORDS];

@@ -43,7 +43,8 @@ const char possim_scenario_help[] =
     "  spin_us = 20            ; a thread spins this long for a grant before it sleeps\n"
     "                          ; and kicks posd\n"
     "  help_spin_us = 200      ; ... or this long for a window step, doing the collector's\n"
-    "                          ; pass itself, while its recent such waits averaged less\n"
+    "                          ; pass itself, while its recent helped waits averaged\n"
+    "  help_when_us = 60       ; less than this (and every 16th window-step wait)\n"
     "  [client NAME]           ; one per client process, 1..64 of them\n"
     "  model = resnet50        ; sim/models name, $POS_MODELS_DIR/NAME.model, or a path\n"
     "  batch = 1\n"
@@ -100,6 +101,7 @@ static const struct key_spec posd_keys[] = {
     {"grant_wake_us", V_DOUBLE, SC(grant_wake_us), 0, 1e9, 0},
     {"spin_us", V_DOUBLE, SC(spin_us), 0, 1e9, 0},
     {"help_spin_us", V_DOUBLE, SC(help_spin_us), 0, 1e9, 0},
+    {"help_when_us", V_DOUBLE, SC(help_when_us), 0, 1e9, 0},
 };
 static const struct key_spec client_keys[] = {
     {"model", V_SPECIAL, 0, 0, 0, 0},
@@ -537,6 +539,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->grant_wake_us = 10;
     sc->spin_us = 20;
     sc->help_spin_us = 200;
+    sc->help_when_us = 60;
 }
 
 static int parse_fp(const char *path, FILE *fp, struct possim_scenario *out, char *err,

@@ -50,6 +50,7 @@ struct possim_scenario {
     uint32_t credits;
     /* [posd] */
     double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us, help_spin_us;
+    double help_when_us;
     /* [client NAME] */
     size_t nclients;
     struct possim_client_spec clients[POSSIM_MAX_CLIENTS];

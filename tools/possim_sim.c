@@ -47,6 +47,8 @@
 
 /* ---- the event heap --------------------------------------------------------------------- */
 
+#define HELP_PROBE 16 /* the shim's: every this many window-step waits help, to learn */
+
 enum ev_type { EV_THREAD = 1, EV_POLL, EV_START, EV_LEAVE, EV_NOTIFY };
 
 struct event {
@@ -208,7 +210,8 @@ struct vclient {
     int64_t wait_since;
     int wait_step;       /* that wait is for a window step (the cap over its own prefix) */
     int helping;         /* ... and the thread spins doing the collector's pass itself */
-    int64_t step_avg_ns; /* moving average of its window-step waits (the shim's wait_avg_ns) */
+    int64_t step_avg_ns; /* moving average of its helped window-step waits (wait_avg_ns) */
+    uint64_t step_waits; /* its window-step waits so far */
     uint32_t waiters;      /* threads asleep on a grant, as posd reads it */
     uint64_t dev_done_seq; /* every launch <= this is complete, as the host knows */
     uint32_t until_marker, shim_sample;
@@ -248,7 +251,8 @@ struct sim {
     int64_t now;
     int64_t timer_at; /* posd's armed tick, NONE when disarmed */
     int64_t kick_at;  /* posd's wake-up after a kick, NONE when none is due */
-    int64_t poll_ns, prompt_poll_ns, wake_ns, grant_wake_ns, spin_ns, help_spin_ns, notify_ns;
+    int64_t poll_ns, prompt_poll_ns, wake_ns, grant_wake_ns, spin_ns, help_spin_ns, help_when_ns;
+    int64_t notify_ns;
     uint64_t decisions, events;
     int64_t progress_at; /* the last launch or request completion */
     int rc;
@@ -496,7 +500,8 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         c->wait_seq = seq;
         c->wait_since = t;
         c->wait_step = c->pub_window && c->pub_mode == POS_GRANT_WINDOW;
-        c->helping = c->wait_step && c->step_avg_ns < s->help_spin_ns;
+        c->helping = c->wait_step && (c->step_avg_ns < s->help_when_ns ||
+                                      c->step_waits++ % HELP_PROBE == 0);
         c->waits++;
         wake_at(s, c, t + (c->helping ? s->help_spin_ns : s->spin_ns));
         return;
@@ -523,7 +528,7 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
     case T_RESUME:
         c->waiters = 0;
         c->wait_ns += t - c->wait_since;
-        if (c->wait_step)
+        if (c->helping)
             c->step_avg_ns += (t - c->wait_since) / 8 - c->step_avg_ns / 8;
         c->helping = 0;
         device_launch(s, c, last_allowed(c, c->wait_seq), t);
@@ -1022,6 +1027,7 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     s.grant_wake_ns = us_ns(sc->grant_wake_us);
     s.spin_ns = us_ns(sc->spin_us);
     s.help_spin_ns = us_ns(sc->help_spin_us);
+    s.help_when_ns = us_ns(sc->help_when_us);
     s.notify_ns = us_ns(sc->notify_us);
     s.g = calloc(1, sizeof *s.g);
     s.c = calloc(s.n ? s.n : 1, sizeof *s.c);
