@@ -4,6 +4,14 @@
 # printed; a final line counts the binaries that passed.
 set -u
 cd "$(dirname "$0")/.."
+# Hermetic: nothing the caller exported (POS_SOCKET of a posd they run, POS_MODE, POS_TRACE,
+# LD_PRELOAD...) reaches the tests; a test that wants a posd starts its own on its own socket,
+# and none finds a system posd at the default path.
+for v in $(compgen -e); do
+    case $v in POS_*) unset "$v" ;; esac
+done
+unset LD_PRELOAD
+export POS_SOCKET=/nonexistent/pos-tests-start-their-own-posd.sock
 failed=()
 for t in "$@"; do
     echo "=== $t"
