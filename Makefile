@@ -177,6 +177,12 @@ SHIM_PROG_LINK_nocuda  := -ldl
 SHIM_PROG_LINK_graph   := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_fork    := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_threads := -L$(CUDA_STUB) -lcuda -pthread
+SHIM_PROG_LINK_puts    := -L$(CUDA_STUB) -lcuda
+# ... and an interposer they preload with the shim (tests/shim/lib_NAME.c)
+SHIM_PROGS += $(patsubst tests/shim/lib_%.c,$(B)/tests/lib%.so,$(wildcard tests/shim/lib_*.c))
+$(B)/tests/lib%.so: $(B)/obj/tests/shim/lib_%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -shared -o $@ $< -ldl
 $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)

@@ -346,6 +346,38 @@ static void test_mode_off_records_nothing(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "ignoring POS_MODE='fast'"));
 }
 
+/* Another interposer preloaded after the shim (or before it) wraps puts with
+ * dlsym(RTLD_NEXT): it finds the C library's puts, not its own (no recursion), and RTLD_NEXT
+ * and RTLD_DEFAULT agree on a driver function, as without the shim. */
+static void test_interposer_loaded_after_the_shim(void)
+{
+    static const char want[] = "interposed (cuInit same): hello\n"
+                               "interposed (cuInit same): again\n"
+                               "launches 0\n";
+    char after[1200], before[1200], alone[300];
+    snprintf(after, sizeof after, "%s:build/tests/libinterpose.so", util_shim_preload_env());
+    snprintf(before, sizeof before, "%s", util_shim_preload_env());
+    const char *rt = getenv("POS_TEST_SAN_RUNTIME");
+    snprintf(alone, sizeof alone, "LD_PRELOAD=%s%sbuild/tests/libinterpose.so",
+             rt && *rt ? rt : "", rt && *rt ? ":" : "");
+    /* the interposer first, then the shim: LD_PRELOAD=[runtime:]interposer:shim */
+    char *shim = strstr(before, "build/libposshim.so");
+    snprintf(shim, sizeof before - (size_t)(shim - before),
+             "build/tests/libinterpose.so:build/libposshim.so");
+    const char *const argv[] = {"build/tests/shim_puts", NULL};
+    const char *const *envs[] = {(const char *const[]){after, NULL},
+                                 (const char *const[]){before, NULL},
+                                 (const char *const[]){alone, NULL}};
+    for (size_t i = 0; i < 3; i++) {
+        struct result r;
+        run(envs[i], argv, &r);
+        CU_ASSERT_EQUAL(exit_code(&r), 0);
+        CU_ASSERT_STRING_EQUAL(r.out, want);
+        if (exit_code(&r) != 0 || strcmp(r.out, want) != 0)
+            fprintf(stderr, "%s: exit %d\n%s%s\n", envs[i][0], exit_code(&r), r.out, r.err);
+    }
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("shim", suite_init, suite_clean);
@@ -357,4 +389,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_processes_without_cuda_or_driver);
     POS_ADD_TEST(s, test_mode_off_records_nothing);
     POS_ADD_TEST(s, test_thousands_of_short_threads_all_traced);
+    POS_ADD_TEST(s, test_interposer_loaded_after_the_shim);
 }
