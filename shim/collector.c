@@ -442,6 +442,15 @@ static void start_once(void)
     atomic_store(&C.started, 1);
 }
 
+void shim_collector_forked(void)
+{
+    /* another thread of the parent may have held them at the fork; nothing else ran yet */
+    pthread_mutex_init(&C.work, NULL);
+    pthread_mutex_init(&C.mutex, NULL);
+    pthread_cond_init(&C.cond, NULL);
+    C.kicked = 0;
+}
+
 void shim_collector_start(void)
 {
     pthread_once(&C.once, start_once);

@@ -16,6 +16,7 @@
 
 struct shim_config shim_cfg;
 int shim_active;
+int shim_cuda_inited;
 int shim_sched_allowed;
 _Atomic uint32_t shim_sample;
 _Atomic int shim_captures;
@@ -416,10 +417,33 @@ void shim_thread_reclaim(struct shim_thread *t)
 
 /* ---- load, fork, exit ----------------------------------------------------------------------- */
 
+/* A child forked before CUDA was initialised here is a process of its own (workers of Python's
+ * multiprocessing with the fork start method): none of the parent's other threads exists in
+ * it, so every ring is free again, and nothing was started yet (collector, trace and posd
+ * session come with a successful cuInit), so its own cuInit starts them as in any process. */
+static void fresh_child(void)
+{
+    shim_self_tls = NULL;
+    shim_ctx_known = 0;
+    if (!shim_active)
+        return;
+    pthread_setspecific(thread_key, NULL);
+    for (int i = 0; i < SHIM_MAX_THREADS; i++)
+        if (atomic_load_explicit(&shim_threads[i].state, memory_order_relaxed) != 0)
+            shim_thread_reclaim(&shim_threads[i]);
+    atomic_store(&shim_unrecorded, 0);
+    shim_collector_forked();
+}
+
 static void fork_child(void)
 {
-    /* The child keeps nothing of the parent's: no collector, no rings, no trace. Its CUDA
-     * calls, if any, go straight to the driver. */
+    if (!shim_cuda_inited) {
+        fresh_child();
+        return;
+    }
+    /* A child of a process that initialised CUDA keeps nothing of the parent's: no
+     * collector, no rings, no trace. Its CUDA calls, if any, go straight to the driver, which
+     * refuses them (CUDA forbids using the parent's context in a child). */
     shim_active = 0;
     shim_self_tls = NULL;
     shim_ctx_known = 0;

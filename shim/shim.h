@@ -35,6 +35,7 @@ struct shim_config {
 
 extern struct shim_config shim_cfg;
 extern int shim_active;           /* records are kept: mode != off, not a fork child */
+extern int shim_cuda_inited;      /* cuInit succeeded in this process (a fork child: see init.c) */
 extern _Atomic int shim_captures; /* stream captures under way in the process */
 
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -258,5 +259,6 @@ void shim_collector_kick(void);         /* something new to look at (slow paths 
 int shim_collector_help(void); /* a waiting thread does one collector pass, if it is free */
 extern _Atomic uint64_t shim_first_ctx; /* a context seen launching: markers register in it */
 void shim_collector_stop(void);         /* at exit: drain, flush the trace */
+void shim_collector_forked(void); /* a child forked before cuInit: its locks start afresh */
 
 #endif

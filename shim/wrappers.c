@@ -11,8 +11,11 @@
 SHIM_API CUresult cuInit(unsigned int Flags)
 {
     CUresult rc = SHIM_REAL(cuInit)(Flags);
-    if (rc == CUDA_SUCCESS && shim_active)
-        shim_collector_start();
+    if (rc == CUDA_SUCCESS) {
+        shim_cuda_inited = 1;
+        if (shim_active)
+            shim_collector_start();
+    }
     return rc;
 }
 
