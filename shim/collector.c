@@ -393,6 +393,7 @@ static void *collector_main(void *arg)
         shim_session_poll();
         size_t reported;
         pthread_mutex_lock(&C.work);
+        shim_session_reclaim();
         size_t got = collect_pass(&reported);
         int npend = C.npend != 0;
         pthread_mutex_unlock(&C.work);

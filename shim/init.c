@@ -403,6 +403,7 @@ void shim_thread_reclaim(struct shim_thread *t)
      * sync slots need no clearing: each is written whole before it is published. */
     t->tid = 0;
     t->until_marker = 0;
+    atomic_store_explicit(&t->using, NULL, memory_order_relaxed);
     atomic_store_explicit(&t->head, 0, memory_order_relaxed);
     atomic_store_explicit(&t->tail, 0, memory_order_relaxed);
     atomic_store_explicit(&t->sync_head, 0, memory_order_relaxed);

@@ -1,6 +1,7 @@
 /* Integration tests of the shim's side of posd over a process's life: children forked
  * before CUDA is initialised register as clients of their own (and one forked after it does
- * not). Real processes (posd, the shim, posapp and tests/shim programs on the simulated
+ * not), and a client that outlives several posd restarts keeps a bounded number of session
+ * mappings. Real processes (posd, the shim, posapp and tests/shim programs on the simulated
  * driver), in a temporary directory (POS_SOCKET). */
 #include <fcntl.h>
 #include <signal.h>
@@ -82,6 +83,19 @@ static int count_occurrences(const char *text, const char *what)
     return n;
 }
 
+/* Clients posd has now (posstat), -1 if it does not answer. */
+static long long clients(void)
+{
+    char cmd[512], out[OUT_MAX];
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>&1", sock_path);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    return pclose(f) == 0 ? util_number(out, "clients") : -1;
+}
+
 static int suite_init(void)
 {
     snprintf(dir, sizeof dir, "/tmp/pos-test-shim-posd-%d", (int)getpid());
@@ -132,8 +146,58 @@ static void test_children_forked_before_cuinit_register(void)
                 log + before);
 }
 
+/* Lines of /proc/PID/maps that map posd's client memory (a memfd named pos-client). */
+static int session_mappings(pid_t pid)
+{
+    static char maps[1 << 20];
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    if (util_read_file(path, maps, sizeof maps) < 0)
+        return -1;
+    return count_occurrences(maps, "/memfd:pos-client");
+}
+
+/* A client that outlives five posd restarts re-attaches each time and releases the memory of
+ * the sessions before: it keeps at most two mappings (the current one and one being let go),
+ * not one per restart. */
+static void test_posd_restarts_do_not_pile_up_mappings(void)
+{
+    char out_path[192];
+    snprintf(out_path, sizeof out_path, "%s/survivor.out", dir);
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "1000000",
+                                NULL};
+    posd_start();
+    pid_t pid = start("survivor", out_path, argv);
+    long long n = 0;
+    for (int i = 0; i < 200 && (n = clients()) != 1; i++)
+        usleep(20000);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    int most = 0;
+    for (int r = 0; r < 5; r++) {
+        posd_stop(SIGKILL);
+        usleep(200000); /* its io_uring lets go of the listening socket a little later */
+        posd_start();
+        for (int i = 0; i < 200 && (n = clients()) != 1; i++)
+            usleep(20000);
+        CU_ASSERT_EQUAL(n, 1); /* re-attached */
+        if (n != 1)
+            fprintf(stderr, "restart %d: posd has %lld clients\n", r, n);
+        usleep(100000);        /* some launches in the new session */
+        int m = session_mappings(pid);
+        if (m > most)
+            most = m;
+    }
+    CU_ASSERT(most >= 1 && most <= 2);
+    if (most < 1 || most > 2)
+        fprintf(stderr, "client kept %d posd mappings after 5 restarts\n", most);
+    kill(pid, SIGKILL);
+    finish(pid, 10);
+    posd_stop(SIGTERM);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("shim_posd", suite_init, suite_clean);
     POS_ADD_TEST(s, test_children_forked_before_cuinit_register);
+    POS_ADD_TEST(s, test_posd_restarts_do_not_pile_up_mappings);
 }
