@@ -40,6 +40,9 @@ comma := ,
 SAN_LIST := $(subst $(comma), ,$(SANITIZE))
 SAN_RUNTIME := $(if $(filter address,$(SAN_LIST)),$(shell $(CC) -print-file-name=libasan.so),$(if \
     $(filter thread,$(SAN_LIST)),$(shell $(CC) -print-file-name=libtsan.so)))
+# LeakSanitizer's runtime, which a test preloads into unsanitized programs (a sanitized build
+# checks its processes itself)
+LSAN_RUNTIME := $(if $(SANITIZE),,$(shell $(CC) -print-file-name=liblsan.so))
 
 CUDA_STUB := $(CUDA_HOME)/lib64/stubs
 
@@ -192,7 +195,8 @@ TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
 
 test: all $(UNIT_BINS) $(INTEG_BINS)
-	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
+	    bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
 
 # --- demo, benchmarks -----------------------------------------------------------------
 demo: all
