@@ -158,7 +158,8 @@ static void poll_markers(void)
         if (!r->marker || r->done_how == POS_DONE_MARKER)
             continue;
         uint32_t want = (uint32_t)r->marker ? (uint32_t)r->marker : 1;
-        if (shim_marker_slots[r->marker % SHIM_MARKER_SLOTS] != want)
+        if (atomic_load_explicit(&shim_marker_slots[r->marker % SHIM_MARKER_SLOTS],
+                                 memory_order_acquire) != want)
             continue;
         complete(r, now, POS_DONE_MARKER);
         /* everything earlier on its stream is done too */

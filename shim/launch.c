@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 
 _Atomic uint64_t shim_marker_dptr;
-volatile uint32_t *shim_marker_slots;
+_Atomic uint32_t *shim_marker_slots;
 _Atomic uint64_t shim_marker_next = 1;
 
 static pthread_mutex_t markers_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -175,7 +175,7 @@ uint32_t shim_ident_count(void);
 
 #define SHIM_MARKER_SLOTS 65536
 extern _Atomic uint64_t shim_marker_dptr; /* device address of the marker slots, 0 = not yet */
-extern volatile uint32_t *shim_marker_slots;
+extern _Atomic uint32_t *shim_marker_slots; /* written by the device (atomically, in the simulator) */
 extern _Atomic uint64_t shim_marker_next;
 
 /* Registers the marker memory in CTX (NULL: the caller's current context). */
