@@ -233,7 +233,7 @@ static void *dlsym_from(void *handle, const char *name, const void *caller)
 }
 
 /* dlsym, interposed. A name that is not a driver function's is none of the shim's business:
- * the exported entry point jumps straight into the C library's dlsym, which so sees its
+ * the exported entry point jumps straight into the C library's dlsym, which then sees its
  * caller's own return address, and RTLD_NEXT (an interposer or a sanitizer runtime loaded
  * after the shim) and RTLD_DEFAULT (from a library with a scope of its own) mean what they
  * mean without the shim. Only "cu..." names reach shim_dlsym, by a jump too: its return

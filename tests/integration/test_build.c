@@ -10,7 +10,7 @@
 
 #include "tests/cunit_main.h"
 
-static char tmp[128];
+static char tmp[64];
 
 /* Runs make ARGS with B=tmp CC=cc outside the caller's make (no jobserver, no make level);
  * returns its exit status, its output in OUT (may be NULL). */
@@ -37,7 +37,7 @@ static int make(const char *args, char *out, size_t cap)
 static int suite_init(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/pos-test-build-%d", (int)getpid());
-    char cmd[256];
+    char cmd[512];
     /* the package check is not what is tested: it passed for this build */
     snprintf(cmd, sizeof cmd, "mkdir -p %s && touch %s/.deps-ok", tmp, tmp);
     return system(cmd) == 0 ? 0 : -1;

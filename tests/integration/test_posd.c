@@ -768,7 +768,7 @@ static void test_idle_posd_sleeps(void)
 static void test_scheduled_without_posd_is_passthrough(void)
 {
     posd_stop(SIGTERM);
-    char cmd[512], out[OUT_MAX];
+    char cmd[1536], out[OUT_MAX];
     snprintf(cmd, sizeof cmd,
              "POS_MODE=scheduled LD_PRELOAD=%s build/posapp --model resnet18 "
              "--requests 2 --verify 2>&1",
