@@ -20,7 +20,29 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 CPPFLAGS += -D_GNU_SOURCE -Iinclude -I. -I$(CUDA_HOME)/include
-ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -MMD -MP
+ALL_CFLAGS = $(CFLAGS) $(SAN_FLAGS) $(WARN) -std=gnu11 -fPIC -pthread -MMD -MP
+
+# SANITIZE=address,undefined (or thread, ...): -fsanitize=$(SANITIZE) on every compile and
+# link line. build/.sanitize remembers the value, so switching it rebuilds everything.
+SANITIZE ?=
+SAN_FLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer)
+LINK_FLAGS = $(SAN_FLAGS) $(LDFLAGS)
+SAN_STAMP := $(B)/.sanitize
+ifneq ($(file <$(SAN_STAMP)),$(SANITIZE))
+$(SAN_STAMP): FORCE
+endif
+$(SAN_STAMP):
+	@mkdir -p $(B)
+	@printf '%s' '$(SANITIZE)' > $@
+FORCE:
+# The runtime a sanitized shim needs first in a process's LD_PRELOAD (the tests put it there).
+comma := ,
+SAN_LIST := $(subst $(comma), ,$(SANITIZE))
+SAN_RUNTIME := $(if $(filter address,$(SAN_LIST)),$(shell $(CC) -print-file-name=libasan.so),$(if \
+    $(filter thread,$(SAN_LIST)),$(shell $(CC) -print-file-name=libtsan.so)))
+# LeakSanitizer's runtime, which a test preloads into unsanitized programs (a sanitized build
+# checks its processes itself)
+LSAN_RUNTIME := $(if $(SANITIZE),,$(shell $(CC) -print-file-name=liblsan.so))
 
 CUDA_STUB := $(CUDA_HOME)/lib64/stubs
 
@@ -33,7 +55,7 @@ $(DEPS_STAMP): scripts/deps.sh
 	@touch $@
 
 # --- objects --------------------------------------------------------------------------
-$(B)/obj/%.o: %.c $(DEPS_STAMP)
+$(B)/obj/%.o: %.c $(DEPS_STAMP) $(SAN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
@@ -65,16 +87,16 @@ all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSSI
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
 URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
 $(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
-	$(CC) -o $@ $^ $(URING_LIBS) $(INIH_LIBS)
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS)
 
 # The interposer: everything hidden but the intercepted cu* entry points and dlsym.
 SHIM_SRCS := $(wildcard shim/*.c)
-$(B)/obj/shim/%.o: shim/%.c $(DEPS_STAMP)
+$(B)/obj/shim/%.o: shim/%.c $(DEPS_STAMP) $(SAN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
 $(SHIM): $(call obj,$(SHIM_SRCS))
-	$(CC) -shared -Wl,-soname,libposshim.so -Wl,-Bsymbolic-functions -Wl,-z,defs -o $@ $^ \
+	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libposshim.so -Wl,-Bsymbolic-functions -Wl,-z,defs -o $@ $^ \
 	    -ldl -pthread
 
 # CUresult names and texts, generated from the toolkit's own cuda.h
@@ -82,13 +104,13 @@ $(B)/gen/cu_errors.h: scripts/gen_cu_errors.sh $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	bash scripts/gen_cu_errors.sh $(CUDA_HOME)/include/cuda.h $@
 
-$(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(DEPS_STAMP)
+$(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(DEPS_STAMP) $(SAN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(B)/gen $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
 $(SIM_LIB): $(call obj,$(SIM_DRIVER_SRCS) $(SIM_MODEL_SRCS)) sim/driver/libcuda.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=sim/driver/libcuda.map \
+	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=sim/driver/libcuda.map \
 	    -Wl,-Bsymbolic-functions -Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) -lrt -lm -pthread
 
 $(B)/sim/libcuda.so: $(SIM_LIB)
@@ -96,10 +118,10 @@ $(B)/sim/libcuda.so: $(SIM_LIB)
 
 POSAPP_SRCS := $(wildcard tools/posapp*.c)
 $(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
-	$(CC) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
+	$(CC) $(LINK_FLAGS) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
 
 $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
-	$(CC) -o $@ $^
+	$(CC) $(LINK_FLAGS) -o $@ $^
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
@@ -107,7 +129,7 @@ POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/core.c sched
     $(wildcard sched/policy/*.c) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
 $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
-	$(CC) -o $@ $^ $(INIH_LIBS) -lm
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(INIH_LIBS) -lm
 
 # --- tests ----------------------------------------------------------------------------
 # Each tests/unit/test_NAME.c is one CUnit binary; TEST_LINK_test_NAME adds what it needs.
@@ -141,12 +163,12 @@ TEST_LIBS_test_shim_table     := -ldl
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSSIM),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSSIM),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -158,14 +180,23 @@ SHIM_PROG_LINK_nocuda  := -ldl
 SHIM_PROG_LINK_graph   := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_fork    := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_threads := -L$(CUDA_STUB) -lcuda -pthread
+SHIM_PROG_LINK_puts    := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_prefork := -L$(CUDA_STUB) -lcuda
+# ... and an interposer they preload with the shim (tests/shim/lib_NAME.c)
+SHIM_PROGS += $(patsubst tests/shim/lib_%.c,$(B)/tests/lib%.so,$(wildcard tests/shim/lib_*.c))
+$(B)/tests/lib%.so: $(B)/obj/tests/shim/lib_%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -shared -o $@ $< -ldl
 $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(SHIM_PROG_LINK_$*)
+	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
+TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
 
 test: all $(UNIT_BINS) $(INTEG_BINS)
-	@B=$(B) bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
+	    bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
 
 # --- demo, benchmarks -----------------------------------------------------------------
 demo: all
@@ -213,7 +244,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e install uninstall format clean
+.PHONY: all test demo bench bench-e2e install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

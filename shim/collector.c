@@ -158,7 +158,8 @@ static void poll_markers(void)
         if (!r->marker || r->done_how == POS_DONE_MARKER)
             continue;
         uint32_t want = (uint32_t)r->marker ? (uint32_t)r->marker : 1;
-        if (shim_marker_slots[r->marker % SHIM_MARKER_SLOTS] != want)
+        if (atomic_load_explicit(&shim_marker_slots[r->marker % SHIM_MARKER_SLOTS],
+                                 memory_order_acquire) != want)
             continue;
         complete(r, now, POS_DONE_MARKER);
         /* everything earlier on its stream is done too */
@@ -393,6 +394,7 @@ static void *collector_main(void *arg)
         shim_session_poll();
         size_t reported;
         pthread_mutex_lock(&C.work);
+        shim_session_reclaim();
         size_t got = collect_pass(&reported);
         int npend = C.npend != 0;
         pthread_mutex_unlock(&C.work);
@@ -440,6 +442,15 @@ static void start_once(void)
         return;
     }
     atomic_store(&C.started, 1);
+}
+
+void shim_collector_forked(void)
+{
+    /* another thread of the parent may have held them at the fork; nothing else ran yet */
+    pthread_mutex_init(&C.work, NULL);
+    pthread_mutex_init(&C.mutex, NULL);
+    pthread_cond_init(&C.cond, NULL);
+    C.kicked = 0;
 }
 
 void shim_collector_start(void)

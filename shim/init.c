@@ -4,6 +4,7 @@
 #include "shim/shim.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 struct shim_config shim_cfg;
 int shim_active;
+int shim_cuda_inited;
 int shim_sched_allowed;
 _Atomic uint32_t shim_sample;
 _Atomic int shim_captures;
@@ -105,7 +107,11 @@ static dlsym_fn real_dlsym_fn;
 static void *driver_handle;
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
-static void find_real_dlsym(void)
+/* Not instrumented (nor is shim_dlsym_libc): a sanitizer's runtime looks its functions up with
+ * dlsym while it starts, before it can check anything and before our constructor ran. */
+#define SHIM_UNSANITIZED __attribute__((no_sanitize("address", "thread", "undefined")))
+
+SHIM_UNSANITIZED static void find_real_dlsym(void)
 {
     /* dlvsym, not dlsym: our own dlsym must never be the one that finds dlsym */
     static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.0", NULL};
@@ -179,12 +185,35 @@ static const struct shim_entry *entry_by_symbol(const char *name)
     return NULL;
 }
 
-/* dlsym, interposed: a driver symbol we intercept resolves to our wrapper, but only where the
- * application would have found the driver's own; everything else is the real answer. */
-SHIM_API void *dlsym(void *handle, const char *name)
+/* RTLD_NEXT as CALLER means it: the first definition of NAME in an object loaded after the
+ * caller's, in load order. Each object is asked through a handle of its own (dlopen of what is
+ * loaded already; its link map is no handle before that). Only for names the shim intercepts,
+ * and on machines without the jump below; dlerror says what the last object said. */
+static void *next_after(const void *caller, const char *name)
 {
-    void *found = shim_real_dlsym(handle, name);
-    if (!found || name[0] != 'c' || name[1] != 'u')
+    Dl_info info;
+    struct link_map *self = NULL, *in = NULL;
+    if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+        return NULL;
+    for (struct link_map *l = self->l_next; l; l = l->l_next) {
+        void *h = l->l_name && l->l_name[0] ? dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+        if (!h)
+            continue; /* the vdso */
+        void *p = shim_real_dlsym(h, name);
+        dlclose(h);
+        if (p && dladdr1(p, &info, (void **)&in, RTLD_DL_LINKMAP) && in == l)
+            return p;
+    }
+    return NULL;
+}
+
+/* dlsym for a driver function ("cu..."), asked by code at CALLER: a symbol we intercept
+ * resolves to our wrapper, but only where the caller would have found the driver's own;
+ * everything else is the real answer. */
+static void *dlsym_from(void *handle, const char *name, const void *caller)
+{
+    void *found = handle == RTLD_NEXT ? next_after(caller, name) : shim_real_dlsym(handle, name);
+    if (!found || !name || name[0] != 'c' || name[1] != 'u')
         return found;
     const struct shim_entry *e = entry_by_symbol(name);
     if (!e)
@@ -202,6 +231,108 @@ SHIM_API void *dlsym(void *handle, const char *name)
     shim_resolve();
     return e->wrapper;
 }
+
+/* dlsym, interposed. A name that is not a driver function's is none of the shim's business:
+ * the exported entry point jumps straight into the C library's dlsym, which then sees its
+ * caller's own return address, and RTLD_NEXT (an interposer or a sanitizer runtime loaded
+ * after the shim) and RTLD_DEFAULT (from a library with a scope of its own) mean what they
+ * mean without the shim. Only "cu..." names reach shim_dlsym, by a jump too: its return
+ * address is the caller's. Elsewhere dlsym is C, and RTLD_NEXT goes through next_after. */
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(SHIM_DLSYM_PORTABLE)
+#define SHIM_DLSYM_JUMP 1
+#endif
+
+#ifdef SHIM_DLSYM_JUMP
+__attribute__((visibility("hidden"), used, noinline)) void *shim_dlsym(void *handle,
+                                                                        const char *name)
+{
+    return dlsym_from(handle, name, __builtin_return_address(0));
+}
+
+/* What the entry point jumps to for every other name. */
+SHIM_UNSANITIZED __attribute__((visibility("hidden"), used)) void *shim_dlsym_libc(void)
+{
+    if (unlikely(!real_dlsym_fn))
+        find_real_dlsym();
+    return (void *)real_dlsym_fn;
+}
+#endif
+
+#if defined(SHIM_DLSYM_JUMP) && defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        ".p2align 4\n"
+        "dlsym:\n"
+        ".cfi_startproc\n"
+        "    endbr64\n"
+        "    testq %rsi, %rsi\n"
+        "    je 1f\n"
+        "    cmpb $0x63, (%rsi)\n" /* 'c' */
+        "    jne 1f\n"
+        "    cmpb $0x75, 1(%rsi)\n" /* 'u' */
+        "    je shim_dlsym\n"
+        "1:  pushq %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "    pushq %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "    subq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "    call shim_dlsym_libc\n"
+        "    addq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "    popq %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "    popq %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "    testq %rax, %rax\n"
+        "    je shim_dlsym\n"
+        "    jmp *%rax\n"
+        ".cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#elif defined(SHIM_DLSYM_JUMP) && defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        ".p2align 2\n"
+        "dlsym:\n"
+        ".cfi_startproc\n"
+        "    hint #34\n" /* bti c */
+        "    cbz x1, 1f\n"
+        "    ldrb w16, [x1]\n"
+        "    cmp w16, #0x63\n"
+        "    b.ne 1f\n"
+        "    ldrb w16, [x1, #1]\n"
+        "    cmp w16, #0x75\n"
+        "    b.ne 1f\n"
+        "    b shim_dlsym\n"
+        "1:  stp x29, x30, [sp, #-32]!\n"
+        ".cfi_def_cfa_offset 32\n"
+        ".cfi_offset 29, -32\n"
+        ".cfi_offset 30, -24\n"
+        "    mov x29, sp\n"
+        "    stp x0, x1, [sp, #16]\n"
+        "    bl shim_dlsym_libc\n"
+        "    mov x16, x0\n"
+        "    ldp x0, x1, [sp, #16]\n"
+        "    ldp x29, x30, [sp], #32\n"
+        ".cfi_def_cfa_offset 0\n"
+        ".cfi_restore 29\n"
+        ".cfi_restore 30\n"
+        "    cbz x16, 2f\n"
+        "    br x16\n"
+        "2:  b shim_dlsym\n"
+        ".cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#else
+SHIM_API void *dlsym(void *handle, const char *name)
+{
+    const void *caller = __builtin_return_address(0);
+    if (name[0] == 'c' && name[1] == 'u')
+        return dlsym_from(handle, name, caller);
+    return handle == RTLD_NEXT ? next_after(caller, name) : shim_real_dlsym(handle, name);
+}
+#endif
 
 /* ---- per-thread rings ----------------------------------------------------------------------- */
 
@@ -272,6 +403,7 @@ void shim_thread_reclaim(struct shim_thread *t)
      * sync slots need no clearing: each is written whole before it is published. */
     t->tid = 0;
     t->until_marker = 0;
+    atomic_store_explicit(&t->using, NULL, memory_order_relaxed);
     atomic_store_explicit(&t->head, 0, memory_order_relaxed);
     atomic_store_explicit(&t->tail, 0, memory_order_relaxed);
     atomic_store_explicit(&t->sync_head, 0, memory_order_relaxed);
@@ -286,10 +418,33 @@ void shim_thread_reclaim(struct shim_thread *t)
 
 /* ---- load, fork, exit ----------------------------------------------------------------------- */
 
+/* A child forked before CUDA was initialised here is a process of its own (workers of Python's
+ * multiprocessing with the fork start method): none of the parent's other threads exists in
+ * it, so every ring is free again, and nothing was started yet (collector, trace and posd
+ * session come with a successful cuInit), so its own cuInit starts them as in any process. */
+static void fresh_child(void)
+{
+    shim_self_tls = NULL;
+    shim_ctx_known = 0;
+    if (!shim_active)
+        return;
+    pthread_setspecific(thread_key, NULL);
+    for (int i = 0; i < SHIM_MAX_THREADS; i++)
+        if (atomic_load_explicit(&shim_threads[i].state, memory_order_relaxed) != 0)
+            shim_thread_reclaim(&shim_threads[i]);
+    atomic_store(&shim_unrecorded, 0);
+    shim_collector_forked();
+}
+
 static void fork_child(void)
 {
-    /* The child keeps nothing of the parent's: no collector, no rings, no trace. Its CUDA
-     * calls, if any, go straight to the driver. */
+    if (!shim_cuda_inited) {
+        fresh_child();
+        return;
+    }
+    /* A child of a process that initialised CUDA keeps nothing of the parent's: no
+     * collector, no rings, no trace. Its CUDA calls, if any, go straight to the driver, which
+     * refuses them (CUDA forbids using the parent's context in a child). */
     shim_active = 0;
     shim_self_tls = NULL;
     shim_ctx_known = 0;

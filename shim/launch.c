@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 
 _Atomic uint64_t shim_marker_dptr;
-volatile uint32_t *shim_marker_slots;
+_Atomic uint32_t *shim_marker_slots;
 _Atomic uint64_t shim_marker_next = 1;
 
 static pthread_mutex_t markers_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,8 +83,11 @@ static inline void submit_point(struct launch *L)
 {
     L->sched_seq = 0;
     L->windowed = 0;
-    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
-    if (likely(s == NULL) || stream_capturing(L))
+    if (likely(atomic_load_explicit(&shim_session, memory_order_relaxed) == NULL) ||
+        stream_capturing(L))
+        return;
+    struct shim_session *s = shim_session_enter(L->t);
+    if (!s)
         return;
     struct shim_submit sub = {
         .kernel_id = L->kind == POS_OP_GRAPH || L->kind == POS_OP_HOSTFN
@@ -102,6 +105,7 @@ static inline void submit_point(struct launch *L)
     };
     L->sched_seq = shim_session_submit(s, &sub, &L->windowed);
     L->session = s->gen;
+    shim_session_leave(L->t);
 }
 
 static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64_t function,

@@ -32,6 +32,7 @@
 _Static_assert(POS_SUB_RING_WORDS * 64 == POS_SUB_RING, "one completion bit per ring slot");
 
 _Atomic(struct shim_session *) shim_session;
+static struct shim_session *retired; /* ended sessions threads may still use */
 static uint32_t session_gen;
 static int64_t last_attempt_ns;
 static int refused_said;
@@ -141,6 +142,7 @@ static struct shim_session *attach(void)
         return NULL;
     }
     s->shm = shm;
+    s->shm_size = w.shm_size;
     s->sock = sock;
     s->kick_fd = fds[1];
     s->gen = ++session_gen;
@@ -151,8 +153,10 @@ static struct shim_session *attach(void)
     return s;
 }
 
-/* Ends S (posd is gone): waiting threads stop waiting; new launches go straight through. The
- * mapping stays: threads may still hold S. */
+/* Ends S (posd is gone): waiting threads stop waiting; new launches go straight through. Its
+ * mapping and kick descriptor stay until no thread uses S (shim_session_reclaim): a thread may
+ * still wait in it or kick posd through it, and a closed descriptor's number may be reused by
+ * the application meanwhile. */
 static void detach(struct shim_session *s, const char *why)
 {
     atomic_store(&shim_session, NULL);
@@ -161,9 +165,37 @@ static void detach(struct shim_session *s, const char *why)
     atomic_fetch_add(&s->shm->grant_word, 1);
     futex(&s->shm->grant_word, FUTEX_WAKE, INT_MAX, NULL);
     close(s->sock);
-    close(s->kick_fd);
+    s->retired_next = retired;
+    retired = s;
     if (shim_cfg.debug)
         shim_log("posd session %u ended (%s): passthrough until posd is back", s->gen, why);
+}
+
+static int in_use(const struct shim_session *s)
+{
+    for (int i = 0; i < SHIM_MAX_THREADS; i++)
+        if (atomic_load_explicit(&shim_threads[i].using, memory_order_seq_cst) == s)
+            return 1;
+    return 0;
+}
+
+void shim_session_reclaim(void)
+{
+    /* S is no longer current (detach's store comes first), so a thread that announces it
+     * after this look sees that and lets go without touching it */
+    for (struct shim_session **pp = &retired; *pp;) {
+        struct shim_session *s = *pp;
+        if (in_use(s)) {
+            pp = &s->retired_next;
+            continue;
+        }
+        *pp = s->retired_next;
+        munmap(s->shm, s->shm_size);
+        close(s->kick_fd);
+        if (shim_cfg.debug)
+            shim_log("posd session %u released", s->gen);
+        free(s);
+    }
 }
 
 /* Called by the collector every cycle: notices a posd that went away, re-attaches to one that
@@ -410,21 +442,20 @@ int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint
 
 /* ---- synchronisations (the launching threads) -------------------------------------------- */
 
-uint64_t shim_session_covers(uint32_t *gen)
+uint64_t shim_session_covers(struct shim_thread *t, uint32_t *gen)
 {
-    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    struct shim_session *s = t ? shim_session_enter(t) : NULL;
     if (!s)
         return 0;
     *gen = s->gen;
-    return atomic_load_explicit(&s->shm->next_seq, memory_order_acquire);
+    uint64_t covers = atomic_load_explicit(&s->shm->next_seq, memory_order_acquire);
+    shim_session_leave(t);
+    return covers;
 }
 
-void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid, uint64_t stream,
-                              uint64_t ctx, uint64_t covers, uint64_t end_ns)
+static void report_sync(struct shim_session *s, uint32_t scope, int ptsz, uint32_t tid,
+                        uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns)
 {
-    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
-    if (!s || s->gen != gen || !covers)
-        return;
     struct pos_client_shm *shm = s->shm;
     uint64_t idx = atomic_fetch_add_explicit(&shm->sync_next, 1, memory_order_acq_rel);
     struct pos_sync_rec *r = &shm->sync_ring[idx % POS_SYNC_RING];
@@ -448,6 +479,18 @@ void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t t
         atomic_store_explicit(&s->idle, 1, memory_order_relaxed);
     /* always: posd learns of a request's end at once (one eventfd write per sync) */
     kick(s);
+}
+
+void shim_session_report_sync(struct shim_thread *t, uint32_t gen, uint32_t scope, int ptsz,
+                              uint32_t tid, uint64_t stream, uint64_t ctx, uint64_t covers,
+                              uint64_t end_ns)
+{
+    struct shim_session *s = t && covers ? shim_session_enter(t) : NULL;
+    if (!s)
+        return;
+    if (s->gen == gen)
+        report_sync(s, scope, ptsz, tid, stream, ctx, covers, end_ns);
+    shim_session_leave(t);
 }
 
 int shim_session_prompt(void)
@@ -502,13 +545,14 @@ void shim_session_send_names(void)
     }
 }
 
-void shim_session_note_sync(uint64_t ns)
+void shim_session_note_sync(struct shim_thread *t, uint64_t ns)
 {
-    struct shim_session *s = atomic_load(&shim_session);
+    struct shim_session *s = shim_session_enter(t);
     if (!s)
         return;
     atomic_fetch_add_explicit(&s->shm->syncs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->shm->sync_ns, ns, memory_order_relaxed);
+    shim_session_leave(t);
 }
 
 void shim_session_forked(void)

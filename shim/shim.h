@@ -35,6 +35,7 @@ struct shim_config {
 
 extern struct shim_config shim_cfg;
 extern int shim_active;           /* records are kept: mode != off, not a fork child */
+extern int shim_cuda_inited;      /* cuInit succeeded in this process (a fork child: see init.c) */
 extern _Atomic int shim_captures; /* stream captures under way in the process */
 
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -95,9 +96,13 @@ struct shim_sync_event {
 
 /* A ring's life: free (0) -> owned (1) at its thread's first launch or sync -> exited (2) when the
  * thread ends -> free again once the collector has drained it and kept its counts. */
+struct shim_session;
+
 struct shim_thread {
     _Atomic int state; /* 0 free, 1 owned by a live thread, 2 its thread exited */
     uint32_t tid;
+    /* the posd session the thread is using now, NULL when none (shim_session_enter) */
+    _Atomic(struct shim_session *) using;
     uint32_t until_marker;
     /* single producer (the thread), single consumer (the collector) */
     _Atomic uint64_t head, tail;
@@ -170,7 +175,7 @@ uint32_t shim_ident_count(void);
 
 #define SHIM_MARKER_SLOTS 65536
 extern _Atomic uint64_t shim_marker_dptr; /* device address of the marker slots, 0 = not yet */
-extern volatile uint32_t *shim_marker_slots;
+extern _Atomic uint32_t *shim_marker_slots; /* written by the device (atomically, in the simulator) */
 extern _Atomic uint64_t shim_marker_next;
 
 /* Registers the marker memory in CTX (NULL: the caller's current context). */
@@ -183,6 +188,8 @@ struct pos_client_shm;
 
 struct shim_session {
     struct pos_client_shm *shm;
+    size_t shm_size;
+    struct shim_session *retired_next; /* ended, not yet released (collector only) */
     int sock;
     int kick_fd;
     uint32_t gen; /* which session: completions of an older one are not reported */
@@ -211,17 +218,47 @@ extern _Atomic(struct shim_session *) shim_session; /* NULL: passthrough */
 extern int shim_sched_allowed;                      /* POS_MODE lets us talk to posd */
 extern _Atomic uint32_t shim_sample;                /* markers every N launches, now */
 
+/* The current session, for thread T to use until shim_session_leave; NULL: passthrough. A
+ * session that ends (posd went away) is released by the collector once no thread announces
+ * it in its ring: a hazard pointer, so the launch path pays one store and one load of its
+ * own, no shared counter. The announced session is checked to be still the current one: an
+ * ended session is never used afresh. */
+static inline struct shim_session *shim_session_enter(struct shim_thread *t)
+{
+    struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
+    while (s) {
+        atomic_store_explicit(&t->using, s, memory_order_seq_cst);
+        struct shim_session *now = atomic_load_explicit(&shim_session, memory_order_seq_cst);
+        if (likely(now == s))
+            return s;
+        s = now;
+    }
+    atomic_store_explicit(&t->using, NULL, memory_order_release);
+    return NULL;
+}
+
+static inline void shim_session_leave(struct shim_thread *t)
+{
+    atomic_store_explicit(&t->using, NULL, memory_order_release);
+}
+
+/* Releases the ended sessions no thread uses any more (the collector, under its work lock:
+ * a thread that helps the collector uses the current session without announcing it). */
+void shim_session_reclaim(void);
+
 /* Submits one launch and waits for its grant if posd holds it; returns its seq (0: none).
  * *WINDOWED tells whether it is the last launch of a window (it needs its own marker). */
 uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub, int *windowed);
 
-/* Where a synchronisation starts: the last seq submitted in the current session (0 if none)
- * and that session's GEN. */
-uint64_t shim_session_covers(uint32_t *gen);
-/* Reports a synchronisation that returned successfully: operators of session GEN with seq <=
- * COVERS on its scope (enum pos_sync_scope) are complete. Kicks posd when posd asked. */
-void shim_session_report_sync(uint32_t gen, uint32_t scope, int ptsz, uint32_t tid, uint64_t stream,
-                              uint64_t ctx, uint64_t covers, uint64_t end_ns);
+/* Where a synchronisation by thread T starts: the last seq submitted in the current session
+ * (0 if none, or T is NULL) and that session's GEN. */
+uint64_t shim_session_covers(struct shim_thread *t, uint32_t *gen);
+/* Reports a synchronisation (by thread T) that returned successfully: operators of session
+ * GEN with seq <= COVERS on its scope (enum pos_sync_scope) are complete. Kicks posd when
+ * posd asked. */
+void shim_session_report_sync(struct shim_thread *t, uint32_t gen, uint32_t scope, int ptsz,
+                              uint32_t tid, uint64_t stream, uint64_t ctx, uint64_t covers,
+                              uint64_t end_ns);
 /* Whether posd wants to hear of this client's completions at once. */
 int shim_session_prompt(void);
 /* Kicks posd if it wants to hear of completions at once (the collector, after reporting). */
@@ -248,7 +285,7 @@ int shim_event_lookup(uint64_t event, struct shim_event_mark *m);
 int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
                           int32_t result);
 void shim_session_poll(void); /* collector: liveness and re-attaching */
-void shim_session_note_sync(uint64_t ns);
+void shim_session_note_sync(struct shim_thread *t, uint64_t ns);
 void shim_session_forked(void);
 const char *shim_socket_path(void);
 
@@ -259,5 +296,6 @@ void shim_collector_kick(void);         /* something new to look at (slow paths 
 int shim_collector_help(void); /* a waiting thread does one collector pass, if it is free */
 extern _Atomic uint64_t shim_first_ctx; /* a context seen launching: markers register in it */
 void shim_collector_stop(void);         /* at exit: drain, flush the trace */
+void shim_collector_forked(void); /* a child forked before cuInit: its locks start afresh */
 
 #endif

@@ -11,8 +11,11 @@
 SHIM_API CUresult cuInit(unsigned int Flags)
 {
     CUresult rc = SHIM_REAL(cuInit)(Flags);
-    if (rc == CUDA_SUCCESS && shim_active)
-        shim_collector_start();
+    if (rc == CUDA_SUCCESS) {
+        shim_cuda_inited = 1;
+        if (shim_active)
+            shim_collector_start();
+    }
     return rc;
 }
 
@@ -97,6 +100,7 @@ SHIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 /* What a synchronisation covers, taken just before the call: the launch order of the current
  * posd session up to here. */
 struct sync_start {
+    struct shim_thread *t; /* the calling thread's ring (NULL: none free) */
     uint64_t start_ns;
     uint64_t covers;
     uint32_t gen;
@@ -104,7 +108,8 @@ struct sync_start {
 
 static void sync_begin(struct sync_start *s)
 {
-    s->covers = shim_session_covers(&s->gen);
+    s->t = shim_self();
+    s->covers = shim_session_covers(s->t, &s->gen);
     s->start_ns = shim_now_ns();
 }
 
@@ -113,13 +118,13 @@ static void sync_begin(struct sync_start *s)
 static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx,
                       const struct sync_start *st, CUresult rc, const struct shim_event_mark *ev)
 {
-    struct shim_thread *t = shim_self();
+    struct shim_thread *t = st->t;
     if (!t)
         return;
     uint64_t end = shim_now_ns();
     shim_count(&t->syncs, 1);
     shim_count(&t->sync_ns, end - st->start_ns);
-    shim_session_note_sync(end - st->start_ns);
+    shim_session_note_sync(t, end - st->start_ns);
     if (rc != CUDA_SUCCESS)
         return;
     /* an event stands for its stream as it was when the event was recorded */
@@ -129,11 +134,12 @@ static void note_sync(uint16_t kind, int ptsz, uint64_t stream, uint64_t ctx,
         ptsz = ev->ptsz;
         stream = ev->stream;
         ctx = ev->ctx;
-        shim_session_report_sync(ev->gen, POS_SYNC_STREAM, ptsz, ev->tid, stream, ctx, ev->covers,
-                                 end);
+        shim_session_report_sync(t, ev->gen, POS_SYNC_STREAM, ptsz, ev->tid, stream, ctx,
+                                 ev->covers, end);
     } else if (kind != SHIM_SYNC_EVENT && st->covers) {
-        shim_session_report_sync(st->gen, kind == SHIM_SYNC_CTX ? POS_SYNC_CTX : POS_SYNC_STREAM,
-                                 ptsz, t->tid, stream, ctx, st->covers, end);
+        shim_session_report_sync(t, st->gen,
+                                 kind == SHIM_SYNC_CTX ? POS_SYNC_CTX : POS_SYNC_STREAM, ptsz,
+                                 t->tid, stream, ctx, st->covers, end);
     }
     if (scope_kind == SHIM_SYNC_EVENT)
         return; /* an event we know nothing of bounds nothing */
@@ -182,12 +188,13 @@ STREAM_SYNC_WRAPPER(cuStreamSynchronize_ptsz, 1)
         if (!shim_active)                                                                          \
             return real(h);                                                                        \
         uint32_t gen;                                                                              \
-        uint64_t covers = shim_session_covers(&gen);                                               \
+        struct shim_thread *t = shim_self();                                                       \
+        uint64_t covers = shim_session_covers(t, &gen);                                            \
         CUresult rc = real(h);                                                                     \
-        struct shim_thread *t;                                                                     \
-        if (rc == CUDA_SUCCESS && covers && (t = shim_self()))                                     \
-            shim_session_report_sync(gen, POS_SYNC_STREAM, ptsz, t->tid, (uint64_t)(uintptr_t)h,   \
-                                     current_ctx(), covers, shim_now_ns());                        \
+        if (rc == CUDA_SUCCESS && covers)                                                          \
+            shim_session_report_sync(t, gen, POS_SYNC_STREAM, ptsz, t->tid,                        \
+                                     (uint64_t)(uintptr_t)h, current_ctx(), covers,                \
+                                     shim_now_ns());                                               \
         return rc;                                                                                 \
     }
 
@@ -243,7 +250,7 @@ static void event_recorded(CUevent ev, CUstream h, int ptsz, CUresult rc)
         .ptsz = ptsz,
         .at_ns = shim_now_ns(),
     };
-    m.covers = shim_session_covers(&m.gen);
+    m.covers = shim_session_covers(t, &m.gen);
     if (m.covers)
         shim_event_recorded((uint64_t)(uintptr_t)ev, &m);
     else
@@ -296,8 +303,8 @@ SHIM_API CUresult cuEventQuery(CUevent ev)
     CUresult rc = SHIM_REAL(cuEventQuery)(ev);
     struct shim_event_mark m;
     if (rc == CUDA_SUCCESS && shim_active && shim_event_lookup((uint64_t)(uintptr_t)ev, &m))
-        shim_session_report_sync(m.gen, POS_SYNC_STREAM, m.ptsz, m.tid, m.stream, m.ctx, m.covers,
-                                 shim_now_ns());
+        shim_session_report_sync(shim_self(), m.gen, POS_SYNC_STREAM, m.ptsz, m.tid, m.stream,
+                                 m.ctx, m.covers, shim_now_ns());
     return rc;
 }
 

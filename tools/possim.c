@@ -95,11 +95,15 @@ int main(int argc, char **argv)
     struct possim_result *r = calloc(1, sizeof *r);
     if (!sc || !r) {
         fprintf(stderr, "possim: out of memory\n");
+        free(r);
+        free(sc);
         return 1;
     }
     char err[1024];
     if (possim_scenario_load(argv[optind], sc, err, sizeof err) < 0) {
         fprintf(stderr, "%s\n", err);
+        free(r);
+        free(sc);
         return 2;
     }
     double t0 = cpu_seconds();
@@ -107,6 +111,9 @@ int main(int argc, char **argv)
     double cpu = cpu_seconds() - t0;
     if (rc < 0) {
         fprintf(stderr, "possim: %s\n", err);
+        possim_result_free(r);
+        free(r);
+        free(sc);
         return 1;
     }
     if (cpu <= 0)

@@ -68,13 +68,16 @@ CUresult drv_ctx_sync(struct drv_ctx *ctx)
 }
 
 /* Waits for the context, then takes it off the device. Its struct stays allocated (marked
- * destroyed) so that stale module and stream pointers never dangle. */
+ * destroyed) so that stale module, event and graph pointers never dangle, on the process's
+ * list of retired contexts: kept on purpose, not leaked (a leak checker sees it reachable). */
 static void ctx_teardown(struct drv_ctx *c)
 {
     drv_ctx_sync(c);
     drv_handle_free(H_CTX, c->handle);
     pthread_mutex_lock(&drv.lock);
     c->destroyed = 1;
+    c->retired_next = drv.retired;
+    drv.retired = c;
     struct drv_stream *s = c->streams;
     c->streams = NULL;
     pthread_mutex_unlock(&drv.lock);

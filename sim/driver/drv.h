@@ -76,6 +76,7 @@ struct drv_ctx {
     _Atomic uint64_t completed;
     _Atomic int sticky; /* CUresult that poisons the context, 0 if none */
     int destroyed;
+    struct drv_ctx *retired_next; /* in drv.retired, once destroyed */
 };
 
 struct drv_func {
@@ -200,6 +201,7 @@ struct drv_proc {
     _Atomic int agent_exited;
     struct drv_local_op *local; /* [SIM_MAX_OPS] */
     struct drv_ctx *primary;    /* the primary context, created on first retain */
+    struct drv_ctx *retired;    /* destroyed contexts, kept for the process's life (api_ctx.c) */
     uint64_t submitted_all;     /* ops submitted by the process (under the shm lock) */
     _Atomic uint64_t completed_all;
     uint64_t agent_cycles; /* statistics, reported with POS_SIM_DEBUG */

@@ -88,7 +88,7 @@ static void posapp_start(struct proc *p, const char *app, const char *const *arg
         int fd = open(p->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         setup_env();
-        setenv("LD_PRELOAD", "build/libposshim.so", 1);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
         setenv("POS_APP", app, 1);
         const char *argv[32] = {"build/posapp"};
         int k = 1;
@@ -768,10 +768,11 @@ static void test_idle_posd_sleeps(void)
 static void test_scheduled_without_posd_is_passthrough(void)
 {
     posd_stop(SIGTERM);
-    char cmd[512], out[OUT_MAX];
+    char cmd[1536], out[OUT_MAX];
     snprintf(cmd, sizeof cmd,
-             "POS_MODE=scheduled LD_PRELOAD=build/libposshim.so build/posapp --model resnet18 "
-             "--requests 2 --verify 2>&1");
+             "POS_MODE=scheduled LD_PRELOAD=%s build/posapp --model resnet18 "
+             "--requests 2 --verify 2>&1",
+             util_shim_preload());
     FILE *f = popen(cmd, "r");
     size_t n = fread(out, 1, sizeof out - 1, f);
     out[n] = '\0';

@@ -147,7 +147,7 @@ static void traced_run(const char *tag, const char *const *argv, const char *lau
     static char trace_env[300], path[256];
     snprintf(path, sizeof path, "%s/%s.trace", tmpdir, tag);
     snprintf(trace_env, sizeof trace_env, "POS_TRACE=%s", path);
-    const char *env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, NULL};
+    const char *env[] = {util_shim_preload_env(), trace_env, NULL};
     run(env, argv, r);
     CU_ASSERT_EQUAL(exit_code(r), 0);
     if (exit_code(r) != 0)
@@ -197,7 +197,7 @@ static void test_results_same_with_and_without_shim(void)
         {"build/posapp", "--model", "bert_base", "--requests", "3", "--verify", "--ptds",
          "--threads", "3", NULL},
     };
-    const char *const shim_env[] = {"LD_PRELOAD=build/libposshim.so", NULL};
+    const char *const shim_env[] = {util_shim_preload_env(), NULL};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct result plain, shimmed;
         run(NULL, cases[i], &plain);
@@ -271,7 +271,7 @@ static void test_fork_and_exec(void)
 {
     char trace_env[256];
     snprintf(trace_env, sizeof trace_env, "POS_TRACE=%s/fork.%%p.trace", tmpdir);
-    const char *const env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, NULL};
+    const char *const env[] = {util_shim_preload_env(), trace_env, NULL};
     const char *const argv[] = {"build/tests/shim_fork", "400", "build/tests/shim_dlopen", "123",
                                 NULL};
     struct result r;
@@ -302,7 +302,7 @@ static void test_fork_and_exec(void)
 
 static void test_processes_without_cuda_or_driver(void)
 {
-    const char *const shim_env[] = {"LD_PRELOAD=build/libposshim.so", NULL};
+    const char *const shim_env[] = {util_shim_preload_env(), NULL};
     struct result r;
     const char *const nocuda[] = {"build/tests/shim_nocuda", NULL};
     run(shim_env, nocuda, &r);
@@ -315,7 +315,7 @@ static void test_processes_without_cuda_or_driver(void)
     /* no driver at all: the program fails exactly as it does without the shim */
     const char *const no_driver[] = {"LD_LIBRARY_PATH=/nonexistent", NULL};
     const char *const no_driver_shim[] = {"LD_LIBRARY_PATH=/nonexistent",
-                                          "LD_PRELOAD=build/libposshim.so", NULL};
+                                          util_shim_preload_env(), NULL};
     const char *const dl[] = {"build/tests/shim_dlopen", "10", NULL};
     struct result a, b;
     run(no_driver, dl, &a);
@@ -331,7 +331,7 @@ static void test_mode_off_records_nothing(void)
     char trace_env[300], path[256];
     snprintf(path, sizeof path, "%s/off.trace", tmpdir);
     snprintf(trace_env, sizeof trace_env, "POS_TRACE=%s", path);
-    const char *const env[] = {"LD_PRELOAD=build/libposshim.so", trace_env, "POS_MODE=off", NULL};
+    const char *const env[] = {util_shim_preload_env(), trace_env, "POS_MODE=off", NULL};
     const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "2",
                                 "--verify",     NULL};
     struct result r;
@@ -340,10 +340,42 @@ static void test_mode_off_records_nothing(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"verified\":true"));
     CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
     /* and a bad mode is reported once and ignored */
-    const char *const bad[] = {"LD_PRELOAD=build/libposshim.so", "POS_MODE=fast", NULL};
+    const char *const bad[] = {util_shim_preload_env(), "POS_MODE=fast", NULL};
     run(bad, argv, &r);
     CU_ASSERT_EQUAL(exit_code(&r), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "ignoring POS_MODE='fast'"));
+}
+
+/* Another interposer preloaded after the shim (or before it) wraps puts with
+ * dlsym(RTLD_NEXT): it finds the C library's puts, not its own (no recursion), and RTLD_NEXT
+ * and RTLD_DEFAULT agree on a driver function, as without the shim. */
+static void test_interposer_loaded_after_the_shim(void)
+{
+    static const char want[] = "interposed (cuInit same): hello\n"
+                               "interposed (cuInit same): again\n"
+                               "launches 0\n";
+    char after[1200], before[1200], alone[300];
+    snprintf(after, sizeof after, "%s:build/tests/libinterpose.so", util_shim_preload_env());
+    snprintf(before, sizeof before, "%s", util_shim_preload_env());
+    const char *rt = getenv("POS_TEST_SAN_RUNTIME");
+    snprintf(alone, sizeof alone, "LD_PRELOAD=%s%sbuild/tests/libinterpose.so",
+             rt && *rt ? rt : "", rt && *rt ? ":" : "");
+    /* the interposer first, then the shim: LD_PRELOAD=[runtime:]interposer:shim */
+    char *shim = strstr(before, "build/libposshim.so");
+    snprintf(shim, sizeof before - (size_t)(shim - before),
+             "build/tests/libinterpose.so:build/libposshim.so");
+    const char *const argv[] = {"build/tests/shim_puts", NULL};
+    const char *const *envs[] = {(const char *const[]){after, NULL},
+                                 (const char *const[]){before, NULL},
+                                 (const char *const[]){alone, NULL}};
+    for (size_t i = 0; i < 3; i++) {
+        struct result r;
+        run(envs[i], argv, &r);
+        CU_ASSERT_EQUAL(exit_code(&r), 0);
+        CU_ASSERT_STRING_EQUAL(r.out, want);
+        if (exit_code(&r) != 0 || strcmp(r.out, want) != 0)
+            fprintf(stderr, "%s: exit %d\n%s%s\n", envs[i][0], exit_code(&r), r.out, r.err);
+    }
 }
 
 void pos_test_register(void)
@@ -357,4 +389,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_processes_without_cuda_or_driver);
     POS_ADD_TEST(s, test_mode_off_records_nothing);
     POS_ADD_TEST(s, test_thousands_of_short_threads_all_traced);
+    POS_ADD_TEST(s, test_interposer_loaded_after_the_shim);
 }

@@ -32,4 +32,24 @@ static inline long long util_number(const char *text, const char *key)
     return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
+/* The LD_PRELOAD value that puts the shim into a process. In a sanitized build (make
+ * SANITIZE=...) the sanitizer's runtime comes first: it must be the first object of the
+ * process, and the preloaded shim would otherwise be (make test passes its path in
+ * POS_TEST_SAN_RUNTIME). */
+static inline const char *util_shim_preload(void)
+{
+    static char buf[1024];
+    const char *rt = getenv("POS_TEST_SAN_RUNTIME");
+    snprintf(buf, sizeof buf, "%s%sbuild/libposshim.so", rt && *rt ? rt : "", rt && *rt ? ":" : "");
+    return buf;
+}
+
+/* The same as a "LD_PRELOAD=..." environment entry. */
+static inline const char *util_shim_preload_env(void)
+{
+    static char buf[1100];
+    snprintf(buf, sizeof buf, "LD_PRELOAD=%s", util_shim_preload());
+    return buf;
+}
+
 #endif

@@ -335,7 +335,9 @@ static void test_core_and_policies_are_pure(void)
         symbols++;
         char word[208];
         snprintf(word, sizeof word, " %s ", sym);
-        int ok = strstr(defined, word) != NULL;
+        /* what a sanitizer's instrumentation calls (make SANITIZE=...) is not the code's */
+        int ok = strstr(defined, word) != NULL || strncmp(sym, "__asan_", 7) == 0 ||
+                 strncmp(sym, "__ubsan_", 8) == 0 || strncmp(sym, "__tsan_", 7) == 0;
         for (int i = 0; allowed[i]; i++)
             ok |= strcmp(sym, allowed[i]) == 0;
         if (!ok) {

@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include "tests/cunit_main.h"
+#include "tests/integration/util.h"
 
 typedef size_t (*count_fn)(void);
 typedef int (*entry_fn)(size_t, const char **, const char **, int *, int *, void **, void **);
@@ -95,7 +96,7 @@ __attribute__((constructor)) static void reexec_under_shim(void)
     if (getenv("POS_TEST_UNDER_SHIM"))
         return;
     setenv("POS_TEST_UNDER_SHIM", "1", 1);
-    setenv("LD_PRELOAD", "build/libposshim.so", 1);
+    setenv("LD_PRELOAD", util_shim_preload(), 1);
     setenv("LD_LIBRARY_PATH", "build/sim", 1);
     char self[512];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -1,0 +1,203 @@
+/* Integration tests of the shim's side of posd over a process's life: children forked
+ * before CUDA is initialised register as clients of their own (and one forked after it does
+ * not), and a client that outlives several posd restarts keeps a bounded number of session
+ * mappings. Real processes (posd, the shim, posapp and tests/shim programs on the simulated
+ * driver), in a temporary directory (POS_SOCKET). */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/cunit_main.h"
+#include "tests/integration/util.h"
+
+#define OUT_MAX 16384
+
+static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
+static pid_t posd_pid = -1;
+
+static void posd_start(void)
+{
+    posd_pid = fork();
+    CU_ASSERT_FATAL(posd_pid >= 0);
+    if (posd_pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        execl("build/posd", "posd", "-f", "-c", conf_path, "-s", sock_path, "-p", "priority",
+              (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && access(sock_path, F_OK) != 0; i++)
+        usleep(10000);
+    CU_ASSERT_EQUAL(access(sock_path, F_OK), 0);
+}
+
+static void posd_stop(int sig)
+{
+    if (posd_pid <= 0)
+        return;
+    kill(posd_pid, sig);
+    int st;
+    waitpid(posd_pid, &st, 0);
+    posd_pid = -1;
+}
+
+/* Starts ARGV under the shim as app APP, its stdout in OUT_PATH. */
+static pid_t start(const char *app, const char *out_path, const char *const *argv)
+{
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
+        setenv("POS_APP", app, 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int finish(pid_t pid, int timeout_s)
+{
+    int st;
+    for (int i = 0; i < timeout_s * 100; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return 128 + SIGKILL;
+}
+
+static int count_occurrences(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+/* Clients posd has now (posstat), -1 if it does not answer. */
+static long long clients(void)
+{
+    char cmd[512], out[OUT_MAX];
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>&1", sock_path);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    return pclose(f) == 0 ? util_number(out, "clients") : -1;
+}
+
+static int suite_init(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/pos-test-shim-posd-%d", (int)getpid());
+    mkdir(dir, 0700);
+    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
+    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
+    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
+    snprintf(instance, sizeof instance, "test-shim-posd-%d", (int)getpid());
+    FILE *f = fopen(conf_path, "w");
+    if (!f)
+        return -1;
+    fclose(f);
+    setenv("LD_LIBRARY_PATH", "build/sim", 1);
+    setenv("POS_SIM_INSTANCE", instance, 1);
+    setenv("POS_SOCKET", sock_path, 1);
+    return access("build/posd", X_OK) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    posd_stop(SIGKILL);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Two children forked before cuInit each register when they initialise CUDA (as workers of
+ * Python's multiprocessing with the fork start method); the parent registers when it does;
+ * a child forked after the parent's cuInit is refused by the driver and does not register. */
+static void test_children_forked_before_cuinit_register(void)
+{
+    char log[OUT_MAX * 4], out[OUT_MAX], out_path[192];
+    util_read_file(log_path, log, sizeof log);
+    size_t before = strlen(log);
+    posd_start();
+    snprintf(out_path, sizeof out_path, "%s/prefork.out", dir);
+    const char *const argv[] = {"build/tests/shim_prefork", "2", "200", NULL};
+    int rc = finish(start("prefork", out_path, argv), 60);
+    CU_ASSERT_EQUAL(rc, 0);
+    util_read_file(out_path, out, sizeof out);
+    CU_ASSERT_EQUAL(util_number(out, "launches"), 200);
+    posd_stop(SIGTERM);
+    util_read_file(log_path, log, sizeof log);
+    int registered = count_occurrences(log + before, "app 'prefork'");
+    CU_ASSERT_EQUAL(registered, 3);
+    if (registered != 3)
+        fprintf(stderr, "prefork: %d registrations (want 3)\nposd log:\n%s\n", registered,
+                log + before);
+}
+
+/* Lines of /proc/PID/maps that map posd's client memory (a memfd named pos-client). */
+static int session_mappings(pid_t pid)
+{
+    static char maps[1 << 20];
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    if (util_read_file(path, maps, sizeof maps) < 0)
+        return -1;
+    return count_occurrences(maps, "/memfd:pos-client");
+}
+
+/* A client that outlives five posd restarts re-attaches each time and releases the memory of
+ * the sessions before: it keeps at most two mappings (the current one and one being let go),
+ * not one per restart. */
+static void test_posd_restarts_do_not_pile_up_mappings(void)
+{
+    char out_path[192];
+    snprintf(out_path, sizeof out_path, "%s/survivor.out", dir);
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "1000000",
+                                NULL};
+    posd_start();
+    pid_t pid = start("survivor", out_path, argv);
+    long long n = 0;
+    for (int i = 0; i < 200 && (n = clients()) != 1; i++)
+        usleep(20000);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    int most = 0;
+    for (int r = 0; r < 5; r++) {
+        posd_stop(SIGKILL);
+        usleep(200000); /* its io_uring lets go of the listening socket a little later */
+        posd_start();
+        for (int i = 0; i < 200 && (n = clients()) != 1; i++)
+            usleep(20000);
+        CU_ASSERT_EQUAL(n, 1); /* re-attached */
+        if (n != 1)
+            fprintf(stderr, "restart %d: posd has %lld clients\n", r, n);
+        usleep(100000);        /* some launches in the new session */
+        int m = session_mappings(pid);
+        if (m > most)
+            most = m;
+    }
+    CU_ASSERT(most >= 1 && most <= 2);
+    if (most < 1 || most > 2)
+        fprintf(stderr, "client kept %d posd mappings after 5 restarts\n", most);
+    kill(pid, SIGKILL);
+    finish(pid, 10);
+    posd_stop(SIGTERM);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("shim_posd", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_children_forked_before_cuinit_register);
+    POS_ADD_TEST(s, test_posd_restarts_do_not_pile_up_mappings);
+}
