@@ -22,7 +22,6 @@
 
 #define SPIN_NS       20000        /* spin this long for a grant before sleeping */
 #define HELP_SPIN_NS  200000       /* ... or this long, helping, for a window step due soon */
-#define HELP_WHEN_NS  60000        /* ... when this client's helped waits averaged less */
 #define HELP_PROBE    16           /* every this many window-step waits help anyway, to learn */
 #define HELP_EVERY_NS 2000         /* between a helping thread's collector passes */
 #define WAIT_SLICE_NS 20000000     /* futex sleeps, between liveness checks */
@@ -282,7 +281,7 @@ static inline void cpu_relax(void)
  *
  * A wait for a window step (the cap over the client's own completions) ends when an operator
  * of this process completes. When the client's operators are so short that the step itself
- * is the cost (its helped waits average under HELP_WHEN_NS), the thread spins up to
+ * is the cost (its helped waits average under POS_HELP_WHEN_US), the thread spins up to
  * HELP_SPIN_NS and does the collector's pass itself every HELP_EVERY_NS: it sees the
  * completion marker land and steps the window at once, where the collector's next poll and a
  * futex wake-up would each add a scheduler wake-up (tens of us on a small VM); it yields the
@@ -295,7 +294,8 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
     uint64_t t0 = shim_now_ns(), now = t0, helped = 0;
     int step = atomic_load_explicit(&shm->window_cap, memory_order_acquire) != 0 &&
                atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_WINDOW;
-    int help = step && (atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < HELP_WHEN_NS ||
+    uint64_t when = (uint64_t)shim_cfg.help_when_us * 1000;
+    int help = step && (atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < when ||
                         atomic_fetch_add_explicit(&s->step_waits, 1, memory_order_relaxed) %
                                 HELP_PROBE ==
                             0);

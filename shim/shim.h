@@ -30,6 +30,7 @@ struct shim_config {
     uint32_t sample;         /* POS_SAMPLE: a completion marker every N launches; 0 = none */
     uint32_t poll_us;        /* POS_POLL_US: collector poll interval while work is pending */
     uint32_t prompt_poll_us; /* POS_PROMPT_POLL_US: the same while posd waits on completions */
+    uint32_t help_when_us;   /* POS_HELP_WHEN_US: a window-step wait helps below this average */
     int debug;               /* POS_DEBUG */
 };
 
