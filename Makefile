@@ -6,6 +6,8 @@
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
+#   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
+#   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #
 # As root, missing Debian packages are installed on the first build (scripts/deps.sh).
 
@@ -182,6 +184,17 @@ bench: all
 bench-e2e: all
 	@bash bench/e2e.sh
 
+# --- the real-GPU suite (docs/gpu.md) ---------------------------------------------------------
+# build/gpu: posd, posstat, possim, posapp, libposshim.so and posapp's synthetic kernels, built
+# to run on a GPU machine without this project's build dependencies (liburing and libinih
+# linked statically; nvcc builds the fatbin and the CUDA check programs here).
+gpu-build: $(DEPS_STAMP)
+	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/build.sh $(B)/gpu
+
+# The suite's whole logic against the simulated driver (about a minute).
+gpu-dry-run: all gpu-build
+	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
+
 # --- install --------------------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
@@ -213,7 +226,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e install uninstall format clean
+.PHONY: all test demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean
 .SECONDARY:
 .DELETE_ON_ERROR:
 
