@@ -166,8 +166,10 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 
-test: all $(UNIT_BINS) $(INTEG_BINS)
+test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+	@echo "=== tests/gpu/run.sh --sim (the real-GPU suite's dry run; report in $(B)/gpu-dry-run)"
+	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
 
 # --- demo, benchmarks -----------------------------------------------------------------
 demo: all

@@ -69,6 +69,12 @@ $CC -shared -Wl,-soname,libposshim.so -Wl,-Bsymbolic-functions -Wl,-z,defs \
     -o "$DIR/lib/libposshim.so" $(objs -fvisibility=hidden shim/*.c) -ldl -pthread
 extra_tag=""
 
+if ! [ -x "$NVCC" ]; then
+    # without nvcc the folder still serves the dry run (tests/gpu/run.sh --sim), not a GPU
+    echo "gpu-build: no nvcc at $NVCC: posapp_real.fatbin and the CUDA check programs are not built (the dry run does not need them; a GPU run does)" >&2
+    NVCC=
+fi
+if [ -n "$NVCC" ]; then
 echo "gpu-build: posapp_real.fatbin (sm_$ARCHS)"
 gencode=()
 for a in $ARCHS; do gencode+=(-gencode "arch=compute_$a,code=sm_$a"); done
@@ -88,6 +94,7 @@ mkdir -p "$T"
 "$NVCC" -O2 "${gencode[@]}" --default-stream per-thread tests/gpu/launches.cu -o "$T/launches_ptds"
 "$NVCC" -O2 "${gencode[@]}" tests/gpu/microbench.cu -o "$T/microbench"
 "$NVCC" -O2 "${gencode[@]}" tests/gpu/gemm.cu -o "$T/gemm" -lcublas
+fi
 
 cp sim/models/*.model "$DIR/share/pos/models/"
 rm -rf "$O"
@@ -98,11 +105,12 @@ rm -rf "$O"
     echo "# built on: $(. /etc/os-release 2>/dev/null; echo "$PRETTY_NAME"), $(ldd --version | head -1)"
     for b in bin/posd bin/posstat bin/possim bin/posapp lib/libposshim.so bin/tests/launches \
         bin/tests/launches_shared bin/tests/gemm; do
+        [ -e "$DIR/$b" ] || { echo "## $b: not built"; continue; }
         echo "## $b: NEEDED $(readelf -d "$DIR/$b" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
         echo "   newest glibc symbol version: $(objdump -T "$DIR/$b" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
         ldd "$DIR/$b" 2>&1 | sed 's/ (0x[0-9a-f]*)//; s/^/   ldd: /'
     done
-    echo "## posapp_real.fatbin: $(stat -c %s "$DIR/bin/posapp_real.fatbin") bytes, $("$NVCC" --version | tail -1)"
+    [ -n "$NVCC" ] && echo "## posapp_real.fatbin: $(stat -c %s "$DIR/bin/posapp_real.fatbin") bytes, $("$NVCC" --version | tail -1)"
 } >"$DIR/MANIFEST"
 cat "$DIR/MANIFEST"
 echo "gpu-build: $(du -sh "$DIR" | cut -f1) in $DIR"

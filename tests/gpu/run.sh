@@ -81,8 +81,13 @@ TB=$ROOT/$GPU/bin/tests
 for f in "$APP" "$POSD" "$POSSIM" "$SHIM"; do
     [ -e "$f" ] || die "$f missing: build the carried folder first (make gpu-build) and carry $GPU"
 done
+# hermetic, as make test: nothing the caller exported (POS_SOCKET of a posd they run,
+# POS_MODE, POS_TRACE, ...) reaches the clients
+for v in $(compgen -e); do
+    case $v in POS_*) unset "$v" ;; esac
+done
+unset LD_PRELOAD
 export POS_MODELS_DIR=$ROOT/$GPU/share/pos/models
-unset LD_PRELOAD POS_TRACE POS_MODE POS_APP POS_DEBUG
 SOCK=$T/posd.sock
 export POS_SOCKET=$T/nowhere.sock # nothing attaches to a posd it did not start
 
@@ -211,6 +216,7 @@ mps_up() {
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     echo "CUDA_MPS_PIPE_DIRECTORY=\$T/mps-pipe CUDA_MPS_LOG_DIRECTORY=\$T/mps-log nvidia-cuda-mps-control -d" >>"$CMDS"
     nvidia-cuda-mps-control -d >>"$R/mps.log" 2>&1 || { MPS=unavailable; return 1; }
+    MPS_ON=1
     sleep 0.5
 }
 mps_down() {
@@ -218,10 +224,21 @@ mps_down() {
         export POS_SIM_MODE=timeslice POS_SIM_INSTANCE=gpu-dry-$$
         return 0
     fi
+    [ "${MPS_ON:-0}" = 1 ] || return 0
     echo quit | timeout 10 nvidia-cuda-mps-control >>"$R/mps.log" 2>&1
+    MPS_ON=0
     sleep 1
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
+# on any exit: no client, posd or MPS daemon of this run is left behind
+cleanup() {
+    local j
+    for j in $(jobs -p); do kill "$j" 2>/dev/null; done
+    posd_down
+    [ $SIM = 0 ] && mps_down
+}
+trap cleanup EXIT
+trap 'note "interrupted"; exit 130' INT TERM
 if [ $SIM = 1 ]; then
     MPS="simulated (POS_SIM_MODE=mps: all processes share the SMs; no MPS daemon)"
 elif command -v nvidia-cuda-mps-control >/dev/null; then
@@ -315,7 +332,11 @@ part_end() {
 
 # --- 1. interception ------------------------------------------------------------------------
 ops() { grep -v '^#' "$1" 2>/dev/null | awk '$3 ~ /^(kernel|kernel_ex|cooperative)$/' | wc -l; }
-allops() { grep -vc '^#' "$1" 2>/dev/null || echo 0; }
+allops() {
+    local n
+    n=$(grep -vc '^#' "$1" 2>/dev/null)
+    echo "${n:-0}"
+}
 summary() { grep '^# summary' "$1" 2>/dev/null | sed 's/^# summary //'; }
 unknown_eps() { grep -c 'does not know' "$1" 2>/dev/null; }
 ROWS=""
@@ -379,11 +400,12 @@ if part intercept 75 "1. Interception"; then
         icheck posapp_threads "$keep" eqjson "$APP" --model resnet18 --requests 80 --verify --streams 4 --threads 2
         icheck resnet50_b1 "$keep" eqjson "$APP" --model resnet50 --requests 100
     else
-        export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$CUDA_LIBS
+        # only these two programs get the toolkit's libraries (PyTorch keeps its own)
+        LLP=LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$CUDA_LIBS
         icheck cudart_static "" eq:2020 "$TB/launches" 2000 20
-        icheck cudart_shared "" eq:2020 "$TB/launches_shared" 2000 20
+        icheck cudart_shared "" eq:2020 env "$LLP" "$TB/launches_shared" 2000 20
         icheck cudart_ptds "" eq:2020 "$TB/launches_ptds" 2000 20
-        icheck cublas_gemm "" ge:200 "$TB/gemm" 200
+        icheck cublas_gemm "" ge:200 env "$LLP" "$TB/gemm" 200
         if [ $HAVE_TORCH = 1 ]; then
             icheck torch_convnet 's/.*"checksum":"\([^"]*\)".*/\1/p' prof \
                 "$PY" "$ROOT/tests/gpu/torch_bench.py" --model convnet --batch 8 --iters 20 --warmup 0 --profile
@@ -441,7 +463,7 @@ if part overhead 110 "2. Overhead: ResNet-50 throughput with and without pos"; t
     if [ $SIM = 0 ] && [ $HAVE_TV = 0 ]; then
         md "torchvision not installed: skipped."
     else
-        REPS=3 SECS=1.5
+        REPS=3 SECS=1.2
         [ $SIM = 1 ] && REPS=2 SECS=0.4
         declare -A thr lat
         for rep in $(seq $REPS); do
@@ -473,13 +495,13 @@ if part overhead 110 "2. Overhead: ResNet-50 throughput with and without pos"; t
             sums=$(cat "$R"/ovh.*.json 2>/dev/null | grep -o '"batch":[0-9]*\|"checksum":"[^"]*"' | paste -d' ' - - | sort -u)
             nb=$(echo "$sums" | awk '{print $1}' | sort -u | wc -l)
             if [ "$(echo "$sums" | wc -l)" = "$nb" ]; then
-                md "Outputs: each batch's checksum is the same in every run and configuration ($(echo $sums))."
+                md "" "Outputs: each batch's checksum is the same in every run and configuration ($(echo $sums))."
             else
                 fail_check
-                md "**FAIL** outputs differ between runs or configurations: $(echo $sums)"
+                md "" "**FAIL** outputs differ between runs or configurations: $(echo $sums)"
             fi
         fi
-        md "Closed loop, one process, ${SECS} s measured per batch after warm-up; $REPS repetitions," \
+        md "" "Closed loop, one process, ${SECS} s measured per batch after warm-up; $REPS repetitions," \
             "configurations alternating within each. Items/s = requests/s x batch." "" \
             "| batch | configuration | items/s (median) | spread (min-max) | vs no shim | p50 ms (median) |" \
             "|---|---|---|---|---|---|"
@@ -638,6 +660,10 @@ if part calib 50 "5. Calibration: posapp${REAL[*]:+ --real} against possim's h20
         mv "$R/cal-$m.possim.json" "$R/cal-$m.possim.txt"
         dev=$(jf "$R/cal.$m.json" p50_ms)
         sim=$(possim_p50 "$T/cal-$m.ini" "$m")
+        if [ -z "$dev" ]; then
+            fail_check
+            dev="**FAIL** $(head -1 "$R/cal.$m.err" | cut -c1-120)"
+        fi
         e=$(awk -v s="$sim" -v d="$dev" 'BEGIN {if (s + 0 > 0 && d + 0 > 0) printf "%+.1f %%", (s / d - 1) * 100; else print "-"}')
         errs+=("$(awk -v s="$sim" -v d="$dev" 'BEGIN {if (s + 0 > 0 && d + 0 > 0) {e = (s / d - 1) * 100; printf "%.2f", e < 0 ? -e : e}}')")
         md "| $m | ${dev:--} | ${sim:--} | $e |"
@@ -701,5 +727,7 @@ cp "$T"/*.ini "$R"/ 2>/dev/null
 cp "$GPU/MANIFEST" "$R"/ 2>/dev/null
 tar -C "$T" -czf "$OUTDIR/raw.tar.gz" raw
 note "wrote $REPORT ($(du -sh "$OUTDIR/raw.tar.gz" | cut -f1) raw); $([ $fail = 0 ] && echo passed || echo FAILED)"
+trap - EXIT
+cleanup
 rm -rf "$T"
 exit $fail
