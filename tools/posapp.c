@@ -342,6 +342,7 @@ struct kernels {
     unsigned long long mask4; /* float4s in buf - 1 (a power of two) */
     struct real_op {
         unsigned n_fma, n_load;
+        unsigned long long off4; /* where its loads start, in float4s */
     } *real_ops;
 };
 
@@ -462,7 +463,7 @@ static void kernels_load_real(struct kernels *k, const struct options *o, const 
     k->real_ops = calloc(nops ? nops : 1, sizeof *k->real_ops);
     if (!k->real_ops)
         die(1, "out of memory");
-    double max_bytes = 0;
+    double max_bytes = 0, at = 0;
     uint32_t max_smem = 0;
     for (size_t i = 0; i < nops; i++) {
         const struct sim_request_op *op = &r->ops[i];
@@ -472,15 +473,19 @@ static void kernels_load_real(struct kernels *k, const struct options *o, const 
         double fma = ceil(op->flops / (2.0 * threads)), load = ceil(op->bytes / (16.0 * threads));
         k->real_ops[i].n_fma = fma > 4e9 ? 4000000000u : (unsigned)fma;
         k->real_ops[i].n_load = load > 4e9 ? 4000000000u : (unsigned)load;
+        k->real_ops[i].off4 = (unsigned long long)(at / 16.0);
+        at += op->bytes;
         max_bytes = op->bytes > max_bytes ? op->bytes : max_bytes;
         max_smem = op->smem > max_smem ? op->smem : max_smem;
     }
     if (max_smem > 48 * 1024)
         CU(cuFuncSetAttribute(k->synth, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                               (int)max_smem));
-    /* one buffer the size of the largest op's bytes (a power of two, 1 MiB to 1 GiB); an op
-     * that touches more wraps around it */
-    size_t bytes = 1u << 20;
+    /* one buffer, a power of two from 256 MiB (several times any L2 cache, so the ops' loads go
+     * to DRAM) to 1 GiB, the size of the largest op's bytes when larger; consecutive ops walk
+     * consecutive regions of it (offsets wrap with the mask), and an op that touches more than
+     * it holds wraps around it */
+    size_t bytes = (size_t)1 << 28;
     while (bytes < max_bytes && bytes < ((size_t)1 << 30))
         bytes *= 2;
     CU(cuMemAlloc(&k->buf, bytes));
@@ -647,10 +652,10 @@ static void issue_request(struct worker *w, struct slot *s, uint64_t req)
         host_spin(o->host_us);
         if (o->real) {
             const struct kernels *k = &sh->k;
-            unsigned long long mask4 = k->mask4;
+            unsigned long long mask4 = k->mask4, off4 = k->real_ops[j].off4;
             unsigned n_fma = k->real_ops[j].n_fma, n_load = k->real_ops[j].n_load;
             const uint32_t *g = rq->ops[j].grid, *b = rq->ops[j].block;
-            void *params[] = {(void *)&k->buf, &mask4, &n_fma, &n_load, (void *)&k->out};
+            void *params[] = {(void *)&k->buf, &mask4, &off4, &n_fma, &n_load, (void *)&k->out};
             CUN("cuLaunchKernel", sh->api.launch(k->synth, g[0], g[1], g[2], b[0], b[1], b[2],
                                                  rq->ops[j].smem, s->stream, params, NULL));
             w->launches++;
