@@ -92,7 +92,7 @@ struct options {
     int ptds;
     double slo_ms; /* NAN: not set */
     int verify;
-    uint64_t microbench; /* 0: off */
+    uint64_t microbench;      /* 0: off */
     const char *launch_times; /* microbench: where each launch's start and return go */
     uint32_t host_us;
     double duration_s;       /* --duration: stop issuing after this long; 0: off */
@@ -343,7 +343,7 @@ struct kernels {
     struct real_op {
         unsigned n_fma, n_load;
         unsigned long long off4; /* where its loads start, in float4s */
-    } *real_ops;
+    } * real_ops;
 };
 
 /* The text module (docs/sim-formats.md) for model M and its request R (NULL: twins and tiny
@@ -439,7 +439,8 @@ static void *read_file(const char *path, size_t *size)
 /* --real: the synthetic kernels of the fatbin; each op of R becomes pos_synth with N_FMA =
  * FLOPs / (2 * threads) and N_LOAD = bytes / (16 * threads), launched with the op's grid,
  * block and shared memory (tools/posapp_real.cu). */
-static void kernels_load_real(struct kernels *k, const struct options *o, const struct sim_request *r)
+static void kernels_load_real(struct kernels *k, const struct options *o,
+                              const struct sim_request *r)
 {
     char *path = real_module_path(o);
     size_t size;
