@@ -241,6 +241,8 @@ trap cleanup EXIT
 trap 'note "interrupted"; exit 130' INT TERM
 if [ $SIM = 1 ]; then
     MPS="simulated (POS_SIM_MODE=mps: all processes share the SMs; no MPS daemon)"
+elif pgrep -f nvidia-cuda-mps-control >/dev/null 2>&1; then
+    MPS="unavailable: an MPS control daemon was already running on the machine (so every case here ran under it)"
 elif command -v nvidia-cuda-mps-control >/dev/null; then
     MPS=probe
     if mps_up && mps_down; then MPS=yes; else MPS=unavailable; fi
@@ -524,7 +526,7 @@ if part isolation 95 "3. Isolation: a latency client beside a batch client"; the
         [ $SIM = 1 ] && D=1.5
         md "Latency client \`POS_APP=lat-r50\`: ResNet-50 batch 1, closed loop (class latency, the default);" \
             "batch client \`POS_APP=batch-r50\`: ResNet-50 batch 32, closed loop (a rule puts \`batch-*\` in class batch)." \
-            "Both measured over the same ${D} s window (started together after warm-up)." "" \
+            "Both run for the same ${D} s window (started together after warm-up; each ends with its first request past it)." "" \
             "| scenario | latency p50 ms | latency p99 ms | p99 / alone | batch items/s |" "|---|---|---|---|---|"
         solo99=
         iso() { # scenario: alone | none | fifo | priority | mps | mps+priority
@@ -535,7 +537,7 @@ if part isolation 95 "3. Isolation: a latency client beside a batch client"; the
             go_reset
             local names=(lat)
             if [ $sc != alone ]; then
-                wl resnet50 32 $(awk -v d=$D 'BEGIN {print d + 0.5}') batch
+                wl resnet50 32 $D batch
                 bgc iso.$sc.batch 45 env $(cfg_env $c) POS_APP=batch-r50 "${W[@]}"
                 names+=(batch)
             fi
@@ -572,7 +574,7 @@ if part coloc 80 "4. Co-location: ResNet-18 + 34 + 50 as three processes"; then
         MODELS=(resnet18 resnet34 resnet50)
         md "Each process: batch 1, $N requests closed loop after warm-up (all three start together)." \
             "Speedup = the three solo durations added up / the makespan together. GPU utilisation: the mean" \
-            "of \`nvidia-smi --query-gpu=utilization.gpu -lms 200\` over the scenario." "" \
+            "of \`nvidia-smi --query-gpu=utilization.gpu -lms 200\` from the start to the end of the measured requests." "" \
             "| scenario | resnet18 p50 ms | resnet34 p50 ms | resnet50 p50 ms | makespan s | speedup | GPU util |" "|---|---|---|---|---|---|---|"
         # window NAME...: the first start and the last end of the clients (their own times when
         # they give them, else the wall clock around them)
@@ -580,10 +582,10 @@ if part coloc 80 "4. Co-location: ResNet-18 + 34 + 50 as three processes"; then
         for m in "${MODELS[@]}"; do
             go_reset
             wl $m 1 iters:$N $m
-            util_start coloc.seq.$m
             a=$(date +%s.%N)
             bgc coloc.seq.$m 45 "${W[@]}"
             go $m
+            util_start coloc.seq.$m
             bgwait
             b=$(date +%s.%N)
             u=$(util_stop coloc.seq.$m)
@@ -602,7 +604,6 @@ if part coloc 80 "4. Co-location: ResNet-18 + 34 + 50 as three processes"; then
             if [ $sc = mps ]; then mps_up || { md "| mps | MPS unavailable | | | | | |"; return; }; fi
             cfg_up $c || return
             go_reset
-            util_start coloc.$sc
             local a b m
             a=$(date +%s.%N)
             for m in "${MODELS[@]}"; do
@@ -610,6 +611,7 @@ if part coloc 80 "4. Co-location: ResNet-18 + 34 + 50 as three processes"; then
                 bgc coloc.$sc.$m 60 env $(cfg_env $c) POS_APP=co-$m "${W[@]}"
             done
             go "${MODELS[@]}"
+            util_start coloc.$sc
             bgwait
             b=$(date +%s.%N)
             local u
@@ -714,7 +716,11 @@ REPORT=$OUTDIR/gpu-h200.md
     echo "| PyTorch | $TORCH (CUDA $TORCH_CUDA); torchvision $TV |"
     echo "| MPS | $MPS |"
     echo "| host | $(nproc) cores, $(uname -r) |"
-    echo "| commit | $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)') |"
+    if git rev-parse --short HEAD >/dev/null 2>&1; then
+        echo "| commit | $(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)') |"
+    else
+        echo "| commit | unknown here (no .git); the carried build's is below |"
+    fi
     echo "| command | \`bash tests/gpu/run.sh OUTDIR$([ $SIM = 1 ] && echo ' --sim')\`, carried build \`$GPU\` ($(head -1 "$GPU/MANIFEST" 2>/dev/null | sed 's/^# //')) |"
     echo "| took | ${wall} s of a ${BUDGET} s budget |"
     echo "| verdict | $([ $fail = 0 ] && echo 'every check passed' || echo '**some checks FAILED** (see below)') |"
