@@ -713,7 +713,11 @@ REPORT=$OUTDIR/gpu-h200.md
     echo "| GPU | $GPUNAME |"
     echo "| driver | $DRIVER |"
     echo "| CUDA toolkit | ${NVCC_V:-none} (\`$CUDA_HOME\`) |"
-    echo "| PyTorch | $TORCH (CUDA $TORCH_CUDA); torchvision $TV |"
+    if [ $SIM = 1 ]; then
+        echo "| PyTorch | not used in the dry run (posapp models stand in) |"
+    else
+        echo "| PyTorch | $TORCH (CUDA $TORCH_CUDA); torchvision $TV |"
+    fi
     echo "| MPS | $MPS |"
     echo "| host | $(nproc) cores, $(uname -r) |"
     if git rev-parse --short HEAD >/dev/null 2>&1; then
