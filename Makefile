@@ -6,6 +6,8 @@
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
+#   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
+#   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #
 # As root, missing Debian packages are installed on the first build (scripts/deps.sh).
 
@@ -194,9 +196,11 @@ TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
 
-test: all $(UNIT_BINS) $(INTEG_BINS)
+test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
 	    bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+	@echo "=== tests/gpu/run.sh --sim (the real-GPU suite's dry run; report in $(B)/gpu-dry-run)"
+	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
 
 # --- demo, benchmarks -----------------------------------------------------------------
 demo: all
@@ -212,6 +216,17 @@ bench: all
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all
 	@bash bench/e2e.sh
+
+# --- the real-GPU suite (docs/gpu.md) ---------------------------------------------------------
+# build/gpu: posd, posstat, possim, posapp, libposshim.so and posapp's synthetic kernels, built
+# to run on a GPU machine without this project's build dependencies (liburing and libinih
+# linked statically; nvcc builds the fatbin and the CUDA check programs here).
+gpu-build: $(DEPS_STAMP)
+	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/build.sh $(B)/gpu
+
+# The suite's whole logic against the simulated driver (about a minute).
+gpu-dry-run: all gpu-build
+	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
 
 # --- install --------------------------------------------------------------------------
 install: all
@@ -244,7 +259,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e install uninstall format clean FORCE
+.PHONY: all test demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -92,9 +92,12 @@ struct options {
     int ptds;
     double slo_ms; /* NAN: not set */
     int verify;
-    uint64_t microbench; /* 0: off */
+    uint64_t microbench;      /* 0: off */
     const char *launch_times; /* microbench: where each launch's start and return go */
     uint32_t host_us;
+    double duration_s;       /* --duration: stop issuing after this long; 0: off */
+    int real;                /* --real: synthetic kernels from a fatbin on a real GPU */
+    const char *real_module; /* --real-module FILE; NULL: <exe dir>/posapp_real.fatbin */
 };
 
 static const char usage_text[] =
@@ -118,6 +121,10 @@ static const char usage_text[] =
     "  --launch-times FILE  with --microbench: write each launch's call and return times\n"
     "                       (CLOCK_MONOTONIC ns), one line \"T0 T1\" per launch\n"
     "  --host-us US         spin US microseconds of CPU time before each model op (default 0)\n"
+    "  --duration S         closed loop: stop issuing after S seconds (--requests caps it)\n"
+    "  --real               real NVIDIA GPU: run each op as a synthetic kernel doing its FLOPs\n"
+    "                       and bytes with its grid (posapp_real.fatbin beside the executable)\n"
+    "  --real-module FILE   the fatbin --real loads (built by tests/gpu/build.sh)\n"
     "  --help               this text\n";
 
 static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
@@ -155,6 +162,9 @@ static const struct option long_options[] = {
     {"microbench", required_argument, NULL, 'M'},
     {"host-us", required_argument, NULL, 'H'},
     {"launch-times", required_argument, NULL, 'T'},
+    {"real", no_argument, NULL, 'R'},
+    {"duration", required_argument, NULL, 'D'},
+    {"real-module", required_argument, NULL, 'F'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -203,6 +213,15 @@ static void apply_option(struct options *o, int c, const char *arg)
     case 'T':
         o->launch_times = arg;
         break;
+    case 'R':
+        o->real = 1;
+        break;
+    case 'D':
+        o->duration_s = parse_positive("duration", arg);
+        break;
+    case 'F':
+        o->real_module = arg;
+        break;
     }
 }
 
@@ -232,6 +251,12 @@ static void parse_options(int argc, char **argv, struct options *o)
         die(2, "--model is required (or --microbench N; see --help)");
     if (o->launch_times && !o->microbench)
         die(2, "--launch-times needs --microbench");
+    if (o->duration_s > 0 && (o->microbench || o->arrival.kind != POSAPP_ARRIVAL_CLOSED))
+        die(2, "--duration needs the closed loop (no --arrival, no --microbench)");
+    if (o->real_module && !o->real)
+        die(2, "--real-module needs --real");
+    if (o->real && o->verify)
+        die(2, "--verify needs the simulated driver's twin kernels; it does not go with --real");
 }
 
 /* --- time ---------------------------------------------------------------------------------- */
@@ -311,6 +336,14 @@ struct kernels {
     size_t nops;
     CUfunction *ops;
     CUfunction vadd, fill, scale, checksum, tiny;
+    /* --real: the synthetic kernel, its buffer and each op's parameters */
+    CUfunction synth;
+    CUdeviceptr buf, out;
+    unsigned long long mask4; /* float4s in buf - 1 (a power of two) */
+    struct real_op {
+        unsigned n_fma, n_load;
+        unsigned long long off4; /* where its loads start, in float4s */
+    } * real_ops;
 };
 
 /* The text module (docs/sim-formats.md) for model M and its request R (NULL: twins and tiny
@@ -364,6 +397,102 @@ static void kernels_load(struct kernels *k, const struct sim_model *m, const str
     get_function(&k->scale, k->mod, "pos_scale");
     get_function(&k->checksum, k->mod, "pos_checksum");
     get_function(&k->tiny, k->mod, "tiny");
+}
+
+/* --real: the fatbin beside the executable unless --real-module names one. */
+static char *real_module_path(const struct options *o)
+{
+    if (o->real_module)
+        return strdup(o->real_module);
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        die(1, "--real: cannot find the executable's folder (readlink /proc/self/exe)");
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    *slash = 0;
+    char *path = NULL;
+    if (asprintf(&path, "%s/posapp_real.fatbin", exe) < 0)
+        die(1, "out of memory");
+    return path;
+}
+
+static void *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die(2, "--real: cannot open %s: %s (build it with tests/gpu/build.sh, or --real-module)",
+            path, strerror(errno));
+    char *data = NULL;
+    size_t len = 0, cap = 0, got;
+    do {
+        if (len == cap && !(data = realloc(data, cap = cap ? 2 * cap : 1 << 16)))
+            die(1, "out of memory");
+        got = fread(data + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    fclose(f);
+    *size = len;
+    return data;
+}
+
+/* --real: the synthetic kernels of the fatbin; each op of R becomes pos_synth with N_FMA =
+ * FLOPs / (2 * threads) and N_LOAD = bytes / (16 * threads), launched with the op's grid,
+ * block and shared memory (tools/posapp_real.cu). */
+static void kernels_load_real(struct kernels *k, const struct options *o,
+                              const struct sim_request *r)
+{
+    char *path = real_module_path(o);
+    size_t size;
+    void *image = read_file(path, &size);
+    CUresult rc = cuModuleLoadData(&k->mod, image);
+    if (rc != CUDA_SUCCESS) {
+        const char *name = NULL;
+        if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
+            name = "?";
+        die(1,
+            "--real: cuModuleLoadData failed: %s for %s; --real needs an NVIDIA GPU and driver "
+            "(the simulated driver runs only its own text modules)",
+            name, path);
+    }
+    free(image);
+    free(path);
+    get_function(&k->synth, k->mod, "pos_synth");
+    get_function(&k->tiny, k->mod, "pos_tiny");
+    size_t nops = r ? r->nops : 0;
+    k->nops = nops;
+    k->real_ops = calloc(nops ? nops : 1, sizeof *k->real_ops);
+    if (!k->real_ops)
+        die(1, "out of memory");
+    double max_bytes = 0, at = 0;
+    uint32_t max_smem = 0;
+    for (size_t i = 0; i < nops; i++) {
+        const struct sim_request_op *op = &r->ops[i];
+        double threads = (double)sim_request_op_blocks(op) * (double)sim_request_op_threads(op);
+        if (threads < 1)
+            threads = 1;
+        double fma = ceil(op->flops / (2.0 * threads)), load = ceil(op->bytes / (16.0 * threads));
+        k->real_ops[i].n_fma = fma > 4e9 ? 4000000000u : (unsigned)fma;
+        k->real_ops[i].n_load = load > 4e9 ? 4000000000u : (unsigned)load;
+        k->real_ops[i].off4 = (unsigned long long)(at / 16.0);
+        at += op->bytes;
+        max_bytes = op->bytes > max_bytes ? op->bytes : max_bytes;
+        max_smem = op->smem > max_smem ? op->smem : max_smem;
+    }
+    if (max_smem > 48 * 1024)
+        CU(cuFuncSetAttribute(k->synth, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              (int)max_smem));
+    /* one buffer, a power of two from 256 MiB (several times any L2 cache, so the ops' loads go
+     * to DRAM) to 1 GiB, the size of the largest op's bytes when larger; consecutive ops walk
+     * consecutive regions of it (offsets wrap with the mask), and an op that touches more than
+     * it holds wraps around it */
+    size_t bytes = (size_t)1 << 28;
+    while (bytes < max_bytes && bytes < ((size_t)1 << 30))
+        bytes *= 2;
+    CU(cuMemAlloc(&k->buf, bytes));
+    CU(cuMemsetD32(k->buf, 0, bytes / 4));
+    CU(cuMemAlloc(&k->out, sizeof(float)));
+    k->mask4 = bytes / 16 - 1;
 }
 
 /* --- shared run state -------------------------------------------------------------------- */
@@ -522,6 +651,17 @@ static void issue_request(struct worker *w, struct slot *s, uint64_t req)
     }
     for (size_t j = 0; j < rq->nops; j++) {
         host_spin(o->host_us);
+        if (o->real) {
+            const struct kernels *k = &sh->k;
+            unsigned long long mask4 = k->mask4, off4 = k->real_ops[j].off4;
+            unsigned n_fma = k->real_ops[j].n_fma, n_load = k->real_ops[j].n_load;
+            const uint32_t *g = rq->ops[j].grid, *b = rq->ops[j].block;
+            void *params[] = {(void *)&k->buf, &mask4, &off4, &n_fma, &n_load, (void *)&k->out};
+            CUN("cuLaunchKernel", sh->api.launch(k->synth, g[0], g[1], g[2], b[0], b[1], b[2],
+                                                 rq->ops[j].smem, s->stream, params, NULL));
+            w->launches++;
+            continue;
+        }
         launch(w, sh->k.ops[j], rq->ops[j].grid, rq->ops[j].block, s->stream, NULL);
         if (o->verify && (j + 1) % VERIFY_EVERY == 0)
             launch_verify_step(w, s, req, (j + 1) / VERIFY_EVERY - 1);
@@ -578,8 +718,11 @@ static void run_requests(struct worker *w)
     struct shared *sh = w->sh;
     const struct options *o = sh->o;
     uint64_t issued = 0, reaped = 0;
+    int64_t stop = o->duration_s > 0 ? sh->t0_ns + (int64_t)llround(o->duration_s * 1e9) : 0;
     for (uint64_t req = w->index; req < o->requests; req += o->threads, issued++) {
         int64_t arrive = 0;
+        if (stop && now_ns() >= stop)
+            break;
         if (sh->schedule) {
             arrive = sh->t0_ns + (int64_t)llround(sh->schedule[req] * 1e9);
             wait_arrival(w, arrive, issued, &reaped);
@@ -667,13 +810,16 @@ static void run_load(struct shared *sh, struct posapp_report *r)
     }
     double *lat_ms = xcalloc(n, sizeof *lat_ms);
     int64_t first = INT64_MAX, last = INT64_MIN;
+    uint64_t done = 0;
     for (uint64_t i = 0; i < n; i++) {
-        lat_ms[i] = (double)(sh->done_ns[i] - sh->arrive_ns[i]) / 1e6;
+        if (!sh->done_ns[i])
+            continue; /* --duration: never issued */
+        lat_ms[done++] = (double)(sh->done_ns[i] - sh->arrive_ns[i]) / 1e6;
         first = sh->arrive_ns[i] < first ? sh->arrive_ns[i] : first;
         last = sh->done_ns[i] > last ? sh->done_ns[i] : last;
     }
-    r->requests = n;
-    posapp_report_latencies(r, lat_ms, n, (double)(last - first) / 1e9);
+    r->requests = done;
+    posapp_report_latencies(r, lat_ms, done, (double)(last - first) / 1e9);
     if (o->verify) {
         r->verified = mismatches == 0;
         if (mismatches)
@@ -765,7 +911,10 @@ int main(int argc, char **argv)
     CU(cuDeviceGet(&sh.dev, 0));
     context_enter(&sh);
     stream_api_init(&sh.api, o.ptds);
-    kernels_load(&sh.k, sh.model, sh.req);
+    if (o.real)
+        kernels_load_real(&sh.k, &o, sh.req);
+    else
+        kernels_load(&sh.k, sh.model, sh.req);
 
     struct posapp_report r = {
         .model = sh.model ? model.name : NULL,
@@ -787,6 +936,11 @@ int main(int argc, char **argv)
         run_load(&sh, &r);
     }
 
+    if (o.real) {
+        CU(cuMemFree(sh.k.out));
+        CU(cuMemFree(sh.k.buf));
+        free(sh.k.real_ops);
+    }
     CU(cuModuleUnload(sh.k.mod));
     free(sh.k.ops);
     CU(cuDevicePrimaryCtxRelease(sh.dev));

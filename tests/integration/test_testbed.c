@@ -244,12 +244,16 @@ static void test_conflicting_instance_is_refused(void)
 
 static void test_bad_input_gives_one_line_errors(void)
 {
-    const char *const cases[][6] = {
+    const char *const cases[][7] = {
         {"--model", "no_such_model", NULL},
         {"--model", "resnet18", "--arrival", "poisson:-1", NULL},
         {"--model", "resnet18", "--batch", "0", NULL},
         {"--bogus-option", NULL},
         {"--model", "resnet18", "--ptds", "--streams", "2", NULL},
+        {"--model", "resnet18", "--real", "--verify", NULL},
+        {"--model", "resnet18", "--real-module", "x.fatbin", NULL},
+        {"--model", "resnet18", "--duration", "1", "--arrival", "poisson:10", NULL},
+        {"--model", "resnet18", "--duration", "0", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct proc p;
@@ -302,6 +306,35 @@ static void test_driver_leaks_nothing(void)
     }
 }
 
+/* --duration ends a closed loop after S seconds, --requests capping it; --real is refused by
+ * the simulated driver with a line that says why. */
+static void test_duration_and_real_on_the_simulator(void)
+{
+    const char *const a[] = {"--model",    "resnet50", "--duration", "0.3",
+                             "--requests", "100000",   NULL};
+    struct proc p;
+    char v[64];
+    posapp_start(&p, instance, NULL, a);
+    CU_ASSERT_EQUAL(posapp_wait(&p, 60), 0);
+    long n = atol(json_value(p.out, "requests", v, sizeof v));
+    CU_ASSERT(n > 0 && n < 100000);
+    double span = atof(json_value(p.out, "makespan_s", v, sizeof v));
+    CU_ASSERT(span >= 0.25 && span < 1.5);
+
+    const char *const cap[] = {"--model", "resnet18", "--duration", "30", "--requests", "7", NULL};
+    posapp_start(&p, instance, NULL, cap);
+    CU_ASSERT_EQUAL(posapp_wait(&p, 60), 0);
+    CU_ASSERT_STRING_EQUAL(json_value(p.out, "requests", v, sizeof v), "7");
+
+    /* any file that is not a CUDA image stands in for the fatbin */
+    const char *const real[] = {
+        "--model", "resnet18", "--real", "--real-module", "sim/models/resnet18.model", NULL};
+    posapp_start(&p, instance, NULL, real);
+    CU_ASSERT_EQUAL(posapp_wait(&p, 30), 1);
+    CU_ASSERT_STRING_EQUAL(p.out, "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.err, "--real needs an NVIDIA GPU"));
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("testbed", suite_init, NULL);
@@ -312,4 +345,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_conflicting_instance_is_refused);
     POS_ADD_TEST(s, test_bad_input_gives_one_line_errors);
     POS_ADD_TEST(s, test_driver_leaks_nothing);
+    POS_ADD_TEST(s, test_duration_and_real_on_the_simulator);
 }
