@@ -179,8 +179,11 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         return -1;
     }
     size_t size = (sizeof(struct pos_client_shm) + 4095) & ~(size_t)4095;
-    int memfd = memfd_create("pos-client", MFD_CLOEXEC);
-    if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0) {
+    int memfd = memfd_create("pos-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    /* sealed at its size before the client holds it: a client that could shrink it would
+     * make posd's reads of the mapping fault (SIGBUS) */
+    if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0 ||
+        fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         posd_log(POSD_LOG_ERROR, "memfd for pid %d: %s", (int)c->ident.pid, strerror(errno));
         if (memfd >= 0)
             close(memfd);

@@ -696,6 +696,43 @@ static void test_bad_peers_are_disconnected(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "malformed kernel names"));
 }
 
+/* Whether posd (started by posd_start) is still running. */
+static int posd_alive(void)
+{
+    int st;
+    return posd_pid > 0 && waitpid(posd_pid, &st, WNOHANG) == 0;
+}
+
+/* A client cannot resize the shared memory posd gave it (posd read past the end of a shrunk
+ * memfd and died of SIGBUS); a hole punched into it only zeroes the client's own pages. */
+static void test_shared_memory_cannot_be_resized(void)
+{
+    posd_start("priority");
+    struct fake f;
+    CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
+    errno = 0;
+    CU_ASSERT_EQUAL(ftruncate(f.fds[0], (off_t)f.size * 2), -1);
+    CU_ASSERT_EQUAL(errno, EPERM);
+    errno = 0;
+    CU_ASSERT_EQUAL(ftruncate(f.fds[0], 0), -1);
+    CU_ASSERT_EQUAL(errno, EPERM);
+    CU_ASSERT_EQUAL(fcntl(f.fds[0], F_ADD_SEALS, F_SEAL_WRITE), -1); /* sealed for good */
+    fallocate(f.fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)f.size);
+    uint64_t one = 1;
+    CU_ASSERT_EQUAL(write(f.fds[1], &one, sizeof one), 8);
+    usleep(200000);
+    CU_ASSERT_FATAL(posd_alive());
+    /* posd serves another client */
+    struct fake g;
+    CU_ASSERT_EQUAL(fake_register(&g), 0);
+    char js[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
+    CU_ASSERT(posd_alive());
+    fake_close(&g);
+    fake_close(&f);
+    posd_stop(SIGTERM);
+}
+
 /* ---- configuration, signals, idle -------------------------------------------------------- */
 
 static void test_bad_config_at_start_and_at_reload(void)
@@ -791,6 +828,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_waiting_thread_steps_its_own_window);
     POS_ADD_TEST(s, test_fail_open_and_reattach);
     POS_ADD_TEST(s, test_bad_peers_are_disconnected);
+    POS_ADD_TEST(s, test_shared_memory_cannot_be_resized);
     POS_ADD_TEST(s, test_bad_config_at_start_and_at_reload);
     POS_ADD_TEST(s, test_idle_posd_sleeps);
     POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
