@@ -217,6 +217,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         return -1;
     }
     c->registered = 1;
+    c->deadline = 0;
     c->connected_at = posd_now();
     /* decide before the client starts, so it never launches ahead of its policy */
     posd_engine_tick(d);
@@ -291,8 +292,10 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         }
         return 0;
     case POS_MSG_STATS_REQ:
-        if (!c->registered)
+        if (!c->registered) {
             c->is_tool = 1;
+            c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
+        }
         reply_stats(d, c);
         return 0;
     default:
@@ -305,8 +308,38 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
 
 /* ---- the table ---------------------------------------------------------------------------- */
 
+static int peers_of_uid(const struct posd *d, uid_t uid)
+{
+    int n = 0;
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++)
+        n += d->clients[i].used && d->clients[i].ident.uid == uid;
+    return n;
+}
+
+/* Refuses a peer that has no slot: a REJECT it can read (the shim prints it), then close. */
+static void refuse_peer(int sock, const char *why)
+{
+    send_msg(sock, POS_MSG_REJECT, why, strlen(why) + 1, NULL, 0);
+    close(sock);
+}
+
 struct posd_client *posd_client_new(struct posd *d, int sock)
 {
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t cl = sizeof cred;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+        posd_log(POSD_LOG_WARN, "a peer without credentials (%s): refusing it", strerror(errno));
+        close(sock);
+        return NULL;
+    }
+    if (cred.uid != 0 && peers_of_uid(d, cred.uid) >= POSD_PEERS_PER_UID) {
+        char why[128];
+        snprintf(why, sizeof why, "uid %u already holds %d connections to posd, its limit",
+                 (unsigned)cred.uid, POSD_PEERS_PER_UID);
+        posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)cred.pid, why);
+        refuse_peer(sock, why);
+        return NULL;
+    }
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
         if (c->used || c->pending)
@@ -318,17 +351,37 @@ struct posd_client *posd_client_new(struct posd *d, int sock)
         c->used = 1;
         c->sock = sock;
         c->kick_fd = -1;
-        struct ucred cred;
-        socklen_t cl = sizeof cred;
-        if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-            c->ident.pid = cred.pid;
-            c->ident.uid = cred.uid;
-            c->ident.gid = cred.gid;
-            identify(&c->ident, cred.pid);
-        }
+        c->deadline = posd_now() + POSD_REGISTER_NS;
+        c->ident.pid = cred.pid;
+        c->ident.uid = cred.uid;
+        c->ident.gid = cred.gid;
+        identify(&c->ident, cred.pid);
         return c;
     }
+    posd_log(POSD_LOG_WARN, "too many peers (%d): refusing pid %d", POSD_MAX_CLIENTS,
+             (int)cred.pid);
+    refuse_peer(sock, "posd's table of clients is full");
     return NULL;
+}
+
+int64_t posd_clients_expire(struct posd *d, int64_t now)
+{
+    int64_t next = 0;
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (!c->used || !c->deadline)
+            continue;
+        if (c->deadline <= now) {
+            posd_log(POSD_LOG_INFO, "pid %d (uid %u) %s within %lld s: closing its connection",
+                     (int)c->ident.pid, (unsigned)c->ident.uid,
+                     c->is_tool ? "made no further request" : "did not register",
+                     POSD_REGISTER_NS / 1000000000LL);
+            posd_client_close(d, c, NULL);
+        } else if (!next || c->deadline < next) {
+            next = c->deadline;
+        }
+    }
+    return next;
 }
 
 void posd_client_close(struct posd *d, struct posd_client *c, const char *why)

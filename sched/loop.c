@@ -13,7 +13,7 @@
 #include "sched/posd.h"
 
 static struct signalfd_siginfo sig_buf;
-static struct __kernel_timespec tick_ts;
+static struct __kernel_timespec tick_ts, house_ts;
 
 static uint64_t ud(int kind, int slot, uint32_t gen)
 {
@@ -61,27 +61,44 @@ static void arm_kick(struct posd *d, struct posd_client *c)
     c->pending++;
 }
 
-/* Arms the tick DELAY_NS from now (an absolute CLOCK_MONOTONIC timeout), or brings an armed
- * one forward when the core wants to decide sooner than it would fire. */
-void posd_arm_tick(struct posd *d, int64_t delay_ns)
+/* Arms the timeout KIND at AT (absolute CLOCK_MONOTONIC), or brings an armed one forward. */
+static void arm_timeout(struct posd *d, int kind, struct __kernel_timespec *ts, int *armed,
+                        int64_t *armed_at, int64_t at)
 {
-    if (delay_ns < 0)
+    if (*armed && at >= *armed_at)
         return;
-    int64_t at = posd_now() + delay_ns;
-    if (d->tick_armed && at >= d->tick_at)
-        return;
-    tick_ts.tv_sec = at / 1000000000LL;
-    tick_ts.tv_nsec = at % 1000000000LL;
+    ts->tv_sec = at / 1000000000LL;
+    ts->tv_nsec = at % 1000000000LL;
     struct io_uring_sqe *sqe = sqe_get(d);
-    if (d->tick_armed) {
-        io_uring_prep_timeout_update(sqe, &tick_ts, EV_TICK, IORING_TIMEOUT_ABS);
+    if (*armed) {
+        io_uring_prep_timeout_update(sqe, ts, (uint64_t)kind, IORING_TIMEOUT_ABS);
         io_uring_sqe_set_data64(sqe, EV_CANCEL);
     } else {
-        io_uring_prep_timeout(sqe, &tick_ts, 0, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data64(sqe, EV_TICK);
+        io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data64(sqe, (uint64_t)kind);
     }
-    d->tick_armed = 1;
-    d->tick_at = at;
+    *armed = 1;
+    *armed_at = at;
+}
+
+/* Arms the tick DELAY_NS from now, or brings an armed one forward when the core wants to
+ * decide sooner than it would fire. */
+void posd_arm_tick(struct posd *d, int64_t delay_ns)
+{
+    if (delay_ns >= 0)
+        arm_timeout(d, EV_TICK, &tick_ts, &d->tick_armed, &d->tick_at, posd_now() + delay_ns);
+}
+
+void posd_arm_house(struct posd *d, int64_t at)
+{
+    if (at > 0)
+        arm_timeout(d, EV_HOUSE, &house_ts, &d->house_armed, &d->house_at, at);
+}
+
+/* Connection deadlines: what is due is done, and the timeout is armed for what is next. */
+static void housekeeping(struct posd *d)
+{
+    posd_arm_house(d, posd_clients_expire(d, posd_now()));
 }
 
 static void tick(struct posd *d)
@@ -155,11 +172,9 @@ static void handle(struct posd *d, uint64_t data, int res)
     case EV_ACCEPT:
         if (res >= 0) {
             c = posd_client_new(d, res);
-            if (!c) {
-                posd_log(POSD_LOG_WARN, "too many peers (%d): refusing one", POSD_MAX_CLIENTS);
-                close(res);
-            } else {
+            if (c) {
                 arm_recv(d, c);
+                posd_arm_house(d, c->deadline);
             }
         } else if (res != -EINTR && res != -ECONNABORTED) {
             posd_log(POSD_LOG_WARN, "accept: %s", strerror(-res));
@@ -176,6 +191,10 @@ static void handle(struct posd *d, uint64_t data, int res)
     case EV_TICK:
         d->tick_armed = 0;
         tick(d);
+        break;
+    case EV_HOUSE:
+        d->house_armed = 0;
+        housekeeping(d);
         break;
     case EV_CLIENT_RECV:
         c = client_of(d, data);

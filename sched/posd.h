@@ -16,6 +16,13 @@
 #define POSD_MAX_CLIENTS SCHED_MAX_CLIENTS
 #define POSD_STALL_NS    100000000LL /* an unpublished submission slot is skipped after this */
 #define POSD_RECHECK_NS  50000LL     /* look again this soon at a completion posd had to leave */
+/* A connection that is not a registered client (it has not said HELLO, or it is a tool) is
+ * closed this long after it was accepted or made its last request: idle connections cannot
+ * fill the table. */
+#define POSD_REGISTER_NS 2000000000LL
+/* Connections one uid may hold at once (root's are not counted): one user cannot take the
+ * table (POSD_MAX_CLIENTS) from the others. */
+#define POSD_PEERS_PER_UID 64
 
 /* What an io_uring completion is about (user_data = kind | slot << 8 | gen << 32). */
 enum posd_event {
@@ -25,6 +32,7 @@ enum posd_event {
     EV_CLIENT_RECV,
     EV_CLIENT_KICK,
     EV_CANCEL,
+    EV_HOUSE, /* housekeeping: connection deadlines */
 };
 
 struct posd_client {
@@ -35,6 +43,7 @@ struct posd_client {
     int kick_fd; /* eventfd the client writes to wake posd */
     int is_tool; /* a tool connection (posstat), not a GPU client */
     int registered;
+    int64_t deadline; /* closed at this time unless registered by then (0: registered) */
     struct pos_client_shm *shm;
     size_t shm_size;
     struct posd_identity ident;
@@ -74,6 +83,8 @@ struct posd {
     int tick_armed;
     int64_t tick_at; /* when the armed tick fires */
     int recheck;     /* a completion waits for its submission to be published */
+    int house_armed;
+    int64_t house_at; /* when the armed housekeeping timeout fires */
     int stop;
     int64_t started_at;
     uint64_t next_client_id;
@@ -92,8 +103,13 @@ void posd_set_log_level(int level);
 /* clients.c: registration and teardown */
 int posd_listen(struct posd *d);
 void posd_unlink_socket(struct posd *d);
+/* A new peer on SOCK, or NULL when it was refused (table full, its uid over its cap; SOCK is
+ * then closed). */
 struct posd_client *posd_client_new(struct posd *d, int sock);
 void posd_client_close(struct posd *d, struct posd_client *c, const char *why);
+/* Closes the connections past their deadline (POSD_REGISTER_NS). Returns the earliest deadline
+ * left, or 0 when none is. */
+int64_t posd_clients_expire(struct posd *d, int64_t now);
 /* A message arrived on C's socket (LEN bytes in c->rx). Returns 0 or -1 to drop C. */
 int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 /* Re-applies the configuration to every client (after SIGHUP). */
@@ -122,5 +138,7 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap);
 /* loop.c */
 int posd_loop(struct posd *d);
 void posd_arm_tick(struct posd *d, int64_t delay_ns);
+/* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
+void posd_arm_house(struct posd *d, int64_t at);
 
 #endif

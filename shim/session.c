@@ -121,8 +121,17 @@ static struct shim_session *attach(void)
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int fds[2] = {-1, -1};
     struct pos_welcome w;
-    if (connect(sock, (struct sockaddr *)&a, sizeof a) < 0 || send_hello(sock) < 0 ||
-        recv_welcome(sock, &w, fds) < 0) {
+    if (connect(sock, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(sock);
+        return NULL;
+    }
+    /* a peer that posd refuses at once finds the REJECT waiting, though its HELLO failed */
+    int sent = send_hello(sock);
+    if (recv_welcome(sock, &w, fds) < 0 || sent < 0) {
+        if (fds[0] >= 0) {
+            close(fds[0]);
+            close(fds[1]);
+        }
         close(sock);
         return NULL;
     }

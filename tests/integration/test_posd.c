@@ -6,6 +6,7 @@
  * temporary directory (POS_SOCKET). */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,7 +26,8 @@
 #include "tests/cunit_main.h"
 #include "tests/integration/util.h"
 
-#define OUT_MAX 16384
+#define OUT_MAX    16384
+#define POSD_TABLE 256 /* POSD_MAX_CLIENTS */
 
 static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
 static pid_t posd_pid = -1;
@@ -126,6 +128,26 @@ static int posstat_json(char *out, size_t cap)
     size_t n = fread(out, 1, cap - 1, f);
     out[n] = '\0';
     return pclose(f);
+}
+
+/* The size of posd's log now: what a test logs starts there. */
+static long log_size(void)
+{
+    struct stat st;
+    return stat(log_path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* posd's log from offset FROM on (the suite's posd runs share one file). */
+static void read_log_from(long from, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(log_path, "r");
+    if (!f)
+        return;
+    fseek(f, from, SEEK_SET);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
 }
 
 static int count_occurrences(const char *text, const char *what)
@@ -733,6 +755,109 @@ static void test_shared_memory_cannot_be_resized(void)
     posd_stop(SIGTERM);
 }
 
+#define PEERS_PER_UID 64 /* POSD_PEERS_PER_UID, docs/posd.md */
+#define NOBODY        65534
+
+/* Whether S is still open: posd neither refused (REJECT) nor closed it. */
+static int still_open(int s)
+{
+    char buf[512];
+    ssize_t n = recv(s, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* Forks a child that drops to uid NOBODY, runs FN(ARG) and exits; returns its pid. The
+ * socket's directory is opened to it; the child closes OTHER (the parent's end of ARG). */
+static pid_t as_nobody(void (*fn)(int), int arg, int other)
+{
+    chmod(dir, 0711);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(other);
+        if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+            _exit(3);
+        fn(arg);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* The unprivileged holder of idle connections: opens as many as posd lets it (up to the
+ * table's size and more), reports on FD how many posd kept, and 3 s later how many it still
+ * keeps; then lets them go. */
+static void hold_idle_connections(int fd)
+{
+    static int socks[POSD_TABLE + 16];
+    int n = 0;
+    while (n < POSD_TABLE + 16 && (socks[n] = peer_connect()) >= 0)
+        n++;
+    usleep(300000);
+    int kept[2] = {0, 0};
+    for (int i = 0; i < n; i++)
+        kept[0] += still_open(socks[i]);
+    if (write(fd, &kept[0], sizeof kept[0]) != sizeof kept[0])
+        _exit(4);
+    usleep(2700000);
+    for (int i = 0; i < n; i++)
+        kept[1] += still_open(socks[i]);
+    if (write(fd, &kept[1], sizeof kept[1]) != sizeof kept[1])
+        _exit(4);
+}
+
+/* Idle connections cannot lock anyone out: one that never registers is closed after 2 s, and
+ * one uid holds at most PEERS_PER_UID of them (256 idle connections of one user filled posd's
+ * table: new clients ran unscheduled and posstat was refused). */
+static void test_idle_connections_lock_nobody_out(void)
+{
+    long log_at = log_size();
+    posd_start("priority");
+    /* registration deadline, for anyone: an idle connection and a tool's that idles */
+    int idle = peer_connect();
+    int tool = peer_connect();
+    struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_STATS_REQ, 0, 0};
+    char buf[POS_MSG_MAX];
+    CU_ASSERT_EQUAL(send(tool, &h, sizeof h, 0), (ssize_t)sizeof h);
+    CU_ASSERT(recv(tool, buf, sizeof buf, 0) > 0);
+    CU_ASSERT(!closed_by_posd_within(idle, 1000));
+    CU_ASSERT(closed_by_posd_within(idle, 3000));
+    CU_ASSERT(closed_by_posd_within(tool, 3000));
+    close(idle);
+    close(tool);
+    if (geteuid() != 0) {
+        fprintf(stderr,
+                "test_idle_connections_lock_nobody_out: the per-uid cap needs another "
+                "uid (fork + setuid(%d) as root): that part skipped\n",
+                NOBODY);
+        posd_stop(SIGTERM);
+        return;
+    }
+    int p[2];
+    CU_ASSERT_FATAL(pipe(p) == 0);
+    pid_t kid = as_nobody(hold_idle_connections, p[1], p[0]);
+    close(p[1]);
+    int kept = -1, later = -1;
+    CU_ASSERT_EQUAL(read(p[0], &kept, sizeof kept), (ssize_t)sizeof kept);
+    CU_ASSERT_EQUAL(kept, PEERS_PER_UID);
+    /* while it holds its cap, a client registers and posstat answers */
+    struct fake f;
+    CU_ASSERT_EQUAL(fake_register(&f), 0);
+    char js[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
+    CU_ASSERT_EQUAL(util_number(js, "clients"), 1);
+    CU_ASSERT_EQUAL(read(p[0], &later, sizeof later), (ssize_t)sizeof later);
+    CU_ASSERT_EQUAL(later, 0); /* none of them registered: all closed */
+    close(p[0]);
+    int st;
+    waitpid(kid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT(!closed_by_posd_within(f.sock, 100)); /* a registered client stays */
+    fake_close(&f);
+    posd_stop(SIGTERM);
+    static char log[OUT_MAX * 16];
+    read_log_from(log_at, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 already holds 64 connections"));
+}
+
 /* ---- configuration, signals, idle -------------------------------------------------------- */
 
 static void test_bad_config_at_start_and_at_reload(void)
@@ -829,6 +954,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_fail_open_and_reattach);
     POS_ADD_TEST(s, test_bad_peers_are_disconnected);
     POS_ADD_TEST(s, test_shared_memory_cannot_be_resized);
+    POS_ADD_TEST(s, test_idle_connections_lock_nobody_out);
     POS_ADD_TEST(s, test_bad_config_at_start_and_at_reload);
     POS_ADD_TEST(s, test_idle_posd_sleeps);
     POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
