@@ -95,10 +95,47 @@ void posd_arm_house(struct posd *d, int64_t at)
         arm_timeout(d, EV_HOUSE, &house_ts, &d->house_armed, &d->house_at, at);
 }
 
-/* Connection deadlines: what is due is done, and the timeout is armed for what is next. */
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* Connection deadlines, a paused accept, the log's summaries: what is due is done, and the
+ * timeout is armed for what is next. */
 static void housekeeping(struct posd *d)
 {
-    posd_arm_house(d, posd_clients_expire(d, posd_now()));
+    int64_t now = posd_now();
+    int64_t next = posd_clients_expire(d, now);
+    if (d->accept_paused_until && d->accept_paused_until <= now) {
+        d->accept_paused_until = 0;
+        if (!d->stop)
+            arm_accept(d);
+    }
+    next = earliest(next, d->accept_paused_until);
+    next = earliest(next, posd_log_flush());
+    posd_arm_house(d, next);
+}
+
+static void on_accept(struct posd *d, int res)
+{
+    if (res >= 0) {
+        struct posd_client *c = posd_client_new(d, res);
+        if (c) {
+            arm_recv(d, c);
+            posd_arm_house(d, c->deadline);
+        }
+    } else if (res != -EINTR && res != -ECONNABORTED) {
+        /* out of descriptors (EMFILE, ENFILE) or memory: the pending connection stays, and
+         * an accept retried at once fails again at once */
+        posd_log(POSD_LOG_WARN, "accept: %s: not accepting for %lld ms%s", strerror(-res),
+                 POSD_ACCEPT_PAUSE_NS / 1000000,
+                 res == -EMFILE ? " (raise posd's open-file limit, LimitNOFILE=)" : "");
+        d->accept_paused_until = posd_now() + POSD_ACCEPT_PAUSE_NS;
+        posd_arm_house(d, d->accept_paused_until);
+        return;
+    }
+    if (!d->stop)
+        arm_accept(d);
 }
 
 static void tick(struct posd *d)
@@ -170,17 +207,7 @@ static void handle(struct posd *d, uint64_t data, int res)
     struct posd_client *c;
     switch (data & 0xff) {
     case EV_ACCEPT:
-        if (res >= 0) {
-            c = posd_client_new(d, res);
-            if (c) {
-                arm_recv(d, c);
-                posd_arm_house(d, c->deadline);
-            }
-        } else if (res != -EINTR && res != -ECONNABORTED) {
-            posd_log(POSD_LOG_WARN, "accept: %s", strerror(-res));
-        }
-        if (!d->stop)
-            arm_accept(d);
+        on_accept(d, res);
         break;
     case EV_SIGNAL:
         if (res == (int)sizeof sig_buf)
@@ -269,6 +296,7 @@ int posd_loop(struct posd *d)
             n++;
         }
         io_uring_cq_advance(&d->ring, n);
+        posd_arm_house(d, posd_log_due()); /* suppressed lines get their summary in time */
     }
     for (int i = 0; i < POSD_MAX_CLIENTS; i++)
         if (d->clients[i].used)

@@ -23,6 +23,9 @@
 /* Connections one uid may hold at once (root's are not counted): one user cannot take the
  * table (POSD_MAX_CLIENTS) from the others. */
 #define POSD_PEERS_PER_UID 64
+/* accept() failing for want of descriptors or memory: posd stops accepting this long rather
+ * than retry at once (a pending connection made it spin) */
+#define POSD_ACCEPT_PAUSE_NS 100000000LL
 
 /* What an io_uring completion is about (user_data = kind | slot << 8 | gen << 32). */
 enum posd_event {
@@ -32,7 +35,7 @@ enum posd_event {
     EV_CLIENT_RECV,
     EV_CLIENT_KICK,
     EV_CANCEL,
-    EV_HOUSE, /* housekeeping: connection deadlines */
+    EV_HOUSE, /* housekeeping: connection deadlines, paused accepts, log summaries */
 };
 
 struct posd_client {
@@ -84,7 +87,8 @@ struct posd {
     int64_t tick_at; /* when the armed tick fires */
     int recheck;     /* a completion waits for its submission to be published */
     int house_armed;
-    int64_t house_at; /* when the armed housekeeping timeout fires */
+    int64_t house_at;            /* when the armed housekeeping timeout fires */
+    int64_t accept_paused_until; /* accepts resume then (0: not paused) */
     int stop;
     int64_t started_at;
     uint64_t next_client_id;
@@ -99,6 +103,11 @@ int64_t posd_now(void);
 /* log.c */
 void posd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void posd_set_log_level(int level);
+/* Prints the summaries of suppressed lines that are due. Returns when the next one is due
+ * (CLOCK_MONOTONIC ns), or 0 when none is pending. */
+int64_t posd_log_flush(void);
+/* When posd_log_flush has something to print, or 0. */
+int64_t posd_log_due(void);
 
 /* clients.c: registration and teardown */
 int posd_listen(struct posd *d);

@@ -4,6 +4,7 @@
  * bad peers are disconnected while others carry on, configuration errors at start and at
  * SIGHUP, socket removal on exit, and an idle posd that uses no CPU. All without root, in a
  * temporary directory (POS_SOCKET). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -927,6 +929,111 @@ static void test_idle_posd_sleeps(void)
     posd_stop(SIGTERM);
 }
 
+static int count_lines(const char *text)
+{
+    return count_occurrences(text, "\n");
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* The descriptor limit that leaves PID exactly FREE descriptors (the lowest free numbers),
+ * or 0 when its descriptors cannot be listed. */
+static rlim_t limit_leaving(pid_t pid, int free)
+{
+    static char used[4096];
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return 0;
+    memset(used, 0, sizeof used);
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used)
+            used[fd] = 1;
+    }
+    closedir(dir);
+    rlim_t limit = 0;
+    for (; free > 0 && limit < sizeof used; limit++)
+        free -= !used[limit];
+    return limit;
+}
+
+/* Lowers PID's soft descriptor limit to leave it FREE descriptors; OLD gets the limit before.
+ * (Only the soft limit: raising a hard limit again may need a capability we lack.) */
+static int lower_fd_limit(pid_t pid, int free, struct rlimit *old)
+{
+    struct rlimit now;
+    if (prlimit(pid, RLIMIT_NOFILE, NULL, &now) < 0)
+        return -1;
+    *old = now;
+    now.rlim_cur = limit_leaving(pid, free);
+    return now.rlim_cur ? prlimit(pid, RLIMIT_NOFILE, &now, NULL) : -1;
+}
+
+/* A peer that floods posd with events it logs cannot flood the log: a connect/close loop of
+ * garbage and of clients that register and leave (294 000 lines in 3 s), and a connection
+ * posd cannot accept for want of descriptors (1.8 M "accept: Too many open files" lines in
+ * 3 s, a core spinning). */
+static void test_floods_do_not_fill_the_log(void)
+{
+    long log_at = log_size();
+    posd_start("priority");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rounds = 0;
+    while (seconds_since(&t0) < 2.0) {
+        int s = peer_connect();
+        CU_ASSERT_FATAL(s >= 0);
+        CU_ASSERT_EQUAL(send(s, "hello posd, let me in", 21, 0), 21);
+        close(s);
+        s = peer_connect();
+        CU_ASSERT_FATAL(s >= 0);
+        hello(s, POS_SHM_VERSION);
+        close(s);
+        rounds++;
+    }
+    usleep(1200000); /* the summaries of what was suppressed are due */
+    static char log[OUT_MAX * 64];
+    read_log_from(log_at, log, sizeof log);
+    int lines = count_lines(log);
+    CU_ASSERT(rounds > 100);
+    CU_ASSERT(lines < 100);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "similar lines suppressed"));
+    if (lines >= 100 || rounds <= 100)
+        fprintf(stderr, "connect/close loop: %d rounds, %d log lines\n", rounds, lines);
+    /* at the descriptor limit, with a connection waiting */
+    struct rlimit old;
+    CU_ASSERT_FATAL(lower_fd_limit(posd_pid, 2, &old) == 0);
+    int socks[6];
+    for (int i = 0; i < 6; i++)
+        socks[i] = peer_connect(); /* two accepted, the rest wait in the backlog */
+    usleep(200000);
+    log_at = log_size();
+    long cpu0 = cpu_ticks(posd_pid);
+    usleep(1500000);
+    long cpu1 = cpu_ticks(posd_pid);
+    read_log_from(log_at, log, sizeof log);
+    lines = count_lines(log);
+    CU_ASSERT(cpu1 - cpu0 < 20); /* of 150 in 1.5 s: spinning took them all */
+    CU_ASSERT(lines < 100);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "Too many open files"));
+    if (cpu1 - cpu0 >= 20 || lines >= 100)
+        fprintf(stderr, "at the fd limit: %ld CPU ticks in 1.5 s, %d log lines\n", cpu1 - cpu0,
+                lines);
+    CU_ASSERT_EQUAL(prlimit(posd_pid, RLIMIT_NOFILE, &old, NULL), 0);
+    for (int i = 0; i < 6; i++)
+        close(socks[i]);
+    char js[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
+    posd_stop(SIGTERM);
+}
+
 static void test_scheduled_without_posd_is_passthrough(void)
 {
     posd_stop(SIGTERM);
@@ -957,5 +1064,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_idle_connections_lock_nobody_out);
     POS_ADD_TEST(s, test_bad_config_at_start_and_at_reload);
     POS_ADD_TEST(s, test_idle_posd_sleeps);
+    POS_ADD_TEST(s, test_floods_do_not_fill_the_log);
     POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
 }
