@@ -393,6 +393,10 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");
     }
+    if (c->kick_parked) {
+        c->kick_parked = 0;
+        d->kicks_parked--;
+    }
     if (c->kick_fd >= 0) {
         /* the pending read of the kick eventfd must not outlive the slot */
         struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);

@@ -138,9 +138,108 @@ static void on_accept(struct posd *d, int res)
         arm_accept(d);
 }
 
+/* Refills B (one token per PERIOD, up to BURST) and takes one. Returns 0 when there is none. */
+static int bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period)
+{
+    if (!b->refilled_at) {
+        b->tokens = burst;
+        b->refilled_at = now;
+    }
+    int64_t periods = (now - b->refilled_at) / period;
+    if (periods > 0) {
+        b->tokens = periods >= burst - b->tokens ? burst : b->tokens + (int)periods;
+        b->refilled_at += periods * period;
+    }
+    if (!b->tokens)
+        return 0;
+    b->tokens--;
+    return 1;
+}
+
+/* Moves whenever posd reads something of C's: a launch, a synchronisation, a completion. */
+static uint64_t news_mark(const struct posd_client *c)
+{
+    return c->sub_head + c->sync_head + c->done_head;
+}
+
+/* C's kicks wait WAIT: its kick read is not armed again until then. */
+static void park_kicks(struct posd *d, struct posd_client *c, int64_t now, int64_t wait)
+{
+    c->kick_unpark_at = now + wait;
+    c->kick_parked = 1;
+    d->kicks_parked++;
+    posd_arm_tick(d, wait);
+}
+
+/* Clients whose kicks waited, once they are due: this tick is their kick's decision. Their
+ * eventfd is cleared before the decision reads their rings (the kicks so far are news it
+ * hears), and the read armed again hears any kick after. Returns when the first client still
+ * waiting is due, or 0 when none is. */
+static int64_t unpark_kicks(struct posd *d, int64_t now)
+{
+    int64_t next = 0;
+    for (int i = 0; i < POSD_MAX_CLIENTS && d->kicks_parked; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (!c->kick_parked)
+            continue;
+        if (c->used && c->kick_fd >= 0 && now < c->kick_unpark_at) {
+            next = earliest(next, c->kick_unpark_at);
+            continue;
+        }
+        c->kick_parked = 0;
+        d->kicks_parked--;
+        if (!c->used || c->kick_fd < 0)
+            continue;
+        bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS);
+        bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS);
+        uint64_t kicks;
+        if (read(c->kick_fd, &kicks, sizeof kicks) < 0 && errno != EAGAIN)
+            continue; /* its socket's hang-up closes it */
+        c->kick_armed = 1;
+        arm_kick(d, c);
+    }
+    return next;
+}
+
 static void tick(struct posd *d)
 {
+    int64_t now = posd_now();
+    int64_t parked_due = d->kicks_parked ? unpark_kicks(d, now) : 0;
     posd_arm_tick(d, posd_engine_tick(d));
+    /* a tick that came before a waiting client was due must not leave it waiting for good */
+    if (parked_due)
+        posd_arm_tick(d, parked_due > now ? parked_due - now : 0);
+}
+
+static void on_kick(struct posd *d, struct posd_client *c, int res)
+{
+    c->kick_armed = 0;
+    if (res <= 0 || !c->used || c->kick_fd < 0) {
+        tick(d);
+        return;
+    }
+    int64_t now = posd_now();
+    if (!bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS)) {
+        park_kicks(d, c, now, c->kick_any.refilled_at + POSD_KICK_PERIOD_NS - now);
+        return;
+    }
+    uint64_t mark = news_mark(c);
+    tick(d);
+    if (!c->used || c->kick_fd < 0)
+        return;
+    if (news_mark(c) != mark) {
+        c->kick_park_ns = 0; /* it had news: not a flood of empty kicks */
+    } else if (!bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS)) {
+        /* empty kicks over their rate: the next one waits, longer while they go on */
+        int64_t wait = c->kick_park_ns ? c->kick_park_ns : POSD_IDLE_KICK_PERIOD_NS;
+        c->kick_park_ns = 2 * wait < POSD_KICK_PARK_MAX_NS ? 2 * wait : POSD_KICK_PARK_MAX_NS;
+        park_kicks(d, c, now, wait);
+        return;
+    } else if (c->kick_idle.tokens == POSD_IDLE_KICK_BURST - 1) {
+        c->kick_park_ns = 0; /* quiet long enough to refill: no longer a flood */
+    }
+    c->kick_armed = 1;
+    arm_kick(d, c);
 }
 
 static void on_signal(struct posd *d)
@@ -237,7 +336,7 @@ static void handle(struct posd *d, uint64_t data, int res)
             tick(d);
             break;
         }
-        if (c->registered && c->kick_fd >= 0 && !c->kick_armed) {
+        if (c->registered && c->kick_fd >= 0 && !c->kick_armed && !c->kick_parked) {
             c->kick_armed = 1;
             arm_kick(d, c);
         }
@@ -246,14 +345,8 @@ static void handle(struct posd *d, uint64_t data, int res)
         break;
     case EV_CLIENT_KICK:
         c = client_of(d, data);
-        if (!c)
-            break;
-        c->kick_armed = 0;
-        tick(d);
-        if (res > 0 && c->used && c->kick_fd >= 0) {
-            c->kick_armed = 1;
-            arm_kick(d, c);
-        }
+        if (c)
+            on_kick(d, c, res);
         break;
     default:
         break;

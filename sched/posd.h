@@ -23,6 +23,18 @@
 /* Connections one uid may hold at once (root's are not counted): one user cannot take the
  * table (POSD_MAX_CLIENTS) from the others. */
 #define POSD_PEERS_PER_UID 64
+/* Kicks only wake posd sooner: its ticks read every ring anyway. A client's kicks make posd
+ * decide at most once per POSD_KICK_PERIOD_NS (after a burst of POSD_KICK_BURST), and kicks
+ * that brought nothing new to read (no launch, synchronisation or completion) at most once per
+ * POSD_IDLE_KICK_PERIOD_NS (after POSD_IDLE_KICK_BURST). Beyond that its kicks wait (its
+ * eventfd adds them up), which delays only its own news; while empty kicks go on, each wait
+ * doubles up to POSD_KICK_PARK_MAX_NS (waking posd is what costs), and starts again from one
+ * period once the client brings news or its burst has refilled. */
+#define POSD_KICK_BURST          64
+#define POSD_KICK_PERIOD_NS      20000LL
+#define POSD_IDLE_KICK_BURST     16
+#define POSD_IDLE_KICK_PERIOD_NS 100000LL
+#define POSD_KICK_PARK_MAX_NS    1000000LL
 /* accept() failing for want of descriptors or memory: posd stops accepting this long rather
  * than retry at once (a pending connection made it spin) */
 #define POSD_ACCEPT_PAUSE_NS 100000000LL
@@ -36,6 +48,12 @@ enum posd_event {
     EV_CLIENT_KICK,
     EV_CANCEL,
     EV_HOUSE, /* housekeeping: connection deadlines, paused accepts, log summaries */
+};
+
+/* A token bucket: TOKENS left, refilled one per period since REFILLED_AT (0: full). */
+struct posd_bucket {
+    int tokens;
+    int64_t refilled_at;
 };
 
 struct posd_client {
@@ -69,7 +87,11 @@ struct posd_client {
     uint8_t rx[POS_REQ_MAX];
     uint64_t kick_buf;
     int kick_armed;
-    int pending; /* SQEs in flight for this slot */
+    int kick_parked; /* its kicks wait (the read is not armed) until kick_unpark_at */
+    int64_t kick_unpark_at;
+    struct posd_bucket kick_any, kick_idle; /* every kick; kicks that brought no news */
+    int64_t kick_park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
+    int pending;          /* SQEs in flight for this slot */
 };
 
 struct posd {
@@ -89,6 +111,7 @@ struct posd {
     int house_armed;
     int64_t house_at;            /* when the armed housekeeping timeout fires */
     int64_t accept_paused_until; /* accepts resume then (0: not paused) */
+    int kicks_parked;            /* clients whose kicks wait */
     int stop;
     int64_t started_at;
     uint64_t next_client_id;
