@@ -31,6 +31,53 @@ static int make_parent_dir(const char *path)
     return 0;
 }
 
+static const char *file_kind(mode_t mode)
+{
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISLNK(mode)  ? "a symbolic link"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "not a socket";
+}
+
+/* Makes PATH free for posd's socket: nothing there, or a socket nobody listens on (removed).
+ * Anything else is left as it is, and posd says what is there. */
+static int clear_socket_path(const char *path, const struct sockaddr_un *a)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        int e = errno;
+        posd_log(POSD_LOG_ERROR, "cannot look at %s: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        posd_log(POSD_LOG_ERROR,
+                 "%s is %s, not a socket: posd removes only a socket a posd left there; "
+                 "move it away or give posd another socket path (-s)",
+                 path, file_kind(st.st_mode));
+        return -EEXIST;
+    }
+    /* a socket left by a posd that died: replaced only if nobody answers there */
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (probe >= 0 && connect(probe, (const struct sockaddr *)a, sizeof *a) == 0) {
+        close(probe);
+        posd_log(POSD_LOG_ERROR, "another posd is listening on %s", path);
+        return -EADDRINUSE;
+    }
+    if (probe >= 0)
+        close(probe);
+    if (unlink(path) < 0 && errno != ENOENT) {
+        int e = errno;
+        posd_log(POSD_LOG_ERROR, "cannot remove the dead socket %s: %s", path, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
 int posd_listen(struct posd *d)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -45,20 +92,12 @@ int posd_listen(struct posd *d)
                  strerror(-rc));
         return rc;
     }
+    rc = clear_socket_path(d->socket_path, &a);
+    if (rc < 0)
+        return rc;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    /* a socket file left by a posd that died: replace it only if nobody answers there */
-    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof a) == 0) {
-        close(probe);
-        close(fd);
-        posd_log(POSD_LOG_ERROR, "another posd is listening on %s", d->socket_path);
-        return -EADDRINUSE;
-    }
-    if (probe >= 0)
-        close(probe);
-    unlink(d->socket_path);
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
         rc = -errno;
         posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s", d->socket_path, strerror(-rc));

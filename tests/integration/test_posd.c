@@ -899,6 +899,45 @@ static void test_bad_config_at_start_and_at_reload(void)
     CU_ASSERT_NOT_EQUAL(access(sock_path, F_OK), 0);
 }
 
+/* Runs posd on the test socket in the foreground (for at most LIMIT_S seconds); returns its
+ * exit status and its output in OUT. */
+static int posd_run(int limit_s, char *out, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "timeout %d build/posd -f -c %s -s %s 2>&1", limit_s, conf_path,
+             sock_path);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* posd removes only a socket at its path: a file there (posd deleted it and put its socket
+ * in its place) or a directory (reported as "Address already in use") is named, and posd
+ * refuses to start. */
+static void test_socket_path_must_be_a_socket(void)
+{
+    posd_stop(SIGTERM);
+    char out[4096], data[64] = "";
+    write_file(sock_path, "precious data\n");
+    int rc = posd_run(3, out, sizeof out);
+    CU_ASSERT(rc != 0 && rc != 124);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a regular file, not a socket"));
+    CU_ASSERT_EQUAL(util_read_file(sock_path, data, sizeof data), 0);
+    CU_ASSERT_STRING_EQUAL(data, "precious data\n");
+    unlink(sock_path);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sock_path, 0755), 0);
+    rc = posd_run(3, out, sizeof out);
+    CU_ASSERT(rc != 0 && rc != 124);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a directory, not a socket"));
+    struct stat st;
+    CU_ASSERT(stat(sock_path, &st) == 0 && S_ISDIR(st.st_mode));
+    rmdir(sock_path);
+}
+
 static long cpu_ticks(pid_t pid)
 {
     char path[64], buf[1024];
@@ -1101,6 +1140,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_shared_memory_cannot_be_resized);
     POS_ADD_TEST(s, test_idle_connections_lock_nobody_out);
     POS_ADD_TEST(s, test_bad_config_at_start_and_at_reload);
+    POS_ADD_TEST(s, test_socket_path_must_be_a_socket);
     POS_ADD_TEST(s, test_idle_posd_sleeps);
     POS_ADD_TEST(s, test_floods_do_not_fill_the_log);
     POS_ADD_TEST(s, test_kick_flood_is_bounded);
