@@ -3,6 +3,7 @@
  * sent back over SCM_RIGHTS), tool requests, protocol checks, and teardown. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,78 @@ static const char *file_kind(mode_t mode)
                             : "not a socket";
 }
 
+enum probe_result {
+    PROBE_DEAD,   /* nobody listens there (ECONNREFUSED): a posd that died left it */
+    PROBE_LIVE,   /* a posd answered */
+    PROBE_BUSY,   /* its backlog is full (EAGAIN): someone listens and does not accept */
+    PROBE_SILENT, /* it accepts but did not answer in time */
+    PROBE_ERROR,
+};
+
+#define PROBE_ANSWER_MS 1000
+#define PROBE_RETRY_NS  2000000000LL
+
+/* Waits up to MS for EVENTS on S. Returns poll's revents, 0 on timeout. */
+static int wait_for(int s, short events, int ms)
+{
+    struct pollfd p = {.fd = s, .events = events};
+    int n;
+    do
+        n = poll(&p, 1, ms);
+    while (n < 0 && errno == EINTR);
+    return n > 0 ? p.revents : 0;
+}
+
+/* One try: a non-blocking connect (it cannot hang: a full backlog says EAGAIN), then a STATS
+ * request that a posd answers within PROBE_ANSWER_MS. A connection reset before the answer is
+ * a posd on its way out. */
+static int probe_once(const struct sockaddr_un *a, int *err, int *reset)
+{
+    *reset = 0;
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        *err = errno;
+        return PROBE_ERROR;
+    }
+    int rc = connect(s, (const struct sockaddr *)a, sizeof *a), e = rc < 0 ? errno : 0;
+    if (rc < 0 && e == EINPROGRESS && wait_for(s, POLLOUT, PROBE_ANSWER_MS)) {
+        socklen_t len = sizeof e;
+        getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &len);
+        rc = e ? -1 : 0;
+    }
+    if (rc < 0) {
+        close(s);
+        *err = e;
+        return e == ECONNREFUSED || e == ENOENT  ? PROBE_DEAD
+               : e == EAGAIN || e == EINPROGRESS ? PROBE_BUSY
+                                                 : PROBE_ERROR;
+    }
+    const struct pos_msg_hdr h = {
+        .magic = POS_PROTO_MAGIC, .version = POS_PROTO_VERSION, .type = POS_MSG_STATS_REQ};
+    send(s, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
+    int ev = wait_for(s, POLLIN, PROBE_ANSWER_MS);
+    char byte;
+    ssize_t n = ev ? recv(s, &byte, 1, MSG_DONTWAIT) : -1;
+    close(s);
+    if (n > 0)
+        return PROBE_LIVE;
+    *reset = ev != 0;
+    return PROBE_SILENT;
+}
+
+/* Who is at the socket A: tried again while connections are reset (a posd killed a moment ago
+ * still holds its socket until the kernel has torn down its io_uring). */
+static int probe(const struct sockaddr_un *a, int *err)
+{
+    int64_t give_up = posd_now() + PROBE_RETRY_NS;
+    for (;;) {
+        int reset, r = probe_once(a, err, &reset);
+        if (!reset || posd_now() >= give_up)
+            return r;
+        usleep(10000);
+    }
+}
+
 /* Makes PATH free for posd's socket: nothing there, or a socket nobody listens on (removed).
  * Anything else is left as it is, and posd says what is there. */
 static int clear_socket_path(const char *path, const struct sockaddr_un *a)
@@ -61,15 +134,27 @@ static int clear_socket_path(const char *path, const struct sockaddr_un *a)
                  path, file_kind(st.st_mode));
         return -EEXIST;
     }
-    /* a socket left by a posd that died: replaced only if nobody answers there */
-    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (probe >= 0 && connect(probe, (const struct sockaddr *)a, sizeof *a) == 0) {
-        close(probe);
+    int err = 0;
+    switch (probe(a, &err)) {
+    case PROBE_DEAD:
+        break;
+    case PROBE_LIVE:
         posd_log(POSD_LOG_ERROR, "another posd is listening on %s", path);
         return -EADDRINUSE;
+    case PROBE_BUSY:
+        posd_log(POSD_LOG_ERROR,
+                 "another posd is listening on %s, its backlog full (busy or stopped)", path);
+        return -EADDRINUSE;
+    case PROBE_SILENT:
+        posd_log(POSD_LOG_ERROR,
+                 "a process listening on %s accepts connections but did not answer within %d "
+                 "ms: a posd stopped or wedged? stop it first",
+                 path, PROBE_ANSWER_MS);
+        return -EADDRINUSE;
+    default:
+        posd_log(POSD_LOG_ERROR, "cannot probe the socket %s: %s", path, strerror(err));
+        return -err;
     }
-    if (probe >= 0)
-        close(probe);
     if (unlink(path) < 0 && errno != ENOENT) {
         int e = errno;
         posd_log(POSD_LOG_ERROR, "cannot remove the dead socket %s: %s", path, strerror(e));
