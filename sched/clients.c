@@ -306,23 +306,36 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     int memfd = memfd_create("pos-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     /* sealed at its size before the client holds it: a client that could shrink it would
      * make posd's reads of the mapping fault (SIGBUS) */
-    if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0 ||
-        fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-        posd_log(POSD_LOG_ERROR, "memfd for pid %d: %s", (int)c->ident.pid, strerror(errno));
-        if (memfd >= 0)
-            close(memfd);
-        reject(c, "posd could not allocate shared memory");
-        return -1;
+    const char *step = "memfd";
+    int ok = memfd >= 0 && ftruncate(memfd, (off_t)size) == 0 &&
+             fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+    void *p = MAP_FAILED;
+    if (ok) {
+        step = "mmap";
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+        ok = p != MAP_FAILED;
     }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-    c->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (p == MAP_FAILED || c->kick_fd < 0) {
-        posd_log(POSD_LOG_ERROR, "shared memory for pid %d: %s", (int)c->ident.pid,
-                 strerror(errno));
+    if (ok) {
+        step = "eventfd";
+        c->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        ok = c->kick_fd >= 0;
+    }
+    if (!ok) {
+        int e = errno;
+        int no_fds = e == EMFILE || e == ENFILE;
+        posd_log(POSD_LOG_ERROR, "cannot register pid %d: %s: %s%s", (int)c->ident.pid, step,
+                 strerror(e),
+                 e == EMFILE   ? " (posd is out of file descriptors: raise its LimitNOFILE)"
+                 : e == ENFILE ? " (the system is out of file descriptors)"
+                               : "");
         if (p != MAP_FAILED)
             munmap(p, size);
-        close(memfd);
-        reject(c, "posd could not allocate shared memory");
+        if (memfd >= 0)
+            close(memfd);
+        reject(c, no_fds ? "posd is out of file descriptors (its open-file limit); ask the admin "
+                           "to raise posd's LimitNOFILE"
+                  : e == ENOMEM ? "posd is out of memory"
+                                : "posd could not allocate shared memory");
         return -1;
     }
     c->shm = p;

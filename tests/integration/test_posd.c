@@ -1203,6 +1203,38 @@ static void test_kick_flood_is_bounded(void)
     posd_stop(SIGTERM);
 }
 
+/* posd out of file descriptors says so, in its log and in the refusal the shim prints (both
+ * said "posd could not allocate shared memory"). */
+static void test_out_of_descriptors_is_said(void)
+{
+    long log_at = log_size();
+    posd_start("priority");
+    /* room for the connection, none for the shared memory */
+    struct rlimit old;
+    CU_ASSERT_FATAL(lower_fd_limit(posd_pid, 1, &old) == 0);
+    int s = peer_connect();
+    CU_ASSERT_FATAL(s >= 0);
+    hello(s, POS_SHM_VERSION);
+    char reason[256] = "";
+    CU_ASSERT(closed_by_posd(s, reason, sizeof reason));
+    CU_ASSERT_PTR_NOT_NULL(strstr(reason, "posd is out of file descriptors"));
+    close(s);
+    char out[OUT_MAX];
+    FILE *f = popen("LD_PRELOAD=build/libposshim.so build/posapp --model resnet18 --requests 2 "
+                    "--verify 2>&1",
+                    "r");
+    size_t len = fread(out, 1, sizeof out - 1, f);
+    out[len] = '\0';
+    CU_ASSERT_EQUAL(pclose(f), 0);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(out, "posd refused this process: posd is out of file descriptors"));
+    CU_ASSERT_EQUAL(prlimit(posd_pid, RLIMIT_NOFILE, &old, NULL), 0);
+    posd_stop(SIGTERM);
+    static char log[OUT_MAX * 4];
+    read_log_from(log_at, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "out of file descriptors: raise its LimitNOFILE"));
+}
+
 static void test_scheduled_without_posd_is_passthrough(void)
 {
     posd_stop(SIGTERM);
@@ -1237,5 +1269,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_idle_posd_sleeps);
     POS_ADD_TEST(s, test_floods_do_not_fill_the_log);
     POS_ADD_TEST(s, test_kick_flood_is_bounded);
+    POS_ADD_TEST(s, test_out_of_descriptors_is_said);
     POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
 }
