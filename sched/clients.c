@@ -3,6 +3,8 @@
  * sent back over SCM_RIGHTS), tool requests, protocol checks, and teardown. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,10 +372,39 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     return 0;
 }
 
+void posd_lookup_stats_group(struct posd *d)
+{
+    struct group gr, *found = NULL;
+    char buf[16384];
+    d->has_stats_group = getgrnam_r(POSD_STATS_GROUP, &gr, buf, sizeof buf, &found) == 0 && found;
+    d->stats_gid = d->has_stats_group ? gr.gr_gid : (gid_t)-1;
+}
+
+/* Whether the peer on C may see every user's clients: root, or a member of POSD_STATS_GROUP
+ * (its groups as the kernel recorded them at connect). */
+static int sees_everyone(const struct posd *d, const struct posd_client *c)
+{
+    if (c->ident.uid == 0)
+        return 1;
+    if (!d->has_stats_group)
+        return 0;
+    if (c->ident.gid == d->stats_gid)
+        return 1;
+    static gid_t groups[NGROUPS_MAX]; /* posd is single-threaded */
+    socklen_t len = sizeof groups;
+    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+        return 0;
+    for (size_t i = 0; i < len / sizeof groups[0]; i++)
+        if (groups[i] == d->stats_gid)
+            return 1;
+    return 0;
+}
+
 static void reply_stats(struct posd *d, struct posd_client *c)
 {
     static uint8_t buf[POS_MSG_MAX];
-    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr));
+    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
+                                   sees_everyone(d, c), c->ident.uid);
     if (send_msg(c->sock, POS_MSG_STATS, buf, len, NULL, 0) < 0)
         posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
 }

@@ -274,6 +274,7 @@ static void on_signal(struct posd *d)
         d->cfg = fresh;
         d->policy = p;
         posd_set_log_level(d->cfg.log_level);
+        posd_lookup_stats_group(d);
         posd_clients_reconfigure(d);
         posd_log(POSD_LOG_INFO, "configuration reloaded: policy %s, %zu rules", p->name,
                  d->cfg.nrules);

@@ -23,6 +23,9 @@
 /* Connections one uid may hold at once (root's are not counted): one user cannot take the
  * table (POSD_MAX_CLIENTS) from the others. */
 #define POSD_PEERS_PER_UID 64
+/* STATS shows every user's clients to root and to this group's members; others see their
+ * own only (app names come from other users' environments) */
+#define POSD_STATS_GROUP "posd"
 /* Kicks only wake posd sooner: its ticks read every ring anyway. A client's kicks make posd
  * decide at most once per POSD_KICK_PERIOD_NS (after a burst of POSD_KICK_BURST), and kicks
  * that brought nothing new to read (no launch, synchronisation or completion) at most once per
@@ -112,6 +115,8 @@ struct posd {
     int64_t house_at;            /* when the armed housekeeping timeout fires */
     int64_t accept_paused_until; /* accepts resume then (0: not paused) */
     int kicks_parked;            /* clients whose kicks wait */
+    int has_stats_group;
+    gid_t stats_gid; /* POSD_STATS_GROUP */
     int stop;
     int64_t started_at;
     uint64_t next_client_id;
@@ -144,6 +149,9 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why);
 int64_t posd_clients_expire(struct posd *d, int64_t now);
 /* A message arrived on C's socket (LEN bytes in c->rx). Returns 0 or -1 to drop C. */
 int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
+/* Looks up the group whose members see every client in STATS (POSD_STATS_GROUP), at start
+ * and at every reload. */
+void posd_lookup_stats_group(struct posd *d);
 /* Re-applies the configuration to every client (after SIGHUP). */
 void posd_clients_reconfigure(struct posd *d);
 
@@ -164,8 +172,9 @@ void posd_engine_reconf(struct posd *d, struct posd_client *c);
 int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len);
 /* Tells C's waiting threads that posd is going away (they launch freely from now on). */
 void posd_engine_release(struct posd_client *c);
-/* Fills a stats reply (header excluded) into BUF; returns its length. */
-size_t posd_engine_stats(struct posd *d, void *buf, size_t cap);
+/* Fills a stats reply (header excluded) into BUF; returns its length. It lists every client
+ * when ALL, else only those of uid UID. */
+size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
 
 /* loop.c */
 int posd_loop(struct posd *d);

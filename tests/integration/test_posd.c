@@ -2,8 +2,11 @@
  * grants and completions add up under fifo, the priority policy holds and releases, a client
  * that dies frees its share at once, posd killed mid-run fails open and clients re-attach,
  * bad peers are disconnected while others carry on, configuration errors at start and at
- * SIGHUP, socket removal on exit, and an idle posd that uses no CPU. All without root, in a
- * temporary directory (POS_SOCKET). */
+ * SIGHUP, socket removal on exit, and an idle posd that uses no CPU; and what a hostile local
+ * user tries: resizing its shared memory, idle connections, floods of connections and kicks,
+ * files at the socket path, a full backlog, a low descriptor limit, reading other users'
+ * statistics. In a temporary directory (POS_SOCKET); the parts that need a second uid run
+ * only as root (setuid to 65534) and say so when skipped. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -867,6 +870,88 @@ static void test_idle_connections_lock_nobody_out(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 already holds 64 connections"));
 }
 
+/* One STATS reply: the device part in DEV, up to MAX clients in CS. Returns the number of
+ * clients it carries, -1 on failure. */
+static int posd_stats(struct pos_device_stats *dev, struct pos_client_stats *cs, int max)
+{
+    int s = peer_connect();
+    if (s < 0)
+        return -1;
+    struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_STATS_REQ, 0, 0};
+    static char buf[POS_MSG_MAX];
+    ssize_t n = -1;
+    if (send(s, &h, sizeof h, 0) == (ssize_t)sizeof h)
+        n = recv(s, buf, sizeof buf, 0);
+    close(s);
+    struct pos_stats_reply r;
+    if (n < (ssize_t)(sizeof h + sizeof r))
+        return -1;
+    memcpy(&r, buf + sizeof h, sizeof r);
+    if ((size_t)n != sizeof h + sizeof r + r.nclients * sizeof *cs)
+        return -1;
+    *dev = r.dev;
+    for (uint32_t i = 0; i < r.nclients && (int)i < max; i++)
+        memcpy(&cs[i], buf + sizeof h + sizeof r + i * sizeof *cs, sizeof *cs);
+    return (int)r.nclients;
+}
+
+/* The unprivileged STATS reader: registers a client of its own, asks, and reports on FD how
+ * many clients it saw and how many of them were not its own; holds its client until FD's
+ * reader has looked too (it closes the pipe). */
+static void read_stats_as_nobody(int fd)
+{
+    struct fake f;
+    int seen[2] = {-1, -1};
+    if (fake_register(&f) == 0) {
+        struct pos_device_stats dev;
+        struct pos_client_stats cs[8];
+        seen[0] = posd_stats(&dev, cs, 8);
+        seen[1] = 0;
+        for (int i = 0; i < seen[0] && i < 8; i++)
+            seen[1] += cs[i].uid != NOBODY;
+        if (dev.clients != (uint32_t)seen[0])
+            seen[1] = -1;
+    }
+    if (write(fd, seen, sizeof seen) != sizeof seen)
+        _exit(4);
+    char c;
+    if (read(fd, &c, 1) < 0) /* until the parent closes its end */
+        _exit(4);
+}
+
+/* STATS shows other users' clients (their pids, and app names posd read from environments
+ * only root may read) to root and the posd group alone; a user sees their own clients. */
+static void test_stats_show_a_user_only_their_own_clients(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr,
+                "test_stats_show_a_user_only_their_own_clients: needs root (a client "
+                "of root's and a reader of uid %d): skipped\n",
+                NOBODY);
+        return;
+    }
+    posd_start("priority");
+    struct fake mine;
+    CU_ASSERT_EQUAL_FATAL(fake_register(&mine), 0);
+    int p[2];
+    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
+    pid_t kid = as_nobody(read_stats_as_nobody, p[1], p[0]);
+    close(p[1]);
+    int seen[2] = {-1, -1};
+    CU_ASSERT_EQUAL(read(p[0], seen, sizeof seen), (ssize_t)sizeof seen);
+    CU_ASSERT_EQUAL(seen[0], 1); /* its own */
+    CU_ASSERT_EQUAL(seen[1], 0); /* nobody else's, and the device line counts the same */
+    struct pos_device_stats dev;
+    struct pos_client_stats cs[8];
+    CU_ASSERT_EQUAL(posd_stats(&dev, cs, 8), 2); /* root sees both */
+    close(p[0]);
+    int st;
+    waitpid(kid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    fake_close(&mine);
+    posd_stop(SIGTERM);
+}
+
 /* ---- configuration, signals, idle -------------------------------------------------------- */
 
 static void test_bad_config_at_start_and_at_reload(void)
@@ -1263,6 +1348,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_bad_peers_are_disconnected);
     POS_ADD_TEST(s, test_shared_memory_cannot_be_resized);
     POS_ADD_TEST(s, test_idle_connections_lock_nobody_out);
+    POS_ADD_TEST(s, test_stats_show_a_user_only_their_own_clients);
     POS_ADD_TEST(s, test_bad_config_at_start_and_at_reload);
     POS_ADD_TEST(s, test_socket_path_must_be_a_socket);
     POS_ADD_TEST(s, test_takeover_of_a_dead_posd_and_not_of_a_live_one);
