@@ -3,6 +3,9 @@
  * sent back over SCM_RIGHTS), tool requests, protocol checks, and teardown. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,137 @@ static int make_parent_dir(const char *path)
     return 0;
 }
 
+static const char *file_kind(mode_t mode)
+{
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISLNK(mode)  ? "a symbolic link"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "not a socket";
+}
+
+enum probe_result {
+    PROBE_DEAD,   /* nobody listens there (ECONNREFUSED): a posd that died left it */
+    PROBE_LIVE,   /* a posd answered */
+    PROBE_BUSY,   /* its backlog is full (EAGAIN): someone listens and does not accept */
+    PROBE_SILENT, /* it accepts but did not answer in time */
+    PROBE_ERROR,
+};
+
+#define PROBE_ANSWER_MS 1000
+#define PROBE_RETRY_NS  2000000000LL
+
+/* Waits up to MS for EVENTS on S. Returns poll's revents, 0 on timeout. */
+static int wait_for(int s, short events, int ms)
+{
+    struct pollfd p = {.fd = s, .events = events};
+    int n;
+    do
+        n = poll(&p, 1, ms);
+    while (n < 0 && errno == EINTR);
+    return n > 0 ? p.revents : 0;
+}
+
+/* One try: a non-blocking connect (it cannot hang: a full backlog says EAGAIN), then a STATS
+ * request that a posd answers within PROBE_ANSWER_MS. A connection reset before the answer is
+ * a posd on its way out. */
+static int probe_once(const struct sockaddr_un *a, int *err, int *reset)
+{
+    *reset = 0;
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        *err = errno;
+        return PROBE_ERROR;
+    }
+    int rc = connect(s, (const struct sockaddr *)a, sizeof *a), e = rc < 0 ? errno : 0;
+    if (rc < 0 && e == EINPROGRESS && wait_for(s, POLLOUT, PROBE_ANSWER_MS)) {
+        socklen_t len = sizeof e;
+        getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &len);
+        rc = e ? -1 : 0;
+    }
+    if (rc < 0) {
+        close(s);
+        *err = e;
+        return e == ECONNREFUSED || e == ENOENT  ? PROBE_DEAD
+               : e == EAGAIN || e == EINPROGRESS ? PROBE_BUSY
+                                                 : PROBE_ERROR;
+    }
+    const struct pos_msg_hdr h = {
+        .magic = POS_PROTO_MAGIC, .version = POS_PROTO_VERSION, .type = POS_MSG_STATS_REQ};
+    send(s, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
+    int ev = wait_for(s, POLLIN, PROBE_ANSWER_MS);
+    char byte;
+    ssize_t n = ev ? recv(s, &byte, 1, MSG_DONTWAIT) : -1;
+    close(s);
+    if (n > 0)
+        return PROBE_LIVE;
+    *reset = ev != 0;
+    return PROBE_SILENT;
+}
+
+/* Who is at the socket A: tried again while connections are reset (a posd killed a moment ago
+ * still holds its socket until the kernel has torn down its io_uring). */
+static int probe(const struct sockaddr_un *a, int *err)
+{
+    int64_t give_up = posd_now() + PROBE_RETRY_NS;
+    for (;;) {
+        int reset, r = probe_once(a, err, &reset);
+        if (!reset || posd_now() >= give_up)
+            return r;
+        usleep(10000);
+    }
+}
+
+/* Makes PATH free for posd's socket: nothing there, or a socket nobody listens on (removed).
+ * Anything else is left as it is, and posd says what is there. */
+static int clear_socket_path(const char *path, const struct sockaddr_un *a)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        int e = errno;
+        posd_log(POSD_LOG_ERROR, "cannot look at %s: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        posd_log(POSD_LOG_ERROR,
+                 "%s is %s, not a socket: posd removes only a socket a posd left there; "
+                 "move it away or give posd another socket path (-s)",
+                 path, file_kind(st.st_mode));
+        return -EEXIST;
+    }
+    int err = 0;
+    switch (probe(a, &err)) {
+    case PROBE_DEAD:
+        break;
+    case PROBE_LIVE:
+        posd_log(POSD_LOG_ERROR, "another posd is listening on %s", path);
+        return -EADDRINUSE;
+    case PROBE_BUSY:
+        posd_log(POSD_LOG_ERROR,
+                 "another posd is listening on %s, its backlog full (busy or stopped)", path);
+        return -EADDRINUSE;
+    case PROBE_SILENT:
+        posd_log(POSD_LOG_ERROR,
+                 "a process listening on %s accepts connections but did not answer within %d "
+                 "ms: a posd stopped or wedged? stop it first",
+                 path, PROBE_ANSWER_MS);
+        return -EADDRINUSE;
+    default:
+        posd_log(POSD_LOG_ERROR, "cannot probe the socket %s: %s", path, strerror(err));
+        return -err;
+    }
+    if (unlink(path) < 0 && errno != ENOENT) {
+        int e = errno;
+        posd_log(POSD_LOG_ERROR, "cannot remove the dead socket %s: %s", path, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
 int posd_listen(struct posd *d)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -45,20 +179,12 @@ int posd_listen(struct posd *d)
                  strerror(-rc));
         return rc;
     }
+    rc = clear_socket_path(d->socket_path, &a);
+    if (rc < 0)
+        return rc;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    /* a socket file left by a posd that died: replace it only if nobody answers there */
-    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof a) == 0) {
-        close(probe);
-        close(fd);
-        posd_log(POSD_LOG_ERROR, "another posd is listening on %s", d->socket_path);
-        return -EADDRINUSE;
-    }
-    if (probe >= 0)
-        close(probe);
-    unlink(d->socket_path);
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
         rc = -errno;
         posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s", d->socket_path, strerror(-rc));
@@ -179,23 +305,39 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         return -1;
     }
     size_t size = (sizeof(struct pos_client_shm) + 4095) & ~(size_t)4095;
-    int memfd = memfd_create("pos-client", MFD_CLOEXEC);
-    if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0) {
-        posd_log(POSD_LOG_ERROR, "memfd for pid %d: %s", (int)c->ident.pid, strerror(errno));
-        if (memfd >= 0)
-            close(memfd);
-        reject(c, "posd could not allocate shared memory");
-        return -1;
+    int memfd = memfd_create("pos-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    /* sealed at its size before the client holds it: a client that could shrink it would
+     * make posd's reads of the mapping fault (SIGBUS) */
+    const char *step = "memfd";
+    int ok = memfd >= 0 && ftruncate(memfd, (off_t)size) == 0 &&
+             fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+    void *p = MAP_FAILED;
+    if (ok) {
+        step = "mmap";
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+        ok = p != MAP_FAILED;
     }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-    c->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (p == MAP_FAILED || c->kick_fd < 0) {
-        posd_log(POSD_LOG_ERROR, "shared memory for pid %d: %s", (int)c->ident.pid,
-                 strerror(errno));
+    if (ok) {
+        step = "eventfd";
+        c->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        ok = c->kick_fd >= 0;
+    }
+    if (!ok) {
+        int e = errno;
+        int no_fds = e == EMFILE || e == ENFILE;
+        posd_log(POSD_LOG_ERROR, "cannot register pid %d: %s: %s%s", (int)c->ident.pid, step,
+                 strerror(e),
+                 e == EMFILE   ? " (posd is out of file descriptors: raise its LimitNOFILE)"
+                 : e == ENFILE ? " (the system is out of file descriptors)"
+                               : "");
         if (p != MAP_FAILED)
             munmap(p, size);
-        close(memfd);
-        reject(c, "posd could not allocate shared memory");
+        if (memfd >= 0)
+            close(memfd);
+        reject(c, no_fds ? "posd is out of file descriptors (its open-file limit); ask the admin "
+                           "to raise posd's LimitNOFILE"
+                  : e == ENOMEM ? "posd is out of memory"
+                                : "posd could not allocate shared memory");
         return -1;
     }
     c->shm = p;
@@ -214,6 +356,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         return -1;
     }
     c->registered = 1;
+    c->deadline = 0;
     c->connected_at = posd_now();
     /* decide before the client starts, so it never launches ahead of its policy */
     posd_engine_tick(d);
@@ -229,10 +372,39 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     return 0;
 }
 
+void posd_lookup_stats_group(struct posd *d)
+{
+    struct group gr, *found = NULL;
+    char buf[16384];
+    d->has_stats_group = getgrnam_r(POSD_STATS_GROUP, &gr, buf, sizeof buf, &found) == 0 && found;
+    d->stats_gid = d->has_stats_group ? gr.gr_gid : (gid_t)-1;
+}
+
+/* Whether the peer on C may see every user's clients: root, or a member of POSD_STATS_GROUP
+ * (its groups as the kernel recorded them at connect). */
+static int sees_everyone(const struct posd *d, const struct posd_client *c)
+{
+    if (c->ident.uid == 0)
+        return 1;
+    if (!d->has_stats_group)
+        return 0;
+    if (c->ident.gid == d->stats_gid)
+        return 1;
+    static gid_t groups[NGROUPS_MAX]; /* posd is single-threaded */
+    socklen_t len = sizeof groups;
+    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+        return 0;
+    for (size_t i = 0; i < len / sizeof groups[0]; i++)
+        if (groups[i] == d->stats_gid)
+            return 1;
+    return 0;
+}
+
 static void reply_stats(struct posd *d, struct posd_client *c)
 {
     static uint8_t buf[POS_MSG_MAX];
-    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr));
+    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
+                                   sees_everyone(d, c), c->ident.uid);
     if (send_msg(c->sock, POS_MSG_STATS, buf, len, NULL, 0) < 0)
         posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
 }
@@ -288,8 +460,10 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         }
         return 0;
     case POS_MSG_STATS_REQ:
-        if (!c->registered)
+        if (!c->registered) {
             c->is_tool = 1;
+            c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
+        }
         reply_stats(d, c);
         return 0;
     default:
@@ -302,8 +476,38 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
 
 /* ---- the table ---------------------------------------------------------------------------- */
 
+static int peers_of_uid(const struct posd *d, uid_t uid)
+{
+    int n = 0;
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++)
+        n += d->clients[i].used && d->clients[i].ident.uid == uid;
+    return n;
+}
+
+/* Refuses a peer that has no slot: a REJECT it can read (the shim prints it), then close. */
+static void refuse_peer(int sock, const char *why)
+{
+    send_msg(sock, POS_MSG_REJECT, why, strlen(why) + 1, NULL, 0);
+    close(sock);
+}
+
 struct posd_client *posd_client_new(struct posd *d, int sock)
 {
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t cl = sizeof cred;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+        posd_log(POSD_LOG_WARN, "a peer without credentials (%s): refusing it", strerror(errno));
+        close(sock);
+        return NULL;
+    }
+    if (cred.uid != 0 && peers_of_uid(d, cred.uid) >= POSD_PEERS_PER_UID) {
+        char why[128];
+        snprintf(why, sizeof why, "uid %u already holds %d connections to posd, its limit",
+                 (unsigned)cred.uid, POSD_PEERS_PER_UID);
+        posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)cred.pid, why);
+        refuse_peer(sock, why);
+        return NULL;
+    }
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
         if (c->used || c->pending)
@@ -315,17 +519,37 @@ struct posd_client *posd_client_new(struct posd *d, int sock)
         c->used = 1;
         c->sock = sock;
         c->kick_fd = -1;
-        struct ucred cred;
-        socklen_t cl = sizeof cred;
-        if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-            c->ident.pid = cred.pid;
-            c->ident.uid = cred.uid;
-            c->ident.gid = cred.gid;
-            identify(&c->ident, cred.pid);
-        }
+        c->deadline = posd_now() + POSD_REGISTER_NS;
+        c->ident.pid = cred.pid;
+        c->ident.uid = cred.uid;
+        c->ident.gid = cred.gid;
+        identify(&c->ident, cred.pid);
         return c;
     }
+    posd_log(POSD_LOG_WARN, "too many peers (%d): refusing pid %d", POSD_MAX_CLIENTS,
+             (int)cred.pid);
+    refuse_peer(sock, "posd's table of clients is full");
     return NULL;
+}
+
+int64_t posd_clients_expire(struct posd *d, int64_t now)
+{
+    int64_t next = 0;
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (!c->used || !c->deadline)
+            continue;
+        if (c->deadline <= now) {
+            posd_log(POSD_LOG_INFO, "pid %d (uid %u) %s within %lld s: closing its connection",
+                     (int)c->ident.pid, (unsigned)c->ident.uid,
+                     c->is_tool ? "made no further request" : "did not register",
+                     POSD_REGISTER_NS / 1000000000LL);
+            posd_client_close(d, c, NULL);
+        } else if (!next || c->deadline < next) {
+            next = c->deadline;
+        }
+    }
+    return next;
 }
 
 void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
@@ -336,6 +560,10 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         posd_engine_remove(d, c);
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");
+    }
+    if (c->kick_parked) {
+        c->kick_parked = 0;
+        d->kicks_parked--;
     }
     if (c->kick_fd >= 0) {
         /* the pending read of the kick eventfd must not outlive the slot */

@@ -392,7 +392,7 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     s->connected_ns = (uint64_t)(now - c->connected_at);
 }
 
-size_t posd_engine_stats(struct posd *d, void *buf, size_t cap)
+size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid)
 {
     struct pos_stats_reply *r = buf;
     int64_t now = posd_now();
@@ -410,7 +410,7 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap)
     struct pos_client_stats *cs = (struct pos_client_stats *)(r + 1);
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
-        if (!c->used || !c->registered)
+        if (!c->used || !c->registered || (!all && c->ident.uid != uid))
             continue;
         r->dev.clients++;
         if (len + sizeof *cs > cap)

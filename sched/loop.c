@@ -13,7 +13,7 @@
 #include "sched/posd.h"
 
 static struct signalfd_siginfo sig_buf;
-static struct __kernel_timespec tick_ts;
+static struct __kernel_timespec tick_ts, house_ts;
 
 static uint64_t ud(int kind, int slot, uint32_t gen)
 {
@@ -61,32 +61,185 @@ static void arm_kick(struct posd *d, struct posd_client *c)
     c->pending++;
 }
 
-/* Arms the tick DELAY_NS from now (an absolute CLOCK_MONOTONIC timeout), or brings an armed
- * one forward when the core wants to decide sooner than it would fire. */
-void posd_arm_tick(struct posd *d, int64_t delay_ns)
+/* Arms the timeout KIND at AT (absolute CLOCK_MONOTONIC), or brings an armed one forward. */
+static void arm_timeout(struct posd *d, int kind, struct __kernel_timespec *ts, int *armed,
+                        int64_t *armed_at, int64_t at)
 {
-    if (delay_ns < 0)
+    if (*armed && at >= *armed_at)
         return;
-    int64_t at = posd_now() + delay_ns;
-    if (d->tick_armed && at >= d->tick_at)
-        return;
-    tick_ts.tv_sec = at / 1000000000LL;
-    tick_ts.tv_nsec = at % 1000000000LL;
+    ts->tv_sec = at / 1000000000LL;
+    ts->tv_nsec = at % 1000000000LL;
     struct io_uring_sqe *sqe = sqe_get(d);
-    if (d->tick_armed) {
-        io_uring_prep_timeout_update(sqe, &tick_ts, EV_TICK, IORING_TIMEOUT_ABS);
+    if (*armed) {
+        io_uring_prep_timeout_update(sqe, ts, (uint64_t)kind, IORING_TIMEOUT_ABS);
         io_uring_sqe_set_data64(sqe, EV_CANCEL);
     } else {
-        io_uring_prep_timeout(sqe, &tick_ts, 0, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data64(sqe, EV_TICK);
+        io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
+        io_uring_sqe_set_data64(sqe, (uint64_t)kind);
     }
-    d->tick_armed = 1;
-    d->tick_at = at;
+    *armed = 1;
+    *armed_at = at;
+}
+
+/* Arms the tick DELAY_NS from now, or brings an armed one forward when the core wants to
+ * decide sooner than it would fire. */
+void posd_arm_tick(struct posd *d, int64_t delay_ns)
+{
+    if (delay_ns >= 0)
+        arm_timeout(d, EV_TICK, &tick_ts, &d->tick_armed, &d->tick_at, posd_now() + delay_ns);
+}
+
+void posd_arm_house(struct posd *d, int64_t at)
+{
+    if (at > 0)
+        arm_timeout(d, EV_HOUSE, &house_ts, &d->house_armed, &d->house_at, at);
+}
+
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* Connection deadlines, a paused accept, the log's summaries: what is due is done, and the
+ * timeout is armed for what is next. */
+static void housekeeping(struct posd *d)
+{
+    int64_t now = posd_now();
+    int64_t next = posd_clients_expire(d, now);
+    if (d->accept_paused_until && d->accept_paused_until <= now) {
+        d->accept_paused_until = 0;
+        if (!d->stop)
+            arm_accept(d);
+    }
+    next = earliest(next, d->accept_paused_until);
+    next = earliest(next, posd_log_flush());
+    posd_arm_house(d, next);
+}
+
+static void on_accept(struct posd *d, int res)
+{
+    if (res >= 0) {
+        struct posd_client *c = posd_client_new(d, res);
+        if (c) {
+            arm_recv(d, c);
+            posd_arm_house(d, c->deadline);
+        }
+    } else if (res != -EINTR && res != -ECONNABORTED) {
+        /* out of descriptors (EMFILE, ENFILE) or memory: the pending connection stays, and
+         * an accept retried at once fails again at once */
+        posd_log(POSD_LOG_WARN, "accept: %s: not accepting for %lld ms%s", strerror(-res),
+                 POSD_ACCEPT_PAUSE_NS / 1000000,
+                 res == -EMFILE ? " (raise posd's open-file limit, LimitNOFILE=)" : "");
+        d->accept_paused_until = posd_now() + POSD_ACCEPT_PAUSE_NS;
+        posd_arm_house(d, d->accept_paused_until);
+        return;
+    }
+    if (!d->stop)
+        arm_accept(d);
+}
+
+/* Refills B (one token per PERIOD, up to BURST) and takes one. Returns 0 when there is none. */
+static int bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period)
+{
+    if (!b->refilled_at) {
+        b->tokens = burst;
+        b->refilled_at = now;
+    }
+    int64_t periods = (now - b->refilled_at) / period;
+    if (periods > 0) {
+        b->tokens = periods >= burst - b->tokens ? burst : b->tokens + (int)periods;
+        b->refilled_at += periods * period;
+    }
+    if (!b->tokens)
+        return 0;
+    b->tokens--;
+    return 1;
+}
+
+/* Moves whenever posd reads something of C's: a launch, a synchronisation, a completion. */
+static uint64_t news_mark(const struct posd_client *c)
+{
+    return c->sub_head + c->sync_head + c->done_head;
+}
+
+/* C's kicks wait WAIT: its kick read is not armed again until then. */
+static void park_kicks(struct posd *d, struct posd_client *c, int64_t now, int64_t wait)
+{
+    c->kick_unpark_at = now + wait;
+    c->kick_parked = 1;
+    d->kicks_parked++;
+    posd_arm_tick(d, wait);
+}
+
+/* Clients whose kicks waited, once they are due: this tick is their kick's decision. Their
+ * eventfd is cleared before the decision reads their rings (the kicks so far are news it
+ * hears), and the read armed again hears any kick after. Returns when the first client still
+ * waiting is due, or 0 when none is. */
+static int64_t unpark_kicks(struct posd *d, int64_t now)
+{
+    int64_t next = 0;
+    for (int i = 0; i < POSD_MAX_CLIENTS && d->kicks_parked; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (!c->kick_parked)
+            continue;
+        if (c->used && c->kick_fd >= 0 && now < c->kick_unpark_at) {
+            next = earliest(next, c->kick_unpark_at);
+            continue;
+        }
+        c->kick_parked = 0;
+        d->kicks_parked--;
+        if (!c->used || c->kick_fd < 0)
+            continue;
+        bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS);
+        bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS);
+        uint64_t kicks;
+        if (read(c->kick_fd, &kicks, sizeof kicks) < 0 && errno != EAGAIN)
+            continue; /* its socket's hang-up closes it */
+        c->kick_armed = 1;
+        arm_kick(d, c);
+    }
+    return next;
 }
 
 static void tick(struct posd *d)
 {
+    int64_t now = posd_now();
+    int64_t parked_due = d->kicks_parked ? unpark_kicks(d, now) : 0;
     posd_arm_tick(d, posd_engine_tick(d));
+    /* a tick that came before a waiting client was due must not leave it waiting for good */
+    if (parked_due)
+        posd_arm_tick(d, parked_due > now ? parked_due - now : 0);
+}
+
+static void on_kick(struct posd *d, struct posd_client *c, int res)
+{
+    c->kick_armed = 0;
+    if (res <= 0 || !c->used || c->kick_fd < 0) {
+        tick(d);
+        return;
+    }
+    int64_t now = posd_now();
+    if (!bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS)) {
+        park_kicks(d, c, now, c->kick_any.refilled_at + POSD_KICK_PERIOD_NS - now);
+        return;
+    }
+    uint64_t mark = news_mark(c);
+    tick(d);
+    if (!c->used || c->kick_fd < 0)
+        return;
+    if (news_mark(c) != mark) {
+        c->kick_park_ns = 0; /* it had news: not a flood of empty kicks */
+    } else if (!bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS)) {
+        /* empty kicks over their rate: the next one waits, longer while they go on */
+        int64_t wait = c->kick_park_ns ? c->kick_park_ns : POSD_IDLE_KICK_PERIOD_NS;
+        c->kick_park_ns = 2 * wait < POSD_KICK_PARK_MAX_NS ? 2 * wait : POSD_KICK_PARK_MAX_NS;
+        park_kicks(d, c, now, wait);
+        return;
+    } else if (c->kick_idle.tokens == POSD_IDLE_KICK_BURST - 1) {
+        c->kick_park_ns = 0; /* quiet long enough to refill: no longer a flood */
+    }
+    c->kick_armed = 1;
+    arm_kick(d, c);
 }
 
 static void on_signal(struct posd *d)
@@ -121,6 +274,7 @@ static void on_signal(struct posd *d)
         d->cfg = fresh;
         d->policy = p;
         posd_set_log_level(d->cfg.log_level);
+        posd_lookup_stats_group(d);
         posd_clients_reconfigure(d);
         posd_log(POSD_LOG_INFO, "configuration reloaded: policy %s, %zu rules", p->name,
                  d->cfg.nrules);
@@ -153,19 +307,7 @@ static void handle(struct posd *d, uint64_t data, int res)
     struct posd_client *c;
     switch (data & 0xff) {
     case EV_ACCEPT:
-        if (res >= 0) {
-            c = posd_client_new(d, res);
-            if (!c) {
-                posd_log(POSD_LOG_WARN, "too many peers (%d): refusing one", POSD_MAX_CLIENTS);
-                close(res);
-            } else {
-                arm_recv(d, c);
-            }
-        } else if (res != -EINTR && res != -ECONNABORTED) {
-            posd_log(POSD_LOG_WARN, "accept: %s", strerror(-res));
-        }
-        if (!d->stop)
-            arm_accept(d);
+        on_accept(d, res);
         break;
     case EV_SIGNAL:
         if (res == (int)sizeof sig_buf)
@@ -176,6 +318,10 @@ static void handle(struct posd *d, uint64_t data, int res)
     case EV_TICK:
         d->tick_armed = 0;
         tick(d);
+        break;
+    case EV_HOUSE:
+        d->house_armed = 0;
+        housekeeping(d);
         break;
     case EV_CLIENT_RECV:
         c = client_of(d, data);
@@ -191,7 +337,7 @@ static void handle(struct posd *d, uint64_t data, int res)
             tick(d);
             break;
         }
-        if (c->registered && c->kick_fd >= 0 && !c->kick_armed) {
+        if (c->registered && c->kick_fd >= 0 && !c->kick_armed && !c->kick_parked) {
             c->kick_armed = 1;
             arm_kick(d, c);
         }
@@ -200,14 +346,8 @@ static void handle(struct posd *d, uint64_t data, int res)
         break;
     case EV_CLIENT_KICK:
         c = client_of(d, data);
-        if (!c)
-            break;
-        c->kick_armed = 0;
-        tick(d);
-        if (res > 0 && c->used && c->kick_fd >= 0) {
-            c->kick_armed = 1;
-            arm_kick(d, c);
-        }
+        if (c)
+            on_kick(d, c, res);
         break;
     default:
         break;
@@ -250,6 +390,7 @@ int posd_loop(struct posd *d)
             n++;
         }
         io_uring_cq_advance(&d->ring, n);
+        posd_arm_house(d, posd_log_due()); /* suppressed lines get their summary in time */
     }
     for (int i = 0; i < POSD_MAX_CLIENTS; i++)
         if (d->clients[i].used)

@@ -104,6 +104,7 @@ int main(int argc, char **argv)
         return 1;
     }
     posd_set_log_level(d->cfg.log_level);
+    posd_lookup_stats_group(d);
     if (policy) {
         snprintf(d->policy_override, sizeof d->policy_override, "%s", policy);
         snprintf(d->cfg.policy, sizeof d->cfg.policy, "%s", policy);

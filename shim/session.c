@@ -102,6 +102,19 @@ static int recv_welcome(int sock, struct pos_welcome *w, int fds[2])
         return -1;
     }
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (h.type == POS_MSG_WELCOME && (m.msg_flags & MSG_CTRUNC)) {
+        /* the kernel could not install posd's descriptors here */
+        if (cm && cm->cmsg_type == SCM_RIGHTS)
+            for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(cm) + i * sizeof fd, sizeof fd);
+                close(fd);
+            }
+        if (!refused_said++)
+            shim_log("posd's descriptors did not arrive (is this process out of file "
+                     "descriptors?); passthrough");
+        return -1;
+    }
     if (h.type != POS_MSG_WELCOME || h.len != sizeof *w || !cm || cm->cmsg_type != SCM_RIGHTS ||
         cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
         return -1;
@@ -121,8 +134,17 @@ static struct shim_session *attach(void)
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int fds[2] = {-1, -1};
     struct pos_welcome w;
-    if (connect(sock, (struct sockaddr *)&a, sizeof a) < 0 || send_hello(sock) < 0 ||
-        recv_welcome(sock, &w, fds) < 0) {
+    if (connect(sock, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(sock);
+        return NULL;
+    }
+    /* a peer that posd refuses at once finds the REJECT waiting, though its HELLO failed */
+    int sent = send_hello(sock);
+    if (recv_welcome(sock, &w, fds) < 0 || sent < 0) {
+        if (fds[0] >= 0) {
+            close(fds[0]);
+            close(fds[1]);
+        }
         close(sock);
         return NULL;
     }

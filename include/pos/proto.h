@@ -100,7 +100,9 @@ struct pos_client_stats {
 
 #define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */
 
-/* STATS reply: a pos_device_stats, then nclients pos_client_stats. When more clients are
+/* STATS reply: a pos_device_stats, then nclients pos_client_stats. Root and members of the
+ * group posd get every client; anyone else only those of their own uid, and dev.clients counts
+ * those alone (the device totals stay machine-wide). When more clients are
  * registered than fit in POS_MSG_MAX, dev.clients is larger than nclients: the reply carries
  * the first nclients of them. Client counters that come from the client's own shared memory
  * (sync_ns, syncs, waits, wait_hist) are as the client wrote them. */

@@ -542,6 +542,12 @@ static const struct error_case {
     int line;
     const char *msg;
 } error_cases[] = {
+    /* bytes a terminal would act on are shown escaped, never raw */
+    {"[daemon]\npolicy = \x1b[2J\x1b]0;owned\x07\xff\n", NULL, 0, 2,
+     "bad value '\\x1b[2J\\x1b]0;owned\\x07\\xff' for 'policy' in [daemon]: expected fifo or "
+     "priority"},
+    {"[da\remon]\n", NULL, 0, 1,
+     "unknown section [da\\x0demon] (use [daemon], [policy], [class NAME] or [rule NAME])"},
     {"[bogus]\n", NULL, 0, 1,
      "unknown section [bogus] (use [daemon], [policy], [class NAME] or [rule NAME])"},
     {"# c\ntick_us = 100\n", NULL, 0, 2,
