@@ -223,11 +223,14 @@ static void on_kick(struct posd *d, struct posd_client *c, int res)
         park_kicks(d, c, now, c->kick_any.refilled_at + POSD_KICK_PERIOD_NS - now);
         return;
     }
-    uint64_t mark = news_mark(c);
     tick(d);
     if (!c->used || c->kick_fd < 0)
         return;
-    if (news_mark(c) != mark) {
+    /* news since its last kick, whichever wake-up read it (a tick for another client may have
+     * read this client's rings before its kick was handled: that kick was not empty) */
+    uint64_t mark = news_mark(c);
+    if (mark != c->kick_mark) {
+        c->kick_mark = mark;
         c->kick_park_ns = 0; /* it had news: not a flood of empty kicks */
     } else if (!bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS)) {
         /* empty kicks over their rate: the next one waits, longer while they go on */

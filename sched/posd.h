@@ -94,6 +94,7 @@ struct posd_client {
     int64_t kick_unpark_at;
     struct posd_bucket kick_any, kick_idle; /* every kick; kicks that brought no news */
     int64_t kick_park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
+    uint64_t kick_mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
     int pending;          /* SQEs in flight for this slot */
 };
 
