@@ -361,9 +361,11 @@ A batch posapp beside an idle latency client (so it runs in a window):
   ${gr[cap1,w99]}). It includes the simulated tiny kernel (6 us) and the simulated device's
   own lag in making its end visible to the host (its agent thread wakes on a timer):
   $(med "${gr[cap1,v50]}") us p50, $(med "${gr[cap1,v99]}") us p99 by \`POS_SIM_TRACE\` (a GPU
-  writes a marker within a few us). From that visibility to the launch's return, pos's own
-  part: $(med "${gr[cap1,a50]}") us p50, $(med "${gr[cap1,a99]}") us p99 (runs p99
-  ${gr[cap1,a99]}). posstat's histogram of the same waits: p50 $(med "${gr[cap1,p50]}") us, p99
+  writes a marker within a few us). From that visibility to the launch's return (pos's wait,
+  then the launch call itself): $(med "${gr[cap1,a50]}") us p50, $(med "${gr[cap1,a99]}") us p99 (runs p99
+  ${gr[cap1,a99]}). posstat's histogram of the time inside the shim's wait alone (the rest of
+  each launch's time is the launch itself into the simulated driver, whose device has just gone
+  idle): p50 $(med "${gr[cap1,p50]}") us, p99
   $(med "${gr[cap1,p99]}") us (a value v means [v/2, v) us).
 - per-launch cost while the window is not full (\`max_inflight 256\`): median launch
   $(med "${gr[wide,launch]}") ns against $(med "${gr[pass,launch]}") ns with the shim in
