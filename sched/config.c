@@ -106,20 +106,6 @@ struct loader {
     char msg[768];    /* "FILE:LINE: what is wrong" */
 };
 
-/* SRC into DST (LEN bytes) with every byte that is not printable ASCII as \xNN: the bytes of
- * a broken or hostile file must not reach a terminal or a log raw. */
-static void escape_into(char *dst, size_t len, const char *src)
-{
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)src; *p && n + 5 <= len; p++) {
-        if (*p >= 0x20 && *p < 0x7f)
-            dst[n++] = (char)*p;
-        else
-            n += (size_t)snprintf(dst + n, len - n, "\\x%02x", *p);
-    }
-    dst[n] = '\0';
-}
-
 /* Records the first error as "WHERE: what is wrong" and stops the load. */
 static int vfail(struct loader *ld, int rc, const char *where, const char *fmt, va_list ap)
 {
@@ -127,7 +113,7 @@ static int vfail(struct loader *ld, int rc, const char *where, const char *fmt, 
     int n = snprintf(raw, sizeof raw, "%s: ", where);
     if (n >= 0 && (size_t)n < sizeof raw)
         vsnprintf(raw + n, sizeof raw - (size_t)n, fmt, ap);
-    escape_into(ld->msg, sizeof ld->msg, raw);
+    ini_escape(ld->msg, sizeof ld->msg, raw); /* a broken or hostile file's bytes */
     ld->rc = rc;
     return rc;
 }

@@ -76,3 +76,17 @@ enum ini_line_kind ini_classify(char *s, char *name, size_t cap, const char **wh
     }
     return INI_LINE_KEY;
 }
+
+void ini_escape(char *dst, size_t len, const char *src)
+{
+    if (!len)
+        return;
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && n + 5 <= len; p++) {
+        if (*p >= 0x20 && *p < 0x7f)
+            dst[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(dst + n, len - n, "\\x%02x", *p);
+    }
+    dst[n] = '\0';
+}

@@ -28,4 +28,9 @@ char *ini_next_line(FILE *fp, char **buf, size_t *cap, int lineno, size_t max, c
 /* Classifies the trimmed line S; a section's name goes into NAME (CAP bytes). */
 enum ini_line_kind ini_classify(char *s, char *name, size_t cap, const char **why);
 
+/* SRC into DST (LEN bytes) with every byte that is not printable ASCII as \xNN: bytes of a
+ * broken or hostile file, or of a client's environment, must not reach a terminal or a log
+ * raw (a newline would forge a line). */
+void ini_escape(char *dst, size_t len, const char *src);
+
 #endif

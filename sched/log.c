@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sched/ini_lines.h"
 #include "sched/posd.h"
 
 #define LOG_KINDS     64
@@ -39,9 +40,11 @@ static int64_t log_now(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void emit(int level, int64_t now, const char *msg)
+static void emit(int level, int64_t now, const char *raw)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
+    char msg[4 * 1024 + 8];
+    ini_escape(msg, sizeof msg, raw); /* app names and paths come from clients */
     fprintf(stderr, "posd[%lld.%03lld] %s: %s\n", (long long)(now / 1000000000LL),
             (long long)(now % 1000000000LL / 1000000),
             names[level < 0   ? 0

@@ -712,6 +712,15 @@ static void test_bad_peers_are_disconnected(void)
     snprintf(me, sizeof me, "\"pid\":%d,", (int)getpid());
     CU_ASSERT(posstat_json(row, sizeof row) == 0 && strstr(row, me)); /* still registered */
     fake_close(&f);
+    /* an app name with a newline cannot forge a line of posd's log */
+    struct proc forger;
+    static char forged_out[OUT_MAX], forged_log[OUT_MAX * 8];
+    const char *const tiny[] = {"--microbench", "10", NULL};
+    posapp_start(&forger, "evil\nposd[0.000] error: forged", tiny);
+    CU_ASSERT_EQUAL(posapp_wait(&forger, forged_out, sizeof forged_out), 0);
+    util_read_file(log_path, forged_log, sizeof forged_log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(forged_log, "app 'evil\\x0aposd[0.000] error: forged'"));
+    CU_ASSERT_PTR_NULL(strstr(forged_log, "\nposd[0.000] error: forged"));
     /* well-formed names are accepted */
     CU_ASSERT_EQUAL_FATAL(fake_register(&f), 0);
     send_names(f.sock, 1, "conv1", "conv2");
