@@ -28,7 +28,7 @@
 #define POSD_STATS_GROUP "posd"
 /* Kicks only wake posd sooner: its ticks read every ring anyway. A client's kicks make posd
  * decide at most once per POSD_KICK_PERIOD_NS (after a burst of POSD_KICK_BURST), and kicks
- * that brought nothing new to read (no launch, synchronisation or completion) at most once per
+ * after which nothing of the client was read since its previous kick at most once per
  * POSD_IDLE_KICK_PERIOD_NS (after POSD_IDLE_KICK_BURST). Beyond that its kicks wait (its
  * eventfd adds them up), which delays only its own news; while empty kicks go on, each wait
  * doubles up to POSD_KICK_PARK_MAX_NS (waking posd is what costs), and starts again from one

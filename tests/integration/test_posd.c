@@ -55,28 +55,14 @@ static void setup_env(void)
 /* Starts posd with POLICY on the test socket; waits until it answers. */
 static void posd_start(const char *policy)
 {
-    posd_pid = fork();
-    CU_ASSERT_FATAL(posd_pid >= 0);
-    if (posd_pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 2);
-        execl("build/posd", "posd", "-f", "-c", conf_path, "-s", sock_path, "-p", policy,
-              (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(sock_path, F_OK) != 0; i++)
-        usleep(10000);
+    posd_pid = util_posd_start(conf_path, sock_path, log_path, policy);
+    CU_ASSERT_FATAL(posd_pid > 0);
     CU_ASSERT_EQUAL(access(sock_path, F_OK), 0);
 }
 
 static void posd_stop(int sig)
 {
-    if (posd_pid <= 0)
-        return;
-    kill(posd_pid, sig);
-    int st;
-    waitpid(posd_pid, &st, 0);
-    posd_pid = -1;
+    util_posd_stop(&posd_pid, sig);
 }
 
 struct proc {
@@ -162,14 +148,6 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-static int count_occurrences(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
-        n++;
-    return n;
-}
-
 static int suite_init(void)
 {
     snprintf(dir, sizeof dir, "/tmp/pos-test-posd-%d", (int)getpid());
@@ -199,8 +177,10 @@ static int suite_clean(void)
 
 static int peer_connect(void);
 
-/* Asks posd for its statistics directly (the protocol of include/pos/proto.h). */
-static int posd_device_stats(struct pos_device_stats *out)
+/* Asks posd for its statistics directly (the protocol of include/pos/proto.h): one STATS
+ * reply, the device part in DEV, up to MAX clients in CS. Returns the number of clients it
+ * carries, -1 on failure. */
+static int posd_stats(struct pos_device_stats *dev, struct pos_client_stats *cs, int max)
 {
     int s = peer_connect();
     if (s < 0)
@@ -211,10 +191,23 @@ static int posd_device_stats(struct pos_device_stats *out)
     if (send(s, &h, sizeof h, 0) == (ssize_t)sizeof h)
         n = recv(s, buf, sizeof buf, 0);
     close(s);
-    if (n < (ssize_t)(sizeof h + sizeof(struct pos_stats_reply)))
+    struct pos_stats_reply r;
+    if (n < (ssize_t)(sizeof h + sizeof r))
         return -1;
-    memcpy(out, buf + sizeof h, sizeof *out);
-    return 0;
+    memcpy(&r, buf + sizeof h, sizeof r);
+    if ((size_t)n != sizeof h + sizeof r + r.nclients * sizeof *cs)
+        return -1;
+    *dev = r.dev;
+    for (uint32_t i = 0; i < r.nclients && (int)i < max; i++)
+        memcpy(&cs[i], buf + sizeof h + sizeof r + i * sizeof *cs, sizeof *cs);
+    return (int)r.nclients;
+}
+
+/* The device part alone. */
+static int posd_device_stats(struct pos_device_stats *out)
+{
+    struct pos_client_stats none;
+    return posd_stats(out, &none, 0) < 0 ? -1 : 0;
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
@@ -408,7 +401,7 @@ static void test_reused_slots_do_not_stall_windowed_clients(void)
     posd_stop(SIGTERM);
     util_read_file(log_path, log, sizeof log);
     /* three registrations: no fail-open and re-attach */
-    CU_ASSERT_EQUAL(count_occurrences(log + before, "app 'batch1'"), 3);
+    CU_ASSERT_EQUAL(util_count(log + before, "app 'batch1'"), 3);
 }
 
 /* A thread that waits for a window step does the collector's pass itself: with the collector
@@ -883,31 +876,6 @@ static void test_idle_connections_lock_nobody_out(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 already holds 64 connections"));
 }
 
-/* One STATS reply: the device part in DEV, up to MAX clients in CS. Returns the number of
- * clients it carries, -1 on failure. */
-static int posd_stats(struct pos_device_stats *dev, struct pos_client_stats *cs, int max)
-{
-    int s = peer_connect();
-    if (s < 0)
-        return -1;
-    struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_STATS_REQ, 0, 0};
-    static char buf[POS_MSG_MAX];
-    ssize_t n = -1;
-    if (send(s, &h, sizeof h, 0) == (ssize_t)sizeof h)
-        n = recv(s, buf, sizeof buf, 0);
-    close(s);
-    struct pos_stats_reply r;
-    if (n < (ssize_t)(sizeof h + sizeof r))
-        return -1;
-    memcpy(&r, buf + sizeof h, sizeof r);
-    if ((size_t)n != sizeof h + sizeof r + r.nclients * sizeof *cs)
-        return -1;
-    *dev = r.dev;
-    for (uint32_t i = 0; i < r.nclients && (int)i < max; i++)
-        memcpy(&cs[i], buf + sizeof h + sizeof r + i * sizeof *cs, sizeof *cs);
-    return (int)r.nclients;
-}
-
 /* The unprivileged STATS reader: registers a client of its own, asks, and reports on FD how
  * many clients it saw and how many of them were not its own; holds its client until FD's
  * reader has looked too (it closes the pipe). */
@@ -1167,7 +1135,7 @@ static void test_idle_posd_sleeps(void)
 
 static int count_lines(const char *text)
 {
-    return count_occurrences(text, "\n");
+    return util_count(text, "\n");
 }
 
 /* The descriptor limit that leaves PID exactly FREE descriptors (the lowest free numbers),
@@ -1347,7 +1315,7 @@ static void test_scheduled_without_posd_is_passthrough(void)
     CU_ASSERT_EQUAL(pclose(f), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "no posd at"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"verified\":true"));
-    CU_ASSERT_EQUAL(count_occurrences(out, "posshim"), 1);
+    CU_ASSERT_EQUAL(util_count(out, "posshim"), 1);
 }
 
 void pos_test_register(void)

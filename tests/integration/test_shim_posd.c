@@ -22,28 +22,14 @@ static pid_t posd_pid = -1;
 
 static void posd_start(void)
 {
-    posd_pid = fork();
-    CU_ASSERT_FATAL(posd_pid >= 0);
-    if (posd_pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 2);
-        execl("build/posd", "posd", "-f", "-c", conf_path, "-s", sock_path, "-p", "priority",
-              (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(sock_path, F_OK) != 0; i++)
-        usleep(10000);
+    posd_pid = util_posd_start(conf_path, sock_path, log_path, "priority");
+    CU_ASSERT_FATAL(posd_pid > 0);
     CU_ASSERT_EQUAL(access(sock_path, F_OK), 0);
 }
 
 static void posd_stop(int sig)
 {
-    if (posd_pid <= 0)
-        return;
-    kill(posd_pid, sig);
-    int st;
-    waitpid(posd_pid, &st, 0);
-    posd_pid = -1;
+    util_posd_stop(&posd_pid, sig);
 }
 
 /* Starts ARGV under the shim as app APP, its stdout in OUT_PATH. */
@@ -73,14 +59,6 @@ static int finish(pid_t pid, int timeout_s)
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
     return 128 + SIGKILL;
-}
-
-static int count_occurrences(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
-        n++;
-    return n;
 }
 
 /* Clients posd has now (posstat), -1 if it does not answer. */
@@ -139,7 +117,7 @@ static void test_children_forked_before_cuinit_register(void)
     CU_ASSERT_EQUAL(util_number(out, "launches"), 200);
     posd_stop(SIGTERM);
     util_read_file(log_path, log, sizeof log);
-    int registered = count_occurrences(log + before, "app 'prefork'");
+    int registered = util_count(log + before, "app 'prefork'");
     CU_ASSERT_EQUAL(registered, 3);
     if (registered != 3)
         fprintf(stderr, "prefork: %d registrations (want 3)\nposd log:\n%s\n", registered,
@@ -154,7 +132,7 @@ static int session_mappings(pid_t pid)
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     if (util_read_file(path, maps, sizeof maps) < 0)
         return -1;
-    return count_occurrences(maps, "/memfd:pos-client");
+    return util_count(maps, "/memfd:pos-client");
 }
 
 /* A client that outlives five posd restarts re-attaches each time and releases the memory of

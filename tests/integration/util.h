@@ -1,11 +1,15 @@
-/* Small helpers shared by the integration tests: reading a whole file, and reading a number
- * out of a program's output. */
+/* Small helpers shared by the integration tests: reading a whole file, reading a number out of
+ * a program's output, counting a string, the shim's preload, and a posd of the test's own. */
 #ifndef POS_TESTS_INTEGRATION_UTIL_H
 #define POS_TESTS_INTEGRATION_UTIL_H
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Reads PATH into BUF (NUL-terminated, at most CAP-1 bytes). Returns 0 or -1. */
 static inline int util_read_file(const char *path, char *buf, size_t cap)
@@ -50,6 +54,44 @@ static inline const char *util_shim_preload_env(void)
     static char buf[1100];
     snprintf(buf, sizeof buf, "LD_PRELOAD=%s", util_shim_preload());
     return buf;
+}
+
+/* How often WHAT occurs in TEXT. */
+static inline int util_count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+/* Starts build/posd in the foreground with configuration CONF on socket SOCK under POLICY, its
+ * stderr appended to LOG, and waits up to 2 s for the socket. Returns its pid, -1 if fork
+ * failed; the caller checks that SOCK is there. */
+static inline pid_t util_posd_start(const char *conf, const char *sock, const char *log,
+                                    const char *policy)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        execl("build/posd", "posd", "-f", "-c", conf, "-s", sock, "-p", policy, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; pid > 0 && i < 200 && access(sock, F_OK) != 0; i++)
+        usleep(10000);
+    return pid;
+}
+
+/* Sends posd *PID signal SIG and reaps it (nothing if there is none). */
+static inline void util_posd_stop(pid_t *pid, int sig)
+{
+    if (*pid <= 0)
+        return;
+    kill(*pid, sig);
+    int st;
+    waitpid(*pid, &st, 0);
+    *pid = -1;
 }
 
 #endif
