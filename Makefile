@@ -89,7 +89,7 @@ all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSSI
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
 URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
 $(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
-	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS)
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) -lm
 
 # The interposer: everything hidden but the intercepted cu* entry points and dlsym.
 SHIM_SRCS := $(wildcard shim/*.c)
@@ -127,8 +127,9 @@ $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
-POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/core.c sched/ini_lines.c \
-    $(wildcard sched/policy/*.c) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
+SCHED_CORE_SRCS := sched/core.c sched/profile.c $(wildcard sched/policy/*.c)
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/ini_lines.c \
+    $(SCHED_CORE_SRCS) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
 $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
 	$(CC) $(LINK_FLAGS) -o $@ $^ $(INIH_LIBS) -lm
@@ -154,8 +155,8 @@ TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
-SCHED_CORE_SRCS := sched/core.c $(wildcard sched/policy/*.c)
-TEST_DEPS_test_policy         := $(call obj,$(wildcard sched/policy/*.c))
+TEST_DEPS_test_policy         := $(call obj,$(SCHED_CORE_SRCS))
+TEST_DEPS_test_profile        := $(call obj,sched/profile.c)
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)

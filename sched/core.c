@@ -2,11 +2,14 @@
  * requests, stalls, guard periods, grant publication rules and the next decision time. Pure:
  * the clock is an argument, memory is the only resource it takes. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pos/client_shm.h"
+#include "pos/op_record.h"
 #include "sched/core.h"
+#include "sched/profile.h"
 
 #define LAT_SUB 16 /* histogram sub-buckets per power of two */
 
@@ -33,6 +36,10 @@ struct core_client {
     int64_t last_exact_ns; /* device time of its last exactly known completion */
     uint64_t last_exact_seq;
     double op_ns; /* running estimate of one operator's device time */
+    uint64_t prof_until; /* put a marker behind every launch up to this seq (profiling) */
+    uint64_t prof_seq;   /* the last exact completion: its seq and time, */
+    int64_t prof_ns;     /* for kernel samples, */
+    int64_t prof_ns2;    /* and the time of the one before it */
     int stalled;
     uint64_t stalls;
     uint64_t busy_ns;
@@ -51,6 +58,8 @@ struct sched_core {
     int64_t period_start;
     int64_t dev_since; /* device busy since, when nbusy > 0 */
     int nbusy;         /* clients with operators in flight */
+    int64_t multi_end; /* when the device last went from two or more busy clients to fewer */
+    struct pos_profiles *prof;
     uint64_t dev_busy_ns, decisions;
     uint64_t retired_submitted, retired_released, retired_completed;
     struct core_client c[SCHED_MAX_CLIENTS];
@@ -71,6 +80,7 @@ void sched_params_defaults(struct sched_params *p)
     p->window_ns = 500000;
     p->idle_grace_ns = 0;
     p->sample_free = 32;
+    p->profile_min = 32;
 }
 
 /* ---- histograms ----------------------------------------------------------------------- */
@@ -148,8 +158,11 @@ static void busy_changed(struct sched_core *k, struct core_client *c, int was_bu
         if (k->nbusy++ == 0)
             k->dev_since = now;
         c->last_progress_ns = now; /* the stall clock starts with work in flight */
-    } else if (--k->nbusy == 0 && now > k->dev_since) {
-        k->dev_busy_ns += (uint64_t)(now - k->dev_since);
+    } else {
+        if (k->nbusy-- == 2)
+            k->multi_end = now;
+        if (k->nbusy == 0 && now > k->dev_since)
+            k->dev_busy_ns += (uint64_t)(now - k->dev_since);
     }
 }
 
@@ -268,6 +281,11 @@ int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *pol
     return 0;
 }
 
+void sched_core_set_profiles(struct sched_core *k, struct pos_profiles *prof)
+{
+    k->prof = prof;
+}
+
 const struct pos_policy_ops *sched_core_policy(const struct sched_core *k)
 {
     return k->policy;
@@ -338,6 +356,58 @@ static void learn_op_time(struct core_client *c, const struct pos_sched_op *op, 
     c->last_exact_seq = op->seq;
 }
 
+static int is_kernel(const struct pos_sched_op *op)
+{
+    return op->kind == POS_OP_KERNEL || op->kind == POS_OP_KERNEL_EX ||
+           op->kind == POS_OP_COOPERATIVE;
+}
+
+/* When OP went to the device by posd's account: at its call when it was released then (free,
+ * or within its grant: the client's own time stamp, which can only shape its own profiles),
+ * else when a grant or its window let it go. */
+static int64_t launched_at(const struct pos_sched_op *op)
+{
+    if (op->state & POS_SCHED_OP_AT_CALL)
+        return op->submit_ns;
+    return op->release_ns > op->submit_ns ? op->release_ns : op->submit_ns;
+}
+
+/* Kernel profiles, from an exact completion of OP at WHEN. When the previous operator
+ * (seq - 1) completed exactly too and OP was launched before that completion was seen, OP ran
+ * back to back behind it on the client's stream: the time between the two completions is one
+ * sample of OP's duration. Both times carry the collector's poll delay, which cancels on
+ * average when each of the two was seen by a poll of its own; completions seen together (as
+ * when the collector slept through a request's start and caught up) give no sample. A sample
+ * is solo when no other client had work in flight since the previous completion, else it is a
+ * co-run one. A kernel shape with too few samples asks its client for a marker behind every
+ * launch, and for prompt polls, for the next 256 launches. */
+static void learn_kernel(struct sched_core *k, struct core_client *c, const struct pos_sched_op *op,
+                         int64_t when)
+{
+    uint64_t prev_seq = c->prof_seq;
+    int64_t prev_ns = c->prof_ns, prev_ns2 = c->prof_ns2;
+    c->prof_seq = op->seq;
+    c->prof_ns2 = prev_ns;
+    c->prof_ns = when;
+    if (!k->prof || !is_kernel(op) || !op->key)
+        return;
+    struct pos_kprof *pr = pos_prof_get(k->prof, c->conf.uid, op->key, op->grid, op->block, 1);
+    if (!pr)
+        return;
+    pr->tries++;
+    if (prev_seq && op->seq == prev_seq + 1 && when > prev_ns && prev_ns > prev_ns2 &&
+        launched_at(op) <= prev_ns) {
+        double d = (double)(when - prev_ns);
+        if (k->nbusy <= 1 && k->multi_end <= prev_ns)
+            pos_prof_add_solo(k->prof, pr, d);
+        else
+            pos_prof_add_corun(pr, d);
+    }
+    uint32_t min = k->p.profile_min;
+    if (min && pr->n < min && pr->tries < 8ull * min)
+        c->prof_until = op->seq + 256;
+}
+
 /* Makes room for SEQ in C's window: the oldest operators are presumed complete. */
 static void make_room(struct sched_core *k, struct core_client *c, uint64_t seq, int64_t now)
 {
@@ -375,8 +445,10 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
     c->submitted = in->seq;
     request_note_launch(c, op);
     if (released || (c->mode == POS_GRANT_WINDOW && in->seq <= c->granted) ||
-        c->mode == POS_GRANT_FREE)
+        c->mode == POS_GRANT_FREE) {
         release_op(c, op, now);
+        op->state |= POS_SCHED_OP_AT_CALL;
+    }
     release_window(c, now);
     advance_prefixes(c);
     busy_changed(k, c, was, now);
@@ -413,8 +485,10 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     int was = inflight(c) > 0;
     struct pos_sched_op *op = op_at(c, seq);
     int64_t when = done_ns > 0 ? done_ns : now;
-    if (how == SCHED_DONE_EXACT)
+    if (how == SCHED_DONE_EXACT) {
+        learn_kernel(k, c, op, when);
         learn_op_time(c, op, when);
+    }
     finish_op(k, c, op, when, how == SCHED_DONE_PRESUMED);
     advance_prefixes(c);
     release_window(c, now);
@@ -512,6 +586,7 @@ static void fill_view(const struct core_client *c, struct pos_sched_client *v, i
     v->served_ns = c->served_ns;
     v->last_done_ns = c->last_done_ns;
     v->op_ns = c->op_ns;
+    v->uid = c->conf.uid;
     v->request = c->req;
     v->ops = c->ops;
     v->ops_mask = SCHED_WINDOW - 1;
@@ -589,6 +664,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .device = k->dev,
         .clients = k->view,
         .nclients = n,
+        .profiles = k->prof,
     };
     int64_t next = k->policy->decide(k->pstate, &view);
     if (next <= now)
@@ -620,6 +696,11 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
                              : k->p.sample_free;
         /* a window the shim steps itself needs no kicks (its collector still polls promptly) */
         g->kick_on_done = (windowed && !c->window) || outranks_someone(k, c);
+        if (c->submitted < c->prof_until) {
+            /* profiling: a marker behind every launch, seen at the prompt poll interval */
+            g->sample = 1;
+            g->kick_on_done = 1;
+        }
         /* when to look again */
         uint64_t q = c->submitted - c->released, f = inflight(c);
         if ((q && (c->held || c->waiters)) || (windowed && f))

@@ -36,10 +36,13 @@ struct sched_params {
     int64_t window_ns;       /* work a windowed client may have in flight (no class cap) */
     int64_t idle_grace_ns;   /* a client idle this briefly still holds lower classes */
     uint32_t sample_free;    /* completion marker every N launches for an unconstrained client */
+    uint32_t profile_min;    /* kernel profiles: a client launching a kernel shape with fewer
+                              * solo samples than this puts a marker behind every launch for a
+                              * while (0: profiles learn only from the markers there are) */
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, no idle grace, sample 32. */
+ * window 500 us, no idle grace, sample 32, profile_min 32. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */
@@ -66,6 +69,7 @@ struct sched_sync {
 /* Per-client configuration, from the admin's rules. */
 struct sched_client_conf {
     uint32_t id;
+    uint32_t uid; /* its user (SO_PEERCRED): profiles are kept per user */
     int priority;
     uint32_t max_inflight;
     double min_share;
@@ -107,6 +111,11 @@ struct sched_core;
 struct sched_core *sched_core_new(const struct sched_params *p, const struct pos_sched_device *dev,
                                   const struct pos_policy_ops *policy, int64_t now);
 void sched_core_free(struct sched_core *k);
+
+/* The kernel profiles the core learns into and policies read (owned by the adapter, which
+ * persists them; NULL: none). */
+struct pos_profiles;
+void sched_core_set_profiles(struct sched_core *k, struct pos_profiles *prof);
 
 /* Replaces the policy (its state is rebuilt) and the tunables, e.g. after a reload. */
 int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,

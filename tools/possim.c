@@ -13,7 +13,7 @@
 #include "tools/possim_sim.h"
 
 static const char usage_text[] =
-    "usage: possim [-o text|json] [--seed N] SCENARIO\n"
+    "usage: possim [-o text|json] [--seed N] [--profiles-out FILE] [--profile-check] SCENARIO\n"
     "Simulates the clients of SCENARIO on one virtual GPU in virtual time, through posd's own\n"
     "scheduling core and policies (or none), and prints per-client latency and throughput\n"
     "(docs/possim.md). The same scenario and seed give the same output, except the last\n"
@@ -21,6 +21,9 @@ static const char usage_text[] =
     "  -o, --output text|json  a table with '#' header lines (default), or one JSON object\n"
     "  --seed N                run seed (default 1): each client's arrival seed is its seed\n"
     "                          + N - 1; the collector's poll delays are drawn from N\n"
+    "  --profiles-out FILE     save the kernel profiles the core learnt (docs/policy.md)\n"
+    "  --profile-check         list every kernel of every client: the profile learnt against\n"
+    "                          the device model's own solo duration (kcheck lines)\n"
     "  -h, --help              this text\n"
     "Exit status: 0, 1 when the run fails, 2 for a bad option or scenario (FILE:LINE: what).\n"
     "\n";
@@ -51,9 +54,12 @@ int main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"seed", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
+        {"profiles-out", required_argument, NULL, 'P'},
+        {"profile-check", no_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, c;
+    int json = 0, c, check = 0;
+    const char *prof_out = NULL;
     uint64_t seed = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
@@ -73,6 +79,16 @@ int main(int argc, char **argv)
                 fprintf(stderr, "possim: bad --seed '%s' (want an integer >= 0)\n", optarg);
                 return 2;
             }
+            break;
+        case 'P':
+            if (!*optarg || strlen(optarg) >= POSSIM_PATH_MAX) {
+                fprintf(stderr, "possim: bad --profiles-out '%s'\n", optarg);
+                return 2;
+            }
+            prof_out = optarg;
+            break;
+        case 'K':
+            check = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -106,6 +122,9 @@ int main(int argc, char **argv)
         free(sc);
         return 2;
     }
+    if (prof_out)
+        snprintf(sc->profiles_out, sizeof sc->profiles_out, "%s", prof_out);
+    sc->profile_check = check;
     double t0 = cpu_seconds();
     int rc = possim_run(sc, seed, r, err, sizeof err);
     double cpu = cpu_seconds() - t0;

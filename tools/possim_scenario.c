@@ -35,6 +35,9 @@ const char possim_scenario_help[] =
     "  window_us = 500         ; device time a windowed client without a cap may have in\n"
     "                          ; flight, by posd's estimate of its operators\n"
     "  idle_grace_us = 0       ; a client idle this briefly still holds lower classes\n"
+    "  profile_min = 32        ; kernel shapes with fewer solo samples get a marker behind\n"
+    "                          ; every launch (profiling); 0: learn from the markers there are\n"
+    "  profiles = FILE         ; kernel profiles to start from (docs/policy.md format)\n"
     "  [posd]                  ; what posd learns, and when\n"
     "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
     "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
@@ -93,6 +96,8 @@ static const struct key_spec sched_keys[] = {
     {"credits", V_U32, SC(credits), 1, 1 << 20, 0},
     {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1},
     {"idle_grace_us", V_DOUBLE, SC(idle_grace_us), 0, 1e9, 0},
+    {"profile_min", V_U32, SC(profile_min), 0, 1 << 20, 0},
+    {"profiles", V_SPECIAL, 0, 0, 0, 0},
 };
 static const struct key_spec posd_keys[] = {
     {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
@@ -307,6 +312,12 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         }
         snprintf(sc->policy, sizeof sc->policy, "%s", value);
         sc->no_core = strcmp(value, "none") == 0;
+        return 0;
+    }
+    if (p->kind == SECT_SCHED && strcmp(key, "profiles") == 0) {
+        if (!*value || strlen(value) >= sizeof sc->profiles_in)
+            return refuse(p, "expected the path of a kernel profile file");
+        snprintf(sc->profiles_in, sizeof sc->profiles_in, "%s", value);
         return 0;
     }
     struct possim_client_spec *c = p->client;
@@ -533,6 +544,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->credits = 1024;
     sc->window_us = 500;
     sc->idle_grace_us = 0;
+    sc->profile_min = 32;
     sc->poll_us = 100;
     sc->prompt_poll_us = 20;
     sc->wake_us = 20;

@@ -48,6 +48,11 @@ struct possim_scenario {
     int no_core;     /* policy none: no scheduler at all */
     double tick_us, stall_ms, guard_period_ms, min_share, window_us, idle_grace_us;
     uint32_t credits;
+    uint32_t profile_min;                   /* the core's profile_min */
+    char profiles_in[POSSIM_PATH_MAX];      /* kernel profiles loaded at start ("" none) */
+    /* set by the command line, not the file */
+    char profiles_out[POSSIM_PATH_MAX];     /* the profiles learnt, saved at the end */
+    int profile_check;                      /* report learnt profiles against the model's */
     /* [posd] */
     double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us, help_spin_us;
     double help_when_us;

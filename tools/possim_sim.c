@@ -30,6 +30,7 @@
 #include "pos/client_shm.h"
 #include "pos/op_record.h"
 #include "sched/core.h"
+#include "sched/profile.h"
 #include "sim/gpu_model.h"
 #include "sim/model_file.h"
 #include "sim/request.h"
@@ -243,6 +244,7 @@ struct sim {
     const struct possim_scenario *sc;
     struct sim_gpu *g;
     struct sched_core *core; /* NULL: policy none */
+    struct pos_profiles prof; /* the core's kernel profiles */
     struct pos_sched_device dev;
     struct sched_grant grants[SCHED_MAX_CLIENTS];
     struct vclient *c;
@@ -395,6 +397,21 @@ static void sync_returns(struct sim *s, struct vclient *c, int64_t t)
 }
 
 /* The launch call of op C->op_j reaches the driver at T: the op goes to the device model. */
+/* The device op of request op RO, on context CTX and stream STREAM. */
+static void fill_kernel(struct sim_op *o, const struct sim_request_op *ro, int ctx, int stream)
+{
+    uint64_t blocks = sim_request_op_blocks(ro), threads = sim_request_op_threads(ro);
+    o->kind = SIM_OP_KERNEL;
+    o->flags = ro->fp16 ? SIM_OPF_FP16 : 0;
+    o->ctx = (int16_t)ctx;
+    o->stream = stream;
+    o->blocks = blocks ? (blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks) : 1;
+    o->threads = threads ? (uint32_t)threads : 1;
+    o->smem = ro->smem;
+    o->flops = ro->flops;
+    o->bytes = ro->bytes;
+}
+
 static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_t t)
 {
     const struct sim_request_op *ro = &c->req.ops[c->op_j];
@@ -425,16 +442,7 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
         return;
     }
     struct sim_op *o = &s->g->ops[op];
-    uint64_t blocks = sim_request_op_blocks(ro), threads = sim_request_op_threads(ro);
-    o->kind = SIM_OP_KERNEL;
-    o->flags = ro->fp16 ? SIM_OPF_FP16 : 0;
-    o->ctx = (int16_t)c->ctx;
-    o->stream = c->stream;
-    o->blocks = blocks ? (blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks) : 1;
-    o->threads = threads ? (uint32_t)threads : 1;
-    o->smem = ro->smem;
-    o->flops = ro->flops;
-    o->bytes = ro->bytes;
+    fill_kernel(o, ro, c->ctx, c->stream);
     o->tag = c->seq | (marked ? MARKED : 0);
     sim_gpu_submit(s->g, op, t);
     c->launches++;
@@ -1011,6 +1019,66 @@ static void run_loop(struct sim *s)
     }
 }
 
+/* Every kernel of every client: the core's profile of it against the device model's solo
+ * duration, for possim --profile-check. */
+/* The device model's own duration of RO back to back behind itself on one stream of an idle
+ * device (what a client's samples measure): the time between the completions of two copies.
+ * G is scratch. */
+static double kernel_truth_ns(const struct sim_dev_params *p, struct sim_gpu *g,
+                              const struct sim_request_op *ro)
+{
+    sim_gpu_init(g, p, 0);
+    int ow = sim_gpu_owner_add(g);
+    int cx = ow < 0 ? ow : sim_gpu_ctx_add(g, ow);
+    int st = cx < 0 ? cx : sim_gpu_stream_add(g, ow, cx, 0);
+    if (st < 0)
+        return NAN;
+    int op[2];
+    for (int i = 0; i < 2; i++) {
+        if ((op[i] = sim_gpu_op_alloc(g, ow)) < 0)
+            return NAN;
+        fill_kernel(&g->ops[op[i]], ro, cx, st);
+        sim_gpu_submit(g, op[i], 0);
+    }
+    for (int64_t t; (t = sim_gpu_next_event(g)) != INT64_MAX;)
+        sim_gpu_advance(g, t);
+    return (double)(g->ops[op[1]].end_ns - g->ops[op[0]].end_ns);
+}
+
+static int profile_check(struct sim *s, struct possim_result *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        n += s->c[i].req.nops;
+    out->kcheck = calloc(n ? n : 1, sizeof *out->kcheck);
+    struct sim_gpu *scratch = malloc(sizeof *scratch);
+    if (!out->kcheck || !scratch) {
+        free(scratch);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        const struct vclient *c = &s->c[i];
+        for (size_t j = 0; j < c->req.nops; j++) {
+            const struct sim_request_op *ro = &c->req.ops[j];
+            struct possim_kcheck *k = &out->kcheck[out->nkcheck++];
+            snprintf(k->client, sizeof k->client, "%s", c->spec->name);
+            snprintf(k->kernel, sizeof k->kernel, "%s", ro->name);
+            k->blocks = (uint32_t)sim_request_op_blocks(ro);
+            k->truth_ns = kernel_truth_ns(&s->sc->dev, scratch, ro);
+            const struct pos_kprof *p = pos_prof_find(&s->prof, 0, c->keys[j], ro->grid, ro->block);
+            if (p) {
+                k->learned_ns = p->n ? p->mean_ns : 0;
+                k->sd_ns = pos_kprof_sd(p);
+                k->n = p->n;
+                k->co_n = p->co_n;
+                k->co_ratio = p->co_n ? p->co_ratio : 1;
+            }
+        }
+    }
+    free(scratch);
+    return 0;
+}
+
 int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
                char *err, size_t errlen)
 {
@@ -1053,16 +1121,26 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
         p.credits = sc->credits;
         p.window_ns = us_ns(sc->window_us);
         p.idle_grace_ns = us_ns(sc->idle_grace_us);
+        p.profile_min = sc->profile_min;
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
             sim_fail(&s, -EINVAL, "unknown policy '%s'", sc->policy);
             goto out;
         }
         s.core = sched_core_new(&p, &s.dev, pol, 0);
-        if (!s.core) {
+        if (!s.core || pos_prof_init(&s.prof, 0) < 0) {
             sim_fail(&s, -ENOMEM, "out of memory");
             goto out;
         }
+        if (sc->profiles_in[0]) {
+            char perr[512];
+            int rc = pos_prof_load(&s.prof, &s.dev, sc->profiles_in, perr, sizeof perr);
+            if (rc < 0) {
+                sim_fail(&s, rc, "%s", perr);
+                goto out;
+            }
+        }
+        sched_core_set_profiles(s.core, &s.prof);
     }
     for (size_t i = 0; i < s.n; i++)
         if (client_setup(&s, &s.c[i], (int)i, seed) < 0)
@@ -1098,12 +1176,25 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     out->busy_fraction = makespan > 0 ? s.g->stats.busy_ns / (double)makespan : NAN;
     out->decisions = s.decisions;
     out->events = s.events;
+    if (s.core && sc->profiles_out[0]) {
+        char perr[512];
+        int rc = pos_prof_save(&s.prof, &s.dev, sc->profiles_out, perr, sizeof perr);
+        if (rc < 0) {
+            sim_fail(&s, rc, "%s", perr);
+            goto out;
+        }
+    }
+    if (s.core && sc->profile_check && profile_check(&s, out) < 0) {
+        sim_fail(&s, -ENOMEM, "out of memory");
+        goto out;
+    }
 out:
     for (size_t i = 0; s.c && i < s.n; i++)
         client_free(&s.c[i]);
     free(s.c);
     free(s.heap.e);
     sched_core_free(s.core);
+    pos_prof_free(&s.prof);
     free(s.g);
     if (s.rc)
         possim_result_free(out);
@@ -1112,6 +1203,9 @@ out:
 
 void possim_result_free(struct possim_result *r)
 {
+    free(r->kcheck);
+    r->kcheck = NULL;
+    r->nkcheck = 0;
     for (size_t i = 0; i < r->nclients; i++) {
         free(r->clients[i].lat_ms);
         r->clients[i].lat_ms = NULL;
@@ -1158,6 +1252,20 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
     fprintf(f, "# makespan_s %.6f busy %.4f launches %llu decisions %llu events %llu\n",
             r->makespan_s, r->busy_fraction, (unsigned long long)r->launches,
             (unsigned long long)r->decisions, (unsigned long long)r->events);
+    if (r->nkcheck)
+        fprintf(f, "# profile-check %-10s %-28s %7s %10s %10s %8s %6s %6s %8s %8s\n", "client",
+                "kernel", "blocks", "model_us", "posd_us", "sd_us", "n", "co_n", "co_ratio",
+                "err_pct");
+    for (size_t i = 0; i < r->nkcheck; i++) {
+        const struct possim_kcheck *k = &r->kcheck[i];
+        char err[32];
+        fmt_num(err, sizeof err, k->n ? 100.0 * (k->learned_ns - k->truth_ns) / k->truth_ns : NAN,
+                2);
+        fprintf(f, "  kcheck %-14s %-28s %7u %10.2f %10.2f %8.2f %6llu %6llu %8.3f %8s\n",
+                k->client, k->kernel, k->blocks, k->truth_ns / 1e3, k->learned_ns / 1e3,
+                k->sd_ns / 1e3, (unsigned long long)k->n, (unsigned long long)k->co_n,
+                k->co_ratio, err);
+    }
     if (cpu_s > 0)
         fprintf(f, "# speed %.0f launches per cpu second (%.3f cpu s)\n",
                 (double)r->launches / cpu_s, cpu_s);

@@ -32,6 +32,19 @@ struct possim_client_result {
     double *lat_ms;                     /* [requests], in request order */
 };
 
+/* One kernel of a client's model: what posd learnt of it against the device model's own
+ * solo duration (possim --profile-check). */
+struct possim_kcheck {
+    char client[POSSIM_NAME_MAX];
+    char kernel[160];
+    uint32_t blocks;
+    double truth_ns;   /* the device model's: back to back behind itself on an idle device */
+    double learned_ns; /* the core's profile: solo mean (0: none) */
+    double sd_ns;
+    uint64_t n, co_n;
+    double co_ratio;
+};
+
 struct possim_result {
     uint64_t seed;
     double makespan_s; /* virtual: 0 to the last completion */
@@ -41,6 +54,8 @@ struct possim_result {
     uint64_t events;    /* events the simulator handled */
     size_t nclients;
     struct possim_client_result clients[POSSIM_MAX_CLIENTS];
+    struct possim_kcheck *kcheck; /* with profile_check: every kernel of every client */
+    size_t nkcheck;
 };
 
 /* Runs SC with run seed SEED (client I's arrival seed is its seed + SEED - 1; the collector's

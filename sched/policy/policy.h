@@ -30,6 +30,7 @@ struct pos_sched_op {
 
 #define POS_SCHED_OP_RELEASED 0x1 /* granted (or launched freely) */
 #define POS_SCHED_OP_DONE     0x2 /* known complete */
+#define POS_SCHED_OP_AT_CALL  0x4 /* released when it was submitted: launched at submit_ns */
 
 /* The device the clients share. */
 struct pos_sched_device {
@@ -80,7 +81,10 @@ struct pos_sched_client {
     uint32_t window; /* WINDOW mode: operators it may keep in flight beyond its completed prefix
                       * on its own, as the shim learns completions (0 = only new_granted) */
     int held;        /* held back by the policy at this decision */
+    uint32_t uid;    /* its user, as posd established it: the key of its kernel profiles */
 };
+
+struct pos_profiles; /* sched/profile.h: read with pos_sched_profile() */
 
 struct pos_sched_view {
     int64_t now;          /* ns */
@@ -92,6 +96,7 @@ struct pos_sched_view {
     const struct pos_sched_device *device;
     struct pos_sched_client *clients;
     size_t nclients;
+    const struct pos_profiles *profiles; /* kernel profiles (NULL: none) */
 };
 
 static inline uint64_t pos_sched_inflight(const struct pos_sched_client *c)
