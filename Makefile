@@ -127,7 +127,7 @@ $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
-SCHED_CORE_SRCS := sched/core.c sched/profile.c $(wildcard sched/policy/*.c)
+SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c $(wildcard sched/policy/*.c)
 POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/ini_lines.c \
     $(SCHED_CORE_SRCS) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
@@ -156,7 +156,7 @@ TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
 TEST_DEPS_test_policy         := $(call obj,$(SCHED_CORE_SRCS))
-TEST_DEPS_test_profile        := $(call obj,sched/profile.c)
+TEST_DEPS_test_profile        := $(call obj,sched/profile.c sched/profile_file.c)
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)

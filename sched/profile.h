@@ -21,6 +21,7 @@
 
 #define POS_PROF_VERSION 1
 #define POS_PROF_ANY_UID UINT32_MAX /* an imported profile that applies to every user */
+#define POS_PROF_MEAN_EXACT 1024   /* samples averaged exactly; later ones move a mean by 1/this */
 
 struct pos_kprof {
     uint64_t key;
