@@ -43,6 +43,8 @@ void posd_config_defaults(struct posd_config *c)
     c->tick_us = 200;
     c->credits = 1024;
     c->log_level = POSD_LOG_INFO;
+    snprintf(c->state_dir, sizeof c->state_dir, "%s", POSD_DEFAULT_STATE_DIR);
+    c->profile_min = 32;
     c->guard_period_ms = 200;
     c->stall_ms = 50;
     c->window_us = 500;
@@ -284,7 +286,7 @@ static int parse_word_index(struct loader *ld, const struct key_spec *k, const c
     return 0;
 }
 
-static int parse_socket(struct loader *ld, const struct key_spec *k, const char *value, void *field)
+static int parse_path(struct loader *ld, const struct key_spec *k, const char *value, void *field)
 {
     if (value[0] != '/' || strlen(value) >= k->size)
         return refuse(ld, "expected an absolute path of at most %zu characters", k->size - 1);
@@ -410,17 +412,18 @@ static int parse_rule_class(struct loader *ld, const struct key_spec *k, const c
 #define HAS(m)      .has_off = offsetof(struct posd_rule, m)
 #define RANGE(a, b) .lo = (a), .hi = (b)
 
-static const char *const policy_words[] = {"fifo", "priority", NULL};
+static const char *const policy_words[] = {"fifo", "priority", "pos", NULL};
 /* in enum posd_log_level order */
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 
 static const struct key_spec daemon_keys[] = {
-    {"socket", parse_socket, CFG(socket)},
+    {"socket", parse_path, CFG(socket)},
     {"policy", parse_word, CFG(policy), .words = policy_words},
     {"default_class", parse_default_class, CFG(default_class)},
     {"tick_us", parse_u32, CFG(tick_us), RANGE(10, 100000)},
     {"credits", parse_u32, CFG(credits), RANGE(1, 1000000)},
     {"log_level", parse_word_index, CFG(log_level), .words = log_words},
+    {"state_dir", parse_path, CFG(state_dir)},
 };
 
 static const struct key_spec policy_keys[] = {
@@ -429,6 +432,8 @@ static const struct key_spec policy_keys[] = {
     {"stall_ms", parse_number, CFG(stall_ms), RANGE(1, 60000)},
     {"window_us", parse_number, CFG(window_us), RANGE(1, 1000000)},
     {"idle_grace_us", parse_number, CFG(idle_grace_us), RANGE(0, 1000000)},
+    {"profile_min", parse_u32, CFG(profile_min), RANGE(0, 100000)},
+    {"profiles", parse_path, CFG(profiles)},
 };
 
 static const struct key_spec class_keys[] = {

@@ -13,6 +13,7 @@
 #define POSD_CLASS_NAME_MAX 16
 #define POSD_MAX_CLASSES    16
 #define POSD_PATH_MAX       256
+#define POSD_DEFAULT_STATE_DIR "/var/lib/posd"
 
 enum posd_log_level { POSD_LOG_ERROR = 0, POSD_LOG_WARN, POSD_LOG_INFO, POSD_LOG_DEBUG };
 
@@ -60,12 +61,15 @@ struct posd_config {
     uint32_t tick_us; /* scheduling period while clients wait or work is in flight */
     uint32_t credits; /* grant window handed to a client beyond what it submitted */
     int log_level;    /* enum posd_log_level */
+    char state_dir[POSD_PATH_MAX]; /* kernel profiles persist here (absolute) */
     /* [policy] */
     double guard_period_ms;
     double min_share; /* default for classes that do not set one */
     double stall_ms;  /* in flight this long with no completion: no longer outranks anyone */
     double window_us; /* device time a windowed client without a cap may have in flight */
     double idle_grace_us; /* a client idle this briefly still holds less important ones */
+    uint32_t profile_min; /* kernel shapes with fewer samples get a marker per launch */
+    char profiles[POSD_PATH_MAX]; /* an offline profile file imported at start ("" none) */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;

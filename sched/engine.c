@@ -42,6 +42,57 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
     p->credits = cfg->credits;
     p->window_ns = (int64_t)(cfg->window_us * 1e3);
     p->idle_grace_ns = (int64_t)(cfg->idle_grace_us * 1e3);
+    p->profile_min = cfg->profile_min;
+}
+
+#define POSD_PROFILE_SAVE_NS (60 * 1000000000ll)
+
+static void profiles_path(const struct posd *d, char *out, size_t len)
+{
+    snprintf(out, len, "%s/profiles", d->cfg.state_dir);
+}
+
+/* Loads what posd learnt before (STATE_DIR/profiles) and imports the admin's offline file
+ * ([policy] profiles) over it. A file that is refused is logged and left out: posd starts with
+ * what it has. */
+static void load_profiles(struct posd *d)
+{
+    char path[POSD_PATH_MAX + 16], err[768];
+    profiles_path(d, path, sizeof path);
+    int rc = pos_prof_load(&d->prof, &d->device, path, err, sizeof err);
+    if (rc == 0)
+        posd_log(POSD_LOG_INFO, "kernel profiles: %zu from %s", d->prof.count, path);
+    else if (rc != -ENOENT)
+        posd_log(POSD_LOG_WARN, "kernel profiles refused, starting without them: %s", err);
+    if (d->cfg.profiles[0]) {
+        size_t before = d->prof.count;
+        rc = pos_prof_load(&d->prof, &d->device, d->cfg.profiles, err, sizeof err);
+        if (rc == 0)
+            posd_log(POSD_LOG_INFO, "kernel profiles: imported %s (%zu new)", d->cfg.profiles,
+                     d->prof.count - before);
+        else
+            posd_log(POSD_LOG_WARN, "kernel profile import refused: %s", err);
+    }
+}
+
+int64_t posd_engine_save_profiles(struct posd *d, int periodic)
+{
+    int64_t now = posd_now();
+    if (periodic && now < d->prof_save_at)
+        return d->prof_save_at;
+    d->prof_save_at = now + POSD_PROFILE_SAVE_NS;
+    if (d->prof.count == 0)
+        return d->prof_save_at;
+    char path[POSD_PATH_MAX + 16], err[768];
+    profiles_path(d, path, sizeof path);
+    if (pos_prof_save(&d->prof, &d->device, path, err, sizeof err) < 0) {
+        if (!d->prof_save_failed)
+            posd_log(POSD_LOG_WARN, "kernel profiles not saved: %s (state_dir in [daemon])", err);
+        d->prof_save_failed = 1;
+    } else {
+        d->prof_save_failed = 0;
+    }
+    return d->prof_save_at;
 }
 
 int posd_engine_init(struct posd *d)
@@ -50,13 +101,19 @@ int posd_engine_init(struct posd *d)
     posd_engine_params(&d->cfg, &p);
     d->device.index = 0;
     d->core = sched_core_new(&p, &d->device, d->policy, posd_now());
-    return d->core ? 0 : -ENOMEM;
+    if (!d->core || pos_prof_init(&d->prof, 0) < 0)
+        return -ENOMEM;
+    load_profiles(d);
+    sched_core_set_profiles(d->core, &d->prof);
+    d->prof_save_at = posd_now() + POSD_PROFILE_SAVE_NS;
+    return 0;
 }
 
 static void client_conf(const struct posd_client *c, struct sched_client_conf *k)
 {
     memset(k, 0, sizeof *k);
     k->id = c->id;
+    k->uid = (uint32_t)c->ident.uid;
     k->priority = c->pol.priority;
     k->max_inflight = c->pol.max_inflight;
     k->min_share = c->pol.min_share;

@@ -113,6 +113,7 @@ static void housekeeping(struct posd *d)
     }
     next = earliest(next, d->accept_paused_until);
     next = earliest(next, posd_log_flush());
+    next = earliest(next, posd_engine_save_profiles(d, 1));
     posd_arm_house(d, next);
 }
 
@@ -375,6 +376,7 @@ int posd_loop(struct posd *d)
         return rc;
     }
     arm_accept(d);
+    posd_arm_house(d, d->prof_save_at); /* the periodic save of kernel profiles */
     arm_signal(d);
     while (!d->stop) {
         io_uring_submit(&d->ring);

@@ -11,6 +11,7 @@
 #include "pos/proto.h"
 #include "sched/config.h"
 #include "sched/core.h"
+#include "sched/profile.h"
 #include "sched/policy/policy.h"
 
 #define POSD_MAX_CLIENTS SCHED_MAX_CLIENTS
@@ -123,6 +124,9 @@ struct posd {
     uint64_t next_client_id;
     struct pos_sched_device device;
     struct sched_core *core;
+    struct pos_profiles prof;  /* kernel profiles: STATE_DIR/profiles, saved periodically */
+    int64_t prof_save_at;      /* the next periodic save */
+    int prof_save_failed;      /* a failed save was logged (once until one succeeds) */
     struct sched_grant grants[POSD_MAX_CLIENTS];
     struct posd_client clients[POSD_MAX_CLIENTS];
 };
@@ -161,6 +165,9 @@ void posd_clients_reconfigure(struct posd *d);
 void posd_engine_params(const struct posd_config *cfg, struct sched_params *p);
 /* Creates the core (policy from d->policy). Returns 0 or a negative errno. */
 int posd_engine_init(struct posd *d);
+/* Saves the kernel profiles to STATE_DIR/profiles when PERIODIC is 0 or a save is due;
+ * returns when the next periodic save is due. */
+int64_t posd_engine_save_profiles(struct posd *d, int periodic);
 /* Reads every client's rings into the core, decides, publishes grants. Returns the delay in
  * ns until the next tick is wanted, or -1 when nothing needs one (idle). */
 int64_t posd_engine_tick(struct posd *d);

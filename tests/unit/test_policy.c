@@ -2,11 +2,15 @@
  * priority holds less important clients while a more important one has work (not a stalled
  * one, not a waiter count with nothing queued), lets them run in a capped window while more
  * important ones are idle, lets a client with nobody above it launch freely whatever its cap,
- * never takes a grant back, and grants a starving held client its guard share. */
+ * never takes a grant back, and grants a starving held client its guard share; pos runs lower
+ * classes beside busy higher ones where their kernels fit (MPS) and not where they do not, on
+ * a time-sliced device or beside a kernel that has slowed down beyond its budget, conserves
+ * work, orders SLO clients by latest start time and keeps the guard. */
 #include <string.h>
 
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
+#include "sched/profile.h"
 #include "tests/cunit_main.h"
 
 static struct pos_sched_client cl[4];
@@ -58,11 +62,14 @@ static void test_registry(void)
 {
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("fifo"));
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("priority"));
+    CU_ASSERT_PTR_NOT_NULL(pos_policy_find("pos"));
     CU_ASSERT_PTR_NULL(pos_policy_find("edf"));
     int n = 0;
-    for (int i = 0; pos_policies[i]; i++, n++)
+    for (int i = 0; pos_policies[i]; i++, n++) {
         CU_ASSERT_PTR_NOT_NULL(pos_policies[i]->summary);
-    CU_ASSERT_EQUAL(n, 2);
+        CU_ASSERT_PTR_EQUAL(pos_policy_find(pos_policies[i]->name), pos_policies[i]);
+    }
+    CU_ASSERT(n >= 3);
 }
 
 static void test_fifo_lets_everything_go(void)
@@ -211,6 +218,173 @@ static void test_priority_three_classes(void)
     CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
 }
 
+/* ---- pos ------------------------------------------------------------------------------ */
+
+static struct pos_sched_op ops[4][64];
+static const struct pos_sched_device h200 = {.sm_count = 132,
+                                             .max_threads_per_sm = 2048,
+                                             .max_blocks_per_sm = 32,
+                                             .smem_per_sm = 233472,
+                                             .concurrent = 1};
+static const struct pos_sched_device timesliced = {.sm_count = 132,
+                                                   .max_threads_per_sm = 2048,
+                                                   .max_blocks_per_sm = 32,
+                                                   .smem_per_sm = 233472,
+                                                   .concurrent = 0};
+
+/* Client I's operators 1..SUBMITTED all launch GRID blocks of 128 threads; the first RELEASED
+ * are released, the first COMPLETED complete. */
+static void pos_client(int i, int prio, uint64_t submitted, uint64_t released, uint64_t completed,
+                       uint32_t grid)
+{
+    client(i, prio, 0, submitted, released, completed, released);
+    memset(ops[i], 0, sizeof ops[i]);
+    for (uint64_t seq = 1; seq <= submitted; seq++) {
+        struct pos_sched_op *op = &ops[i][seq & 63];
+        op->seq = seq;
+        op->key = 0x1000 + (uint64_t)i;
+        op->kind = 1;
+        op->grid[0] = grid;
+        op->grid[1] = op->grid[2] = 1;
+        op->block[0] = 128;
+        op->block[1] = op->block[2] = 1;
+        op->state = (seq <= released ? POS_SCHED_OP_RELEASED : 0) |
+                    (seq <= completed ? POS_SCHED_OP_DONE : 0);
+    }
+    cl[i].ops = ops[i];
+    cl[i].ops_mask = 63;
+    cl[i].op_ns = 20000;
+    cl[i].request.active = submitted > completed;
+    cl[i].request.id = 1;
+}
+
+static int64_t pos_decide(struct pos_sched_view *v, const struct pos_sched_device *dev)
+{
+    const struct pos_policy_ops *p = pos_policy_find("pos");
+    void *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(p->init(&st, dev), 0);
+    v->device = dev;
+    int64_t next = p->decide(st, v);
+    p->fini(st);
+    return next;
+}
+
+/* MPS: a batch client runs beside a busy latency client while their kernels fit in the SMs;
+ * the grant is a prefix of its launch order, at least what it had. */
+static void test_pos_colocates_where_kernels_fit(void)
+{
+    pos_client(0, 10, 20, 20, 5, 8);  /* latency: small kernels in flight */
+    pos_client(1, 20, 30, 2, 0, 8);   /* batch: small kernels queued */
+    struct pos_sched_view v = view(2, 1000000);
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT(cl[1].new_granted > 2);
+    CU_ASSERT(cl[1].new_granted <= cl[1].submitted);
+}
+
+/* ... but not where the latency client's kernels fill the device, nor on a time-sliced one
+ * (contexts of different processes never overlap there). */
+static void test_pos_holds_when_nothing_fits_or_timesliced(void)
+{
+    pos_client(0, 10, 20, 20, 5, 4224); /* 4224 blocks of 128 threads: every SM's slots */
+    pos_client(1, 20, 30, 2, 0, 8);
+    struct pos_sched_view v = view(2, 1000000);
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 2);
+    pos_client(0, 10, 20, 20, 5, 8);
+    pos_client(1, 20, 30, 2, 0, 8);
+    pos_decide(&v, &timesliced);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 2);
+}
+
+/* A latency kernel that has shown a co-run slowdown beyond the budget holds lower classes
+ * while it is in flight or next, though it fits. */
+static void test_pos_slowdown_budget(void)
+{
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 0), 0);
+    pos_client(0, 10, 20, 20, 5, 8);
+    pos_client(1, 20, 30, 2, 0, 8);
+    struct pos_sched_op *lat = &ops[0][6];
+    struct pos_kprof *k = pos_prof_get(&prof, 0, lat->key, lat->grid, lat->block, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    for (int i = 0; i < 20; i++)
+        pos_prof_add_solo(&prof, k, 20000);
+    for (int i = 0; i < 4; i++)
+        pos_prof_add_corun(k, 30000); /* 1.5x, but not yet believed */
+    struct pos_sched_view v = view(2, 1000000);
+    v.profiles = &prof;
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    for (int i = 0; i < 8; i++)
+        pos_prof_add_corun(k, 30000);
+    pos_client(1, 20, 30, 2, 0, 8);
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 2);
+    pos_prof_free(&prof);
+}
+
+/* Work conservation: with the latency client idle, the batch client runs (a window); with
+ * nobody above it, freely. */
+static void test_pos_work_conserving(void)
+{
+    pos_client(0, 10, 20, 20, 20, 4224); /* all complete: idle */
+    pos_client(1, 20, 30, 2, 0, 4224);
+    struct pos_sched_view v = view(2, 1000000);
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT(cl[1].new_granted > 2);
+    CU_ASSERT(cl[1].window > 0);
+    v.nclients = 1;
+    cl[0] = cl[1];
+    pos_decide(&v, &timesliced);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+    CU_ASSERT(cl[0].new_granted >= 30);
+}
+
+/* Two clients of one class with SLOs: the one whose request must start first (latest start
+ * time: arrival + 0.8 x SLO - remaining) goes, the other waits (time-sliced device). */
+static void test_pos_latest_start_orders_slo_clients(void)
+{
+    pos_client(0, 10, 20, 2, 0, 8);
+    pos_client(1, 10, 20, 2, 0, 8);
+    cl[0].slo_ms = 100; /* rt = 0 + 80 ms - 18 x 20 us */
+    cl[1].slo_ms = 10;  /* rt = 0 + 8 ms - 18 x 20 us: sooner */
+    struct pos_sched_view v = view(2, 1000000);
+    pos_decide(&v, &timesliced);
+    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(cl[0].held, 1);
+    /* the other request arrived 75 ms earlier: it is now the more urgent one */
+    pos_client(0, 10, 20, 2, 0, 8);
+    pos_client(1, 10, 20, 2, 0, 8);
+    cl[0].slo_ms = 100;
+    cl[1].slo_ms = 10;
+    cl[1].request.start_ns = 75000000;
+    v.now = 76000000;
+    pos_decide(&v, &timesliced);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+}
+
+/* A held batch client that has had less than its share of the guard period gets a step in
+ * the period's last min_share. */
+static void test_pos_starvation_guard(void)
+{
+    pos_client(0, 10, 20, 20, 5, 8);
+    pos_client(1, 20, 30, 2, 2, 8);
+    struct pos_sched_view v = view(2, 1000000);
+    int64_t next = pos_decide(&v, &timesliced);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(next, (int64_t)(0.98 * 200000000));
+    v.now = 197000000;
+    pos_decide(&v, &timesliced);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 3);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("policy", NULL, NULL);
@@ -222,4 +396,10 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_priority_stalled_or_idle_higher_class_holds_nobody);
     POS_ADD_TEST(s, test_priority_starvation_guard);
     POS_ADD_TEST(s, test_priority_three_classes);
+    POS_ADD_TEST(s, test_pos_colocates_where_kernels_fit);
+    POS_ADD_TEST(s, test_pos_holds_when_nothing_fits_or_timesliced);
+    POS_ADD_TEST(s, test_pos_slowdown_budget);
+    POS_ADD_TEST(s, test_pos_work_conserving);
+    POS_ADD_TEST(s, test_pos_latest_start_orders_slo_clients);
+    POS_ADD_TEST(s, test_pos_starvation_guard);
 }
