@@ -26,6 +26,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pos/client_shm.h"
 #include "pos/op_record.h"
@@ -256,6 +257,7 @@ struct sim {
     int64_t poll_ns, prompt_poll_ns, wake_ns, grant_wake_ns, spin_ns, help_spin_ns, help_when_ns;
     int64_t notify_ns;
     uint64_t decisions, events;
+    double decide_real_ns; /* real time spent in sched_core_decide (the policy's cost) */
     int64_t progress_at; /* the last launch or request completion */
     int rc;
     char *err;
@@ -757,7 +759,11 @@ static void posd_tick(struct sim *s, int64_t t)
     for (size_t i = 0; i < s->n; i++)
         if (s->c[i].present)
             drain(s, &s->c[i], t);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
     int64_t next = sched_core_decide(s->core, t, s->grants);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    s->decide_real_ns += (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
     s->decisions++;
     for (size_t i = 0; i < s->n; i++)
         if (s->c[i].present)
@@ -1176,6 +1182,7 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     out->busy_fraction = makespan > 0 ? s.g->stats.busy_ns / (double)makespan : NAN;
     out->decisions = s.decisions;
     out->events = s.events;
+    out->decide_us = s.decisions ? s.decide_real_ns / 1e3 / (double)s.decisions : NAN;
     if (s.core && sc->profiles_out[0]) {
         char perr[512];
         int rc = pos_prof_save(&s.prof, &s.dev, sc->profiles_out, perr, sizeof perr);
@@ -1267,8 +1274,8 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
                 k->co_ratio, err);
     }
     if (cpu_s > 0)
-        fprintf(f, "# speed %.0f launches per cpu second (%.3f cpu s)\n",
-                (double)r->launches / cpu_s, cpu_s);
+        fprintf(f, "# speed %.0f launches per cpu second (%.3f cpu s), %.3f us per decision\n",
+                (double)r->launches / cpu_s, cpu_s, r->decide_us);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -1339,6 +1346,7 @@ void possim_write_json(FILE *f, const struct possim_scenario *sc, const struct p
     if (cpu_s > 0) {
         json_num(f, "cpu_s", cpu_s, 3);
         json_num(f, "launches_per_cpu_s", (double)r->launches / cpu_s, 0);
+        json_num(f, "decision_us", r->decide_us, 3);
     }
     fputs("}\n", f);
 }
