@@ -81,6 +81,7 @@ void sched_params_defaults(struct sched_params *p)
     p->idle_grace_ns = 0;
     p->sample_free = 32;
     p->profile_min = 32;
+    p->corun_budget = 1.2;
 }
 
 /* ---- histograms ----------------------------------------------------------------------- */
@@ -379,8 +380,9 @@ static int64_t launched_at(const struct pos_sched_op *op)
  * average when each of the two was seen by a poll of its own; completions seen together (as
  * when the collector slept through a request's start and caught up) give no sample. A sample
  * is solo when no other client had work in flight since the previous completion, else it is a
- * co-run one. A kernel shape with too few samples asks its client for a marker behind every
- * launch, and for prompt polls, for the next 256 launches. */
+ * co-run one. A kernel shape with too few samples (solo ones; co-run ones while other clients
+ * have work) asks its client for a marker behind every launch, and for prompt polls, for the
+ * next 256 launches, until it has been looked at 16 x profile_min times. */
 static void learn_kernel(struct sched_core *k, struct core_client *c, const struct pos_sched_op *op,
                          int64_t when)
 {
@@ -403,8 +405,10 @@ static void learn_kernel(struct sched_core *k, struct core_client *c, const stru
         else
             pos_prof_add_corun(pr, d);
     }
+    /* too few solo samples, or too few co-run ones while others run beside it */
     uint32_t min = k->p.profile_min;
-    if (min && pr->n < min && pr->tries < 8ull * min)
+    int beside = k->nbusy > 1;
+    if (min && (pr->n < min || (beside && pr->co_n < min)) && pr->tries < 16ull * min)
         c->prof_until = op->seq + 256;
 }
 
@@ -665,6 +669,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .clients = k->view,
         .nclients = n,
         .profiles = k->prof,
+        .corun_budget = k->p.corun_budget,
     };
     int64_t next = k->policy->decide(k->pstate, &view);
     if (next <= now)

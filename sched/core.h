@@ -36,13 +36,14 @@ struct sched_params {
     int64_t window_ns;       /* work a windowed client may have in flight (no class cap) */
     int64_t idle_grace_ns;   /* a client idle this briefly still holds lower classes */
     uint32_t sample_free;    /* completion marker every N launches for an unconstrained client */
+    double corun_budget;     /* pos: co-run slowdown a more important kernel may show */
     uint32_t profile_min;    /* kernel profiles: a client launching a kernel shape with fewer
                               * solo samples than this puts a marker behind every launch for a
                               * while (0: profiles learn only from the markers there are) */
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, no idle grace, sample 32, profile_min 32. */
+ * window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */

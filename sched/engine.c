@@ -43,6 +43,7 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
     p->window_ns = (int64_t)(cfg->window_us * 1e3);
     p->idle_grace_ns = (int64_t)(cfg->idle_grace_us * 1e3);
     p->profile_min = cfg->profile_min;
+    p->corun_budget = cfg->corun_budget;
 }
 
 #define POSD_PROFILE_SAVE_NS (60 * 1000000000ll)

@@ -38,6 +38,7 @@ const char possim_scenario_help[] =
     "  profile_min = 32        ; kernel shapes with fewer solo samples get a marker behind\n"
     "                          ; every launch (profiling); 0: learn from the markers there are\n"
     "  profiles = FILE         ; kernel profiles to start from (docs/policy.md format)\n"
+    "  corun_budget = 1.2      ; pos: co-run slowdown a more important kernel may show\n"
     "  [posd]                  ; what posd learns, and when\n"
     "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
     "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
@@ -97,6 +98,7 @@ static const struct key_spec sched_keys[] = {
     {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1},
     {"idle_grace_us", V_DOUBLE, SC(idle_grace_us), 0, 1e9, 0},
     {"profile_min", V_U32, SC(profile_min), 0, 1 << 20, 0},
+    {"corun_budget", V_DOUBLE, SC(corun_budget), 1, 100, 0},
     {"profiles", V_SPECIAL, 0, 0, 0, 0},
 };
 static const struct key_spec posd_keys[] = {
@@ -545,6 +547,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->window_us = 500;
     sc->idle_grace_us = 0;
     sc->profile_min = 32;
+    sc->corun_budget = 1.2;
     sc->poll_us = 100;
     sc->prompt_poll_us = 20;
     sc->wake_us = 20;

@@ -49,6 +49,7 @@ struct possim_scenario {
     double tick_us, stall_ms, guard_period_ms, min_share, window_us, idle_grace_us;
     uint32_t credits;
     uint32_t profile_min;                   /* the core's profile_min */
+    double corun_budget;                    /* the core's corun_budget (pos) */
     char profiles_in[POSSIM_PATH_MAX];      /* kernel profiles loaded at start ("" none) */
     /* set by the command line, not the file */
     char profiles_out[POSSIM_PATH_MAX];     /* the profiles learnt, saved at the end */

@@ -1128,6 +1128,7 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
         p.window_ns = us_ns(sc->window_us);
         p.idle_grace_ns = us_ns(sc->idle_grace_us);
         p.profile_min = sc->profile_min;
+        p.corun_budget = sc->corun_budget;
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
             sim_fail(&s, -EINVAL, "unknown policy '%s'", sc->policy);

@@ -97,6 +97,7 @@ struct pos_sched_view {
     struct pos_sched_client *clients;
     size_t nclients;
     const struct pos_profiles *profiles; /* kernel profiles (NULL: none) */
+    double corun_budget; /* pos: the co-run slowdown a kernel above may show (1.2 = 20%) */
 };
 
 static inline uint64_t pos_sched_inflight(const struct pos_sched_client *c)

@@ -15,7 +15,8 @@
  *     beside it while it fits: the SM demand of what the clients above run and will run next
  *     (the largest of their next operators) plus what C has in flight and would add stays
  *     within the device, and no kernel above that is in flight or next has shown a co-run
- *     slowdown beyond the budget (corun_budget: 1.05 = 5%). C's window holds as many of its
+ *     slowdown beyond the budget (corun_budget, default 1.20: 20%, chosen from
+ *     bench/pos.sh). C's window holds as many of its
  *     operators as fit beside them (its largest next kernel's SM demand), at most window_us of
  *     device time; with nothing fitting it is held;
  *   - a client above has work, on a time-sliced device (no MPS: contexts of different
@@ -33,21 +34,35 @@
 
 #define POS_MAX_TRACKED 256
 #define LOOKAHEAD       16  /* next operators of a client looked at for their SM demand */
-#define CORUN_BUDGET    1.05
 #define CORUN_EVIDENCE  8   /* co-run samples before a kernel's slowdown is believed */
 #define SLO_FRACTION    0.8 /* CoMPI: start by arrival + 0.8 x SLO - remaining */
+#define SCHED_MAX_VIEW  256 /* clients of one view (the core's SCHED_MAX_CLIENTS) */
 
 struct pos_track {
     uint32_t id;
     int used;
-    uint64_t req_id;  /* the request seen last */
-    uint64_t req_ops; /* its operators so far */
-    double ops_avg;   /* operators per request, averaged over ended requests */
+    uint64_t req_id;   /* the request seen last */
+    uint64_t req_ops;  /* its operators so far */
+    double ops_avg;    /* operators per request, averaged over ended requests */
+    double max_demand; /* the largest SM demand of its kernels seen so far */
+};
+
+/* What one decision works out once per client. */
+struct pos_pre {
+    double rt;         /* latest start time (ns); +inf without an SLO or a request */
+    double demand;     /* largest SM demand of its operators in flight and next */
+    double max_demand; /* ... of any kernel it has launched */
+    double mine;       /* SM demand of its operators in flight */
+    double next_max;   /* largest SM demand of its next queued operators */
+    int contended;     /* one of its kernels in flight or next slows down beside others */
+    int unlearnt;      /* one of them has no solo profile yet */
+    int work;          /* has_work */
 };
 
 struct pos_state {
     const struct pos_sched_device *dev;
     struct pos_track t[POS_MAX_TRACKED];
+    struct pos_pre pre[SCHED_MAX_VIEW];
 };
 
 static int pos_init(void **state, const struct pos_sched_device *dev)
@@ -73,13 +88,9 @@ static int has_work(const struct pos_sched_client *c, const struct pos_sched_vie
 
 static struct pos_track *track(struct pos_state *s, const struct pos_sched_client *c)
 {
-    struct pos_track *t = &s->t[c->slot & (POS_MAX_TRACKED - 1)];
+    struct pos_track *t = &s->t[(unsigned)c->slot & (POS_MAX_TRACKED - 1)];
     if (!t->used || t->id != c->id) {
-        t->used = 1;
-        t->id = c->id;
-        t->req_id = 0;
-        t->req_ops = 0;
-        t->ops_avg = 0;
+        *t = (struct pos_track){.used = 1, .id = c->id};
     }
     if (c->request.id != t->req_id) { /* a new request: the last one ended */
         if (t->req_id && t->req_ops)
@@ -91,107 +102,86 @@ static struct pos_track *track(struct pos_state *s, const struct pos_sched_clien
     return t;
 }
 
-static const struct pos_kprof *profile_of(const struct pos_sched_view *v,
-                                          const struct pos_sched_client *c,
-                                          const struct pos_sched_op *op)
-{
-    if (!v->profiles || !op->key)
-        return NULL;
-    return pos_prof_find(v->profiles, c->uid, op->key, op->grid, op->block);
-}
-
-/* Predicted device time of OP of C: its profile, else the client's operator estimate. */
-static double op_time(const struct pos_sched_view *v, const struct pos_sched_client *c,
-                      const struct pos_sched_op *op)
-{
-    const struct pos_kprof *p = profile_of(v, c, op);
-    if (p && p->n)
-        return p->mean_ns;
-    return c->op_ns;
-}
-
-/* Device time C's current request still needs: what it has queued and in flight, and the
- * operators its requests usually have beyond those launched so far. */
-static double remaining_ns(const struct pos_sched_view *v, const struct pos_sched_client *c,
-                           const struct pos_track *t)
-{
-    double ns = 0;
-    for (uint64_t seq = c->completed_upto + 1; seq <= c->submitted; seq++) {
-        const struct pos_sched_op *op = pos_sched_op_at(c, seq);
-        if (op && !(op->state & POS_SCHED_OP_DONE))
-            ns += op_time(v, c, op);
-    }
-    if (t->ops_avg > (double)c->request.ops)
-        ns += (t->ops_avg - (double)c->request.ops) * c->op_ns;
-    return ns;
-}
-
-/* CoMPI's latest start time of C's current request; +inf without an SLO or a request. */
-static double latest_start(const struct pos_sched_view *v, const struct pos_sched_client *c,
-                           const struct pos_track *t)
-{
-    if (c->slo_ms <= 0 || !c->request.active)
-        return INFINITY;
-    return (double)c->request.start_ns + SLO_FRACTION * c->slo_ms * 1e6 - remaining_ns(v, c, t);
-}
-
-static int outranks(const struct pos_sched_client *o, double rt_o, const struct pos_sched_client *c,
-                    double rt_c)
-{
-    if (o->priority != c->priority)
-        return o->priority < c->priority;
-    return isfinite(rt_o) && isfinite(rt_c) && rt_o < rt_c;
-}
-
 static double op_demand(const struct pos_sched_view *v, const struct pos_sched_op *op)
 {
     return pos_kprof_sm_demand(v->device, op->grid, op->block, op->smem);
 }
 
-/* What client O above occupies and will occupy next: the largest SM demand among its
- * operators in flight and its next queued ones (a stream runs them one after another), and
- * whether one of them has shown a co-run slowdown beyond the budget. */
-static double demand_above(const struct pos_sched_view *v, const struct pos_sched_client *o,
-                           int *contended)
+/* One pass over C's operators not known complete: the remaining device time of its request
+ * (profiles, else its operator estimate; plus the operators its requests usually have beyond
+ * those launched so far), their SM demands, and what their profiles say. */
+static void prepare(const struct pos_sched_view *v, struct pos_sched_client *c,
+                    struct pos_track *t, struct pos_pre *p)
 {
-    double d = 0;
-    uint64_t looked = 0;
-    for (uint64_t seq = o->completed_upto + 1; seq <= o->submitted && looked < LOOKAHEAD;
-         seq++, looked++) {
-        const struct pos_sched_op *op = pos_sched_op_at(o, seq);
-        if (!op || (op->state & POS_SCHED_OP_DONE))
-            continue;
-        double x = op_demand(v, op);
-        d = x > d ? x : d;
-        const struct pos_kprof *p = profile_of(v, o, op);
-        if (p && p->co_n >= CORUN_EVIDENCE && p->co_ratio > CORUN_BUDGET)
-            *contended = 1;
-    }
-    if (looked == 0) /* between launches: assume its largest kernel is next */
-        d = 1;
-    return d;
-}
-
-/* C's own: the SM demand of its operators in flight, and the largest of its next ones. */
-static void demand_own(const struct pos_sched_view *v, const struct pos_sched_client *c,
-                       double *inflight, double *next_max)
-{
-    *inflight = 0;
-    *next_max = 0;
+    *p = (struct pos_pre){.work = has_work(c, v)};
+    double remaining = 0;
+    uint64_t looked = 0, queued = 0;
     for (uint64_t seq = c->completed_upto + 1; seq <= c->submitted; seq++) {
         const struct pos_sched_op *op = pos_sched_op_at(c, seq);
         if (!op || (op->state & POS_SCHED_OP_DONE))
             continue;
-        if (op->state & POS_SCHED_OP_RELEASED)
-            *inflight += op_demand(v, op);
+        const struct pos_kprof *pr =
+            v->profiles && op->key
+                ? pos_prof_find(v->profiles, c->uid, op->key, op->grid, op->block)
+                : NULL;
+        remaining += pr && pr->n ? pr->mean_ns : c->op_ns;
+        if (looked >= LOOKAHEAD && queued >= LOOKAHEAD)
+            continue; /* the time still counts; the shapes only of the next ones */
+        double d = op_demand(v, op);
+        int released = (op->state & POS_SCHED_OP_RELEASED) != 0;
+        if (released)
+            p->mine += d;
+        else if (queued++ < LOOKAHEAD && d > p->next_max)
+            p->next_max = d;
+        if (looked++ < LOOKAHEAD) {
+            p->demand = d > p->demand ? d : p->demand;
+            if (pr && pr->co_n >= CORUN_EVIDENCE && pr->co_ratio > v->corun_budget)
+                p->contended = 1;
+            if (v->profiles && (!pr || (pr->n < CORUN_EVIDENCE && pr->tries < 4 * CORUN_EVIDENCE)))
+                p->unlearnt = 1;
+        }
     }
-    for (uint64_t i = 0; i < LOOKAHEAD; i++) {
-        const struct pos_sched_op *op = pos_sched_queued_op(c, i);
-        if (!op)
-            break;
-        double x = op_demand(v, op);
-        *next_max = x > *next_max ? x : *next_max;
-    }
+    if (p->demand > t->max_demand)
+        t->max_demand = p->demand;
+    p->max_demand = t->max_demand > 0 ? t->max_demand : 1;
+    if (looked == 0) /* between launches: its largest kernel may come next */
+        p->demand = p->max_demand;
+    if (t->ops_avg > (double)c->request.ops)
+        remaining += (t->ops_avg - (double)c->request.ops) * c->op_ns;
+    p->rt = c->slo_ms > 0 && c->request.active
+                ? (double)c->request.start_ns + SLO_FRACTION * c->slo_ms * 1e6 - remaining
+                : INFINITY;
+}
+
+/* Whether O outranks C: its class; within a class, between SLO clients with requests under
+ * way, the earlier latest start time; on a time-sliced device, between clients of a class
+ * that both have a request under way, the one whose request started first (whole requests
+ * back to back: fewer context switches). */
+static int outranks(const struct pos_sched_client *o, const struct pos_pre *po,
+                    const struct pos_sched_client *c, const struct pos_pre *pc, int concurrent)
+{
+    if (o->priority != c->priority)
+        return o->priority < c->priority;
+    if (isfinite(po->rt) && isfinite(pc->rt))
+        return po->rt < pc->rt;
+    if (!concurrent && o->request.active && c->request.active && po->work && pc->work &&
+        isinf(po->rt) && isinf(pc->rt))
+        return o->request.start_ns < c->request.start_ns ||
+               (o->request.start_ns == c->request.start_ns && o->id < c->id);
+    return 0;
+}
+
+/* The window of C beside clients above occupying ABOVE of the SMs: as many of its operators
+ * as fit in the rest (what it has in flight counts), at most CAP; 0 when none fits. */
+static uint64_t fit_beside(const struct pos_sched_client *c, const struct pos_pre *p, double above,
+                           uint64_t cap)
+{
+    double room = 1.0 - above - p->mine;
+    double unit = p->next_max > 0 ? p->next_max : 1e-3;
+    if (room < unit)
+        return 0;
+    double n = floor(room / unit) + (double)pos_sched_inflight(c);
+    return n < (double)cap ? (uint64_t)n : cap;
 }
 
 static uint64_t umax(uint64_t a, uint64_t b)
@@ -203,22 +193,28 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
 {
     struct pos_state *s = state;
     int64_t next = INT64_MAX;
-    double rt[v->nclients ? v->nclients : 1];
-    for (size_t i = 0; i < v->nclients; i++)
-        rt[i] = latest_start(v, &v->clients[i], track(s, &v->clients[i]));
+    size_t n = v->nclients < SCHED_MAX_VIEW ? v->nclients : SCHED_MAX_VIEW;
+    for (size_t i = 0; i < n; i++)
+        prepare(v, &v->clients[i], track(s, &v->clients[i]), &s->pre[i]);
     int concurrent = v->device && v->device->concurrent;
-    for (size_t i = 0; i < v->nclients; i++) {
+    for (size_t i = 0; i < n; i++) {
         struct pos_sched_client *c = &v->clients[i];
+        const struct pos_pre *pc = &s->pre[i];
         int outranked = 0, busy_above = 0, contended = 0;
-        double above = 0;
-        for (size_t k = 0; k < v->nclients; k++) {
+        double above = 0, above_max = 0;
+        for (size_t k = 0; k < n; k++) {
             const struct pos_sched_client *o = &v->clients[k];
-            if (k == i || o->device != c->device || !outranks(o, rt[k], c, rt[i]))
+            const struct pos_pre *po = &s->pre[k];
+            if (k == i || o->device != c->device || !outranks(o, po, c, pc, concurrent))
                 continue;
             outranked = 1;
-            if (has_work(o, v)) {
+            above_max += po->max_demand;
+            if (po->work) {
                 busy_above = 1;
-                above += demand_above(v, o, &contended);
+                above += po->demand;
+                /* a kernel above that slows down beside others, or one not yet measured
+                 * alone (so that its solo profile can be learnt first), runs alone */
+                contended |= po->contended || po->unlearnt;
             }
             int64_t grace_end = o->last_done_ns + v->idle_grace_ns;
             if (o->last_done_ns && !pos_sched_queued(o) && !pos_sched_inflight(o) &&
@@ -228,30 +224,26 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
         c->held = 0;
         c->window = 0;
         c->mode = POS_GRANT_WINDOW;
-        uint64_t cap = c->max_inflight ? c->max_inflight : pos_sched_ops_in(c, v->window_ns, v->credits);
+        uint64_t cap =
+            c->max_inflight ? c->max_inflight : pos_sched_ops_in(c, v->window_ns, v->credits);
         if (!outranked) {
             c->mode = POS_GRANT_FREE;
             c->new_granted = umax(c->granted, c->submitted);
             continue;
         }
         if (!busy_above) {
+            /* the clients above are idle: about window_us of work, so that a request arriving
+             * above finds little ahead of it; under MPS, more where it fits beside the
+             * largest kernels they run */
+            if (concurrent && !c->max_inflight) {
+                uint64_t fit = fit_beside(c, pc, above_max, v->credits);
+                cap = fit > cap ? fit : cap;
+            }
             c->new_granted = pos_sched_window_grant(c, cap);
             c->window = (uint32_t)cap;
             continue;
         }
-        /* beside busy clients above: as many operators as fit in the SMs they leave */
-        uint64_t fit = 0;
-        if (concurrent && !contended && above < 1) {
-            double mine, next_max;
-            demand_own(v, c, &mine, &next_max);
-            double room = 1.0 - above - mine;
-            if (next_max <= 0)
-                next_max = 1e-3;
-            if (room >= next_max) {
-                double n = floor(room / next_max) + (double)pos_sched_inflight(c);
-                fit = n < (double)cap ? (uint64_t)n : cap;
-            }
-        }
+        uint64_t fit = concurrent && !contended ? fit_beside(c, pc, above, cap) : 0;
         if (fit > pos_sched_inflight(c)) {
             c->new_granted = pos_sched_window_grant(c, fit);
             continue;

@@ -22,6 +22,7 @@ static struct pos_sched_view view(size_t n, int64_t now)
                                .guard_period_ns = 200000000,
                                .credits = 1024,
                                .window_ns = 500000,
+                               .corun_budget = 1.2,
                                .clients = cl,
                                .nclients = n};
     return v;
