@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,8 @@ static const char usage_text[] =
     "  --launch-times FILE  with --microbench: write each launch's call and return times\n"
     "                       (CLOCK_MONOTONIC ns), one line \"T0 T1\" per launch\n"
     "  --host-us US         spin US microseconds of CPU time before each model op (default 0)\n"
-    "  --duration S         closed loop: stop issuing after S seconds (--requests caps it)\n"
+    "  --duration S         closed loop: stop issuing after S seconds (--requests caps it),\n"
+    "                       or at SIGINT/SIGTERM, and print the results so far\n"
     "  --real               real NVIDIA GPU: run each op as a synthetic kernel doing its FLOPs\n"
     "                       and bytes with its grid (posapp_real.fatbin beside the executable)\n"
     "  --real-module FILE   the fatbin --real loads (built by tests/gpu/build.sh)\n"
@@ -713,6 +715,15 @@ static void wait_arrival(struct worker *w, int64_t when, uint64_t issued, uint64
     }
 }
 
+/* --duration: SIGINT or SIGTERM ends the run as its time would (results are printed) */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
 static void run_requests(struct worker *w)
 {
     struct shared *sh = w->sh;
@@ -721,7 +732,7 @@ static void run_requests(struct worker *w)
     int64_t stop = o->duration_s > 0 ? sh->t0_ns + (int64_t)llround(o->duration_s * 1e9) : 0;
     for (uint64_t req = w->index; req < o->requests; req += o->threads, issued++) {
         int64_t arrive = 0;
-        if (stop && now_ns() >= stop)
+        if (stop && (stop_requested || now_ns() >= stop))
             break;
         if (sh->schedule) {
             arrive = sh->t0_ns + (int64_t)llround(sh->schedule[req] * 1e9);
@@ -801,6 +812,12 @@ static void run_load(struct shared *sh, struct posapp_report *r)
     sh->arrive_ns = xcalloc(n, sizeof *sh->arrive_ns);
     sh->done_ns = xcalloc(n, sizeof *sh->done_ns);
     struct worker *workers = xcalloc(o->threads, sizeof *workers);
+    if (o->duration_s > 0) {
+        struct sigaction sa = {.sa_handler = on_stop_signal};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     run_threads(sh, workers);
 
     uint64_t mismatches = 0;
