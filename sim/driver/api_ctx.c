@@ -39,8 +39,7 @@ static uint32_t ctx_share_sms(void)
     errno = 0;
     double pct = strtod(v, &end);
     if (errno || *end || !isfinite(pct) || pct <= 0 || pct > 100) {
-        drv_debug("ignoring CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='%s' (want a number in (0, 100])",
-                  v);
+        drv_debug("ignoring CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='%s' (want a number in 0..100)", v);
         return 0;
     }
     uint32_t n = sim_gpu_sms_of_share(drv.g->p.num_sms, pct);

@@ -36,6 +36,13 @@ static void do_init(void)
     if (rc == CUDA_SUCCESS) {
         pthread_atfork(NULL, NULL, fork_child);
         atomic_store(&drv.initialized, 1);
+        /* what a real MPS client would take as its share here (tests check the shim set it
+         * before the driver started) */
+        if (drv.g->p.mode == SIM_MODE_MPS) {
+            const char *v = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+            drv_debug("cuInit in mps mode: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s",
+                      v ? v : "(unset)");
+        }
     }
 }
 
