@@ -3,8 +3,9 @@
  * sm_share reaches the shim in the WELCOME and is in CUDA_MPS_ACTIVE_THREAD_PERCENTAGE before
  * the driver creates the client's first context, which the simulated driver's mps mode then
  * confines to its SMs; a user's smaller share is kept, a larger one lowered, one inherited from
- * a parent's shim dropped; on a time-sliced device a share is ignored with one log line. Real
- * processes: posd, the shim and tests/shim/prog_mps.c on the simulated driver. */
+ * a parent's shim dropped; a reload does not change a running client's share; on a time-sliced
+ * device a share is ignored with one log line. Real processes: posd, the shim, posapp and
+ * tests/shim/prog_mps.c on the simulated driver. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,7 +131,10 @@ static int suite_init(void)
     setenv("LD_LIBRARY_PATH", "build/sim", 1);
     setenv("POS_SOCKET", sock_path, 1);
     unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-    return access("build/posd", X_OK) == 0 && access("build/tests/shim_mps", X_OK) == 0 ? 0 : -1;
+    return access("build/posd", X_OK) == 0 && access("build/tests/shim_mps", X_OK) == 0 &&
+                   access("build/posapp", X_OK) == 0
+               ? 0
+               : -1;
 }
 
 static int suite_clean(void)
@@ -246,6 +250,43 @@ static void test_user_share_smaller_kept_larger_lowered_inherited_dropped(void)
     util_posd_stop(&posd_pid, SIGTERM);
 }
 
+/* A reload that changes a running client's share says the client keeps the share it has (its
+ * contexts exist): posd never hands a running process a new one. */
+static void test_reload_keeps_a_running_clients_share(void)
+{
+    use_device("rtx3080", "mps");
+    write_conf("[rule capped]\nmatch_app = capped\nsm_share = 25\n");
+    size_t before = posd_start();
+    pid_t app = fork();
+    CU_ASSERT_FATAL(app >= 0);
+    if (app == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
+        setenv("POS_APP", "capped", 1);
+        execl("build/posapp", "posapp", "--model", "resnet18", "--requests", "1000000",
+              (char *)NULL);
+        _exit(127);
+    }
+    char log[OUT_MAX * 4];
+    int seen = 0;
+    for (int i = 0; i < 500 && !seen; i++, usleep(10000))
+        seen = strstr(posd_log_since(before, log, sizeof log), "sm_share 25%") != NULL;
+    CU_ASSERT_FATAL(seen);
+    write_conf("[rule capped]\nmatch_app = capped\nsm_share = 50\n");
+    kill(posd_pid, SIGHUP);
+    int reloaded = 0;
+    for (int i = 0; i < 500 && !reloaded; i++, usleep(10000))
+        reloaded =
+            strstr(posd_log_since(before, log, sizeof log), "configuration reloaded") != NULL;
+    kill(app, SIGKILL);
+    waitpid(app, NULL, 0);
+    util_posd_stop(&posd_pid, SIGTERM);
+    const char *mine = posd_log_since(before, log, sizeof log);
+    CU_ASSERT(reloaded);
+    CU_ASSERT_EQUAL(util_count(mine, "sm_share is now 50% but it keeps 25%"), 1);
+}
+
 /* Time-sliced device: a configuration with shares says once that they are ignored, however
  * many clients come, and no client's environment gets one. */
 static void test_share_ignored_with_one_line_when_time_sliced(void)
@@ -274,5 +315,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_posd_without_a_driver_assumes_defaults);
     POS_ADD_TEST(s, test_share_is_in_place_before_the_first_context);
     POS_ADD_TEST(s, test_user_share_smaller_kept_larger_lowered_inherited_dropped);
+    POS_ADD_TEST(s, test_reload_keeps_a_running_clients_share);
     POS_ADD_TEST(s, test_share_ignored_with_one_line_when_time_sliced);
 }
