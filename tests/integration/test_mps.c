@@ -140,6 +140,13 @@ static int suite_init(void)
 static int suite_clean(void)
 {
     util_posd_stop(&posd_pid, SIGKILL);
+    /* a client killed with SIGKILL leaves its virtual GPU's segment when it was the last user */
+    for (int i = 1; i <= ninstance; i++) {
+        char shm[128];
+        snprintf(shm, sizeof shm, "/dev/shm/pos-sim.%u.test-mps-%d-%d", (unsigned)getuid(),
+                 (int)getpid(), i);
+        unlink(shm);
+    }
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;
