@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,6 +195,43 @@ static void test_posd_without_a_driver_assumes_defaults(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(mine, "assuming the defaults 6 SMs"));
 }
 
+/* On NVIDIA's driver (here: no simulated one, so posd takes the real path) processes run at
+ * once only under MPS: posd finds a control daemon by a live socket named control in
+ * CUDA_MPS_PIPE_DIRECTORY; a socket nobody listens on any more (a daemon that died) is none.
+ * With a daemon, shares apply; without one, they are ignored with one line. */
+static void test_posd_finds_an_mps_control_daemon(void)
+{
+    char pipe_dir[96], ctl[108], want[320];
+    snprintf(pipe_dir, sizeof pipe_dir, "%s/mps-pipe", dir);
+    mkdir(pipe_dir, 0700);
+    snprintf(ctl, sizeof ctl, "%s/control", pipe_dir);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", ctl);
+    unlink(ctl);
+    CU_ASSERT_FATAL(bind(s, (struct sockaddr *)&a, sizeof a) == 0 && listen(s, 4) == 0);
+    write_conf("[rule capped]\nmatch_app = capped\nsm_share = 25\n");
+    setenv("LD_LIBRARY_PATH", "/nonexistent", 1);
+    setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
+    char log[OUT_MAX * 4];
+    size_t before = posd_start();
+    util_posd_stop(&posd_pid, SIGTERM);
+    const char *mine = posd_log_since(before, log, sizeof log);
+    snprintf(want, sizeof want, "; MPS control daemon at %s: processes run at once", pipe_dir);
+    CU_ASSERT_EQUAL(util_count(mine, want), 1);
+    CU_ASSERT_EQUAL(util_count(mine, "sm_share ignored"), 0);
+    close(s); /* the socket file stays, as a dead daemon's does */
+    before = posd_start();
+    util_posd_stop(&posd_pid, SIGTERM);
+    mine = posd_log_since(before, log, sizeof log);
+    snprintf(want, sizeof want, "; no MPS control daemon at %s: processes are time-sliced",
+             pipe_dir);
+    CU_ASSERT_EQUAL(util_count(mine, want), 1);
+    CU_ASSERT_EQUAL(util_count(mine, "sm_share ignored (rule capped)"), 1);
+    unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+    setenv("LD_LIBRARY_PATH", "build/sim", 1);
+}
+
 /* mps mode, rule sm_share = 25: the share is in the environment when the driver's cuInit runs
  * (the simulated driver says what it saw there), before any context; the primary context is limited
  * to ceil(25% of 68) = 17 SMs, and a kernel over the whole device takes 68/17 = 4x as long as in a
@@ -320,6 +359,7 @@ void pos_test_register(void)
     CU_pSuite s = POS_ADD_SUITE("mps", suite_init, suite_clean);
     POS_ADD_TEST(s, test_posd_learns_its_device_from_the_driver);
     POS_ADD_TEST(s, test_posd_without_a_driver_assumes_defaults);
+    POS_ADD_TEST(s, test_posd_finds_an_mps_control_daemon);
     POS_ADD_TEST(s, test_share_is_in_place_before_the_first_context);
     POS_ADD_TEST(s, test_user_share_smaller_kept_larger_lowered_inherited_dropped);
     POS_ADD_TEST(s, test_reload_keeps_a_running_clients_share);
