@@ -201,14 +201,13 @@ static void test_posd_without_a_driver_assumes_defaults(void)
  * With a daemon, shares apply; without one, they are ignored with one line. */
 static void test_posd_finds_an_mps_control_daemon(void)
 {
-    char pipe_dir[96], ctl[108], want[320];
-    snprintf(pipe_dir, sizeof pipe_dir, "%s/mps-pipe", dir);
+    char pipe_dir[96], want[320];
+    snprintf(pipe_dir, sizeof pipe_dir, "%.80s/mps-pipe", dir); /* dir is short: /tmp/... */
     mkdir(pipe_dir, 0700);
-    snprintf(ctl, sizeof ctl, "%s/control", pipe_dir);
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", ctl);
-    unlink(ctl);
+    snprintf(a.sun_path, sizeof a.sun_path, "%s/control", pipe_dir);
+    unlink(a.sun_path);
     CU_ASSERT_FATAL(bind(s, (struct sockaddr *)&a, sizeof a) == 0 && listen(s, 4) == 0);
     write_conf("[rule capped]\nmatch_app = capped\nsm_share = 25\n");
     setenv("LD_LIBRARY_PATH", "/nonexistent", 1);
