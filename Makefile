@@ -185,6 +185,7 @@ SHIM_PROG_LINK_fork    := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_threads := -L$(CUDA_STUB) -lcuda -pthread
 SHIM_PROG_LINK_puts    := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_prefork := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_mps     := -L$(CUDA_STUB) -lcuda
 # ... and an interposer they preload with the shim (tests/shim/lib_NAME.c)
 SHIM_PROGS += $(patsubst tests/shim/lib_%.c,$(B)/tests/lib%.so,$(wildcard tests/shim/lib_*.c))
 $(B)/tests/lib%.so: $(B)/obj/tests/shim/lib_%.o
@@ -196,6 +197,7 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
+TEST_DEPS_test_mps := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) $(TEST_OBJS_model)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \

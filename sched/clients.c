@@ -360,15 +360,20 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->connected_at = posd_now();
     /* decide before the client starts, so it never launches ahead of its policy */
     posd_engine_tick(d);
-    struct pos_welcome w = {.client_id = c->id, .shm_size = (uint32_t)size};
+    c->sm_share = posd_share_for(d, c);
+    struct pos_welcome w = {
+        .client_id = c->id, .shm_size = (uint32_t)size, .sm_share = c->sm_share};
     int fds[2] = {memfd, c->kick_fd};
     int rc = send_msg(c->sock, POS_MSG_WELCOME, &w, sizeof w, fds, 2);
     close(memfd);
     if (rc < 0)
         return -1;
-    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s", c->id,
+    char share[32] = "";
+    if (c->sm_share)
+        snprintf(share, sizeof share, " sm_share %u%%", c->sm_share);
+    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s%s", c->id,
              (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
-             c->pol.priority, c->pol.rule[0] ? " rule " : "", c->pol.rule);
+             c->pol.priority, share, c->pol.rule[0] ? " rule " : "", c->pol.rule);
     return 0;
 }
 
@@ -597,6 +602,7 @@ void posd_clients_reconfigure(struct posd *d)
         if (!c->used || !c->registered)
             continue;
         posd_config_match(&d->cfg, &c->ident, &c->pol);
+        posd_share_reconf(d, c);
         posd_engine_reconf(d, c);
     }
 }

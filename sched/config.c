@@ -442,6 +442,7 @@ static const struct key_spec class_keys[] = {
     {"priority", parse_int, CLASS(priority), RANGE(-1000, 1000)},
     {"max_inflight", parse_u32, CLASS(max_inflight), RANGE(0, 100000)},
     {"min_share", parse_number, CLASS(min_share), RANGE(0, 1)},
+    {"sm_share", parse_u32, CLASS(sm_share), RANGE(1, 100)},
 };
 
 static const struct key_spec rule_keys[] = {
@@ -945,6 +946,7 @@ void posd_config_match(const struct posd_config *c, const struct posd_identity *
         out->priority = cls->priority;
         out->max_inflight = cls->max_inflight;
         out->min_share = cls->min_share;
+        out->sm_share = cls->sm_share;
     }
     if (set.has_priority)
         out->priority = set.priority;
@@ -952,6 +954,7 @@ void posd_config_match(const struct posd_config *c, const struct posd_identity *
         out->max_inflight = set.max_inflight;
     out->slo_ms = set.has_slo ? set.slo_ms : 0;
     out->weight = set.has_weight ? set.weight : 1;
-    out->sm_share = set.has_sm_share ? set.sm_share : 0;
+    if (set.has_sm_share)
+        out->sm_share = set.sm_share;
     out->device = set.has_device ? set.device : 0;
 }

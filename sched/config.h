@@ -22,6 +22,7 @@ struct posd_class {
     int priority;          /* lower number = more important */
     uint32_t max_inflight; /* operators in flight per client of the class; 0 = no limit */
     double min_share;      /* starvation guard: least share of each guard period, 0..1 */
+    uint32_t sm_share;     /* percent of SMs (1..100) for its clients through MPS; 0 = unset */
 };
 
 struct posd_rule {

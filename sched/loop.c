@@ -282,6 +282,7 @@ static void on_signal(struct posd *d)
         posd_clients_reconfigure(d);
         posd_log(POSD_LOG_INFO, "configuration reloaded: policy %s, %zu rules", p->name,
                  d->cfg.nrules);
+        posd_shares_check(d);
         tick(d);
         break;
     }

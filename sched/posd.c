@@ -126,6 +126,10 @@ int main(int argc, char **argv)
         return 1;
     }
     memcpy(d->socket_path, path, strlen(path) + 1);
+    /* before the socket exists: no client's cuInit meets the probe's (the simulated driver
+     * lets only alike settings share a device) */
+    posd_device_probe(&d->device);
+    posd_shares_check(d);
     if (posd_listen(d) < 0)
         return 1;
     if (!foreground && detach() < 0) {

@@ -73,6 +73,7 @@ struct posd_client {
     size_t shm_size;
     struct posd_identity ident;
     struct posd_client_policy pol;
+    uint32_t sm_share; /* what its WELCOME said (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), 0 = none */
     /* where posd's reading of the rings stands (its own copies, never read back) */
     uint64_t sub_head; /* next seq to read is sub_head + 1 */
     uint64_t done_head;
@@ -183,6 +184,23 @@ void posd_engine_release(struct posd_client *c);
 /* Fills a stats reply (header excluded) into BUF; returns its length. It lists every client
  * when ALL, else only those of uid UID. */
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
+
+/* device.c: what posd knows of the GPU */
+/* Fills DEV for device 0 from the CUDA driver the clients use (asked by a child process) and
+ * whether processes run at once on it (MPS); the documented defaults when no driver answers.
+ * Logs what it found. Returns 0, or -1 when the defaults were used. */
+int posd_device_probe(struct pos_sched_device *dev);
+/* Where posd looks for an MPS control daemon: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps. */
+const char *posd_mps_pipe_dir(void);
+
+/* sm_share.c: SM shares through MPS */
+/* Logs once, for the configuration just loaded, the rules and classes whose sm_share cannot
+ * apply because the device runs processes one at a time (no MPS). */
+void posd_shares_check(const struct posd *d);
+/* The share C's WELCOME carries: its policy's sm_share where the device has MPS, else 0. */
+uint32_t posd_share_for(const struct posd *d, const struct posd_client *c);
+/* After a reload: says when a running client's share changed (it applies to its next start). */
+void posd_share_reconf(const struct posd *d, const struct posd_client *c);
 
 /* loop.c */
 int posd_loop(struct posd *d);

@@ -435,6 +435,7 @@ static void fresh_child(void)
             shim_thread_reclaim(&shim_threads[i]);
     atomic_store(&shim_unrecorded, 0);
     shim_collector_forked();
+    shim_session_fresh_child();
 }
 
 static void fork_child(void)

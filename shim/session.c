@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,9 +169,11 @@ static struct shim_session *attach(void)
     s->kick_fd = fds[1];
     s->gen = ++session_gen;
     s->client_id = w.client_id;
+    s->sm_share = w.sm_share <= 100 ? w.sm_share : 0;
     follow_sample(s);
     if (shim_cfg.debug)
-        shim_log("attached to posd at %s as client %u", shim_socket_path(), w.client_id);
+        shim_log("attached to posd at %s as client %u (sm_share %u%%)", shim_socket_path(),
+                 w.client_id, s->sm_share);
     return s;
 }
 
@@ -244,6 +247,40 @@ void shim_session_poll(void)
     s = attach();
     if (s)
         atomic_store(&shim_session, s);
+}
+
+static pthread_once_t before_init_once = PTHREAD_ONCE_INIT;
+
+/* Registers before the driver starts, so that posd's SM share is in the environment when the
+ * driver creates the first context. A share arriving in a later session (posd restarted) is too
+ * late for the contexts there are: the environment is left as it is. */
+static void before_init(void)
+{
+    shim_session_poll();
+    struct shim_session *s = atomic_load(&shim_session);
+    if (s)
+        shim_mps_apply(s->sm_share);
+}
+
+void shim_session_before_init(void)
+{
+    if (shim_sched_allowed)
+        pthread_once(&before_init_once, before_init);
+}
+
+void shim_session_init_failed(void)
+{
+    struct shim_session *s = atomic_load(&shim_session);
+    if (s && !shim_cuda_inited)
+        detach(s, "cuInit failed");
+}
+
+void shim_session_fresh_child(void)
+{
+    /* the parent's once and session are the parent's (a cuInit of its that failed, or one in
+     * another thread when it forked) */
+    before_init_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    atomic_store(&shim_session, NULL);
 }
 
 /* ---- the launch path's slow part ---------------------------------------------------------- */

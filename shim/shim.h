@@ -189,6 +189,7 @@ struct pos_client_shm;
 
 struct shim_session {
     struct pos_client_shm *shm;
+    uint32_t sm_share; /* posd's SM share for this process (WELCOME), 0 = none */
     size_t shm_size;
     struct shim_session *retired_next; /* ended, not yet released (collector only) */
     int sock;
@@ -267,6 +268,12 @@ void shim_session_kick_if_wanted(void);
 /* Sends posd the kernel names it has not heard yet (the collector, every cycle). */
 void shim_session_send_names(void);
 
+/* ---- SM shares (mps.c) ---------------------------------------------------------------- */
+
+/* Puts posd's SM share SHARE (percent, 0 = none) in CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, keeping
+ * a smaller value of the user's. Before the driver starts only: it changes the environment. */
+void shim_mps_apply(uint32_t share);
+
 /* ---- events (events.c): what a recorded event covers ---------------------------------- */
 
 struct shim_event_mark {
@@ -286,6 +293,14 @@ int shim_event_lookup(uint64_t event, struct shim_event_mark *m);
 int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
                           int32_t result);
 void shim_session_poll(void); /* collector: liveness and re-attaching */
+/* The first cuInit, before the driver's: registers with posd and puts its SM share in place
+ * (the driver reads CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when it creates a context). */
+void shim_session_before_init(void);
+/* The driver's cuInit failed: the session registered before it ends (a later cuInit attaches
+ * again through the collector). */
+void shim_session_init_failed(void);
+/* A child forked before cuInit: it registers as a client of its own at its own cuInit. */
+void shim_session_fresh_child(void);
 void shim_session_note_sync(struct shim_thread *t, uint64_t ns);
 void shim_session_forked(void);
 const char *shim_socket_path(void);

@@ -1,7 +1,8 @@
-/* The other intercepted entry points: cuInit (starts the collector), cuGetProcAddress (hands
- * out our wrappers for what the driver resolves), the calls that reveal kernel names, the
- * synchronisation calls (counted and timed), and stream capture (so that launches into a
- * capturing stream are told apart). Errors from the driver always come back unchanged. */
+/* The other intercepted entry points: cuInit (registers with posd, then starts the collector),
+ * cuGetProcAddress (hands out our wrappers for what the driver resolves), the calls that reveal
+ * kernel names, the synchronisation calls (counted and timed), and stream capture (so that
+ * launches into a capturing stream are told apart). Errors from the driver always come back
+ * unchanged. */
 #include "shim/shim.h"
 
 #include "pos/client_shm.h"
@@ -10,11 +11,16 @@
 
 SHIM_API CUresult cuInit(unsigned int Flags)
 {
+    /* posd first: its SM share must be in the environment before the driver looks */
+    if (shim_active)
+        shim_session_before_init();
     CUresult rc = SHIM_REAL(cuInit)(Flags);
     if (rc == CUDA_SUCCESS) {
         shim_cuda_inited = 1;
         if (shim_active)
             shim_collector_start();
+    } else if (shim_active) {
+        shim_session_init_failed();
     }
     return rc;
 }

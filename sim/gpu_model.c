@@ -61,6 +61,15 @@ static double op_latency_ns(const struct sim_gpu *g, const struct sim_op *op)
     return g->p.launch_latency_us * 1e3;
 }
 
+/* The SM limit of context CTX, 0 when it has none. */
+static uint32_t ctx_max_sms(const struct sim_gpu *g, int ctx)
+{
+    if (ctx < 0 || ctx >= SIM_MAX_CTXS || !g->ctxs[ctx].used)
+        return 0;
+    uint32_t m = g->ctxs[ctx].max_sms;
+    return m < g->p.num_sms ? m : 0;
+}
+
 static void op_derive_cost(const struct sim_gpu *g, struct sim_op *op)
 {
     const struct sim_dev_params *p = &g->p;
@@ -79,6 +88,9 @@ static void op_derive_cost(const struct sim_gpu *g, struct sim_op *op)
             op->mem_rate = op->bytes / op->exec_ns;
         }
         op->want_sms = op->blocks < p->num_sms ? op->blocks : p->num_sms;
+        uint32_t cap = ctx_max_sms(g, op->ctx);
+        if (cap && op->want_sms > cap)
+            op->want_sms = cap; /* its blocks crowd onto the SMs its context may use */
         uint32_t occ = sim_gpu_blocks_per_sm(p, op->threads, op->smem);
         uint32_t per = op->want_sms ? (op->blocks + op->want_sms - 1) / op->want_sms : 1;
         op->want_per_sm = per < occ ? per : occ;
@@ -154,10 +166,29 @@ int sim_gpu_ctx_add(struct sim_gpu *g, int owner)
         if (!g->ctxs[i].used) {
             g->ctxs[i].used = 1;
             g->ctxs[i].owner = (int16_t)owner;
+            g->ctxs[i].max_sms = 0;
             return i;
         }
     }
     return -ENOSPC;
+}
+
+void sim_gpu_ctx_limit_sms(struct sim_gpu *g, int ctx, uint32_t max_sms)
+{
+    if (ctx < 0 || ctx >= SIM_MAX_CTXS)
+        return;
+    g->ctxs[ctx].max_sms = (uint16_t)(max_sms < g->p.num_sms ? max_sms : 0);
+}
+
+uint32_t sim_gpu_sms_of_share(uint32_t num_sms, double percent)
+{
+    if (!(percent > 0))
+        return 1;
+    if (percent >= 100)
+        return num_sms;
+    /* a hair below the exact product first, so that 25% of 68 is 17, not 18 by rounding */
+    uint32_t n = (uint32_t)ceil(percent / 100.0 * num_sms - 1e-9);
+    return n < 1 ? 1 : n > num_sms ? num_sms : n;
 }
 
 int sim_gpu_stream_add(struct sim_gpu *g, int owner, int ctx, int prio)
@@ -399,17 +430,40 @@ static void run_add(struct sim_gpu *g, uint32_t r, int i, int k, uint32_t c)
     op->res_blocks += c * g->runs[r].count;
 }
 
+/* Whether SM holds a block of a kernel of context CTX. */
+static int sm_holds_ctx(const struct sim_gpu *g, const struct sim_sm *sm, int ctx)
+{
+    for (uint32_t k = 0; k < sm->nres; k++)
+        if (g->ops[sm->res[k].op].ctx == ctx)
+            return 1;
+    return 0;
+}
+
+/* SMs holding a block of a kernel of context CTX. */
+static uint32_t ctx_sms_held(const struct sim_gpu *g, int ctx)
+{
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < g->nruns; r++)
+        if (sm_holds_ctx(g, &g->runs[r].sm, ctx))
+            n += g->runs[r].count;
+    return n;
+}
+
 /* Places what fits of what op I still wants on the SMs of run R, SM after SM as the block
  * scheduler does, and splits the run where its SMs come to differ: the first ones take all
  * they can, one may take the blocks left, the others nothing. HELD counts the SMs that held
- * op I when the placement began and are not visited yet. Returns the blocks added. */
-static uint32_t run_place(struct sim_gpu *g, uint32_t r, int i, uint32_t *held)
+ * op I when the placement began and are not visited yet. CTX_BUDGET, for a kernel of a
+ * context with an SM limit, counts the SMs its context may still take (NULL: no limit).
+ * Returns the blocks added. */
+static uint32_t run_place(struct sim_gpu *g, uint32_t r, int i, uint32_t *held,
+                          uint32_t *ctx_budget)
 {
     struct sim_op *op = &g->ops[i];
     const struct sim_sm *sm = &g->runs[r].sm;
     uint32_t count = g->runs[r].count;
     int k = *held ? sm_find(sm, i) : -1;
     uint32_t cur = 0, q = count; /* SMs that may take blocks */
+    int new_to_ctx = 0;          /* the run's SMs would count against its context's limit */
     if (k >= 0) {
         *held = *held > count ? *held - count : 0;
         cur = sm->res[k].blocks;
@@ -418,6 +472,13 @@ static uint32_t run_place(struct sim_gpu *g, uint32_t r, int i, uint32_t *held)
             return 0;
         if (op->want_sms - op->res_sms < q)
             q = op->want_sms - op->res_sms;
+        if (ctx_budget && !sm_holds_ctx(g, sm, op->ctx)) {
+            if (*ctx_budget == 0)
+                return 0;
+            if (*ctx_budget < q)
+                q = *ctx_budget;
+            new_to_ctx = 1;
+        }
     }
     if (cur >= op->want_per_sm)
         return 0;
@@ -430,6 +491,8 @@ static uint32_t run_place(struct sim_gpu *g, uint32_t r, int i, uint32_t *held)
     uint32_t full = left / c < q ? left / c : q;
     uint32_t part = full < q ? left - full * c : 0;
     uint32_t touched = full + (part > 0);
+    if (new_to_ctx)
+        *ctx_budget -= touched;
     if (touched < count)
         run_split(g, r, touched);
     if (full > 0 && part > 0)
@@ -467,9 +530,15 @@ static uint32_t residency_grow(struct sim_gpu *g, int i)
         load[x] = t;
         first[x] = g->runs[r].first;
     }
+    /* a limited context takes new SMs only while it holds fewer than its limit */
+    uint32_t cap = ctx_max_sms(g, op->ctx), budget = 0;
+    if (cap) {
+        uint32_t in_use = ctx_sms_held(g, op->ctx);
+        budget = in_use < cap ? cap - in_use : 0;
+    }
     uint32_t held = op->res_sms, added = 0;
     for (uint32_t x = 0; x < n && !residency_done(op, held); x++)
-        added += run_place(g, run_at(g, first[x]), i, &held);
+        added += run_place(g, run_at(g, first[x]), i, &held, cap ? &budget : NULL);
     if (added)
         runs_merge(g);
     return added;

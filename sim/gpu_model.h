@@ -97,6 +97,7 @@ struct sim_stream {
 struct sim_ctx {
     uint8_t used;
     int16_t owner;
+    uint16_t max_sms; /* its kernels together hold blocks on at most this many SMs; 0 = all */
 };
 
 struct sim_owner {
@@ -187,6 +188,17 @@ void sim_gpu_init(struct sim_gpu *g, const struct sim_dev_params *p, int64_t now
 int sim_gpu_owner_add(struct sim_gpu *g);
 int sim_gpu_ctx_add(struct sim_gpu *g, int owner);
 int sim_gpu_stream_add(struct sim_gpu *g, int owner, int ctx, int prio);
+
+/* Limits context CTX to MAX_SMS SMs (0 or the device's count: no limit): at any moment its
+ * kernels together hold blocks on at most that many SMs, which SMs being the block
+ * scheduler's choice, as MPS's active thread percentage limits a client context (other
+ * contexts' kernels may share those SMs). Set it before the context's first kernel: a limit
+ * is fixed for the context's life, as MPS reads it at context creation. */
+void sim_gpu_ctx_limit_sms(struct sim_gpu *g, int ctx, uint32_t max_sms);
+
+/* The SMs a share of PERCENT (MPS's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) gives on a device of
+ * NUM_SMS: ceil(PERCENT% of them), at least 1, at most all. */
+uint32_t sim_gpu_sms_of_share(uint32_t num_sms, double percent);
 
 /* Removes a stream or context; its queued and running ops are dropped (their owner is told
  * nothing: use only when the owner is gone or has synchronised). */

@@ -57,6 +57,8 @@ const char possim_scenario_help[] =
     "  class_priority = 10     ; lower = more important\n"
     "  max_inflight = 0        ; the class's in-flight cap (0: none)\n"
     "  slo_ms = 0              ; latency objective; 0: none\n"
+    "  sm_share = 25           ; its context may use 25% of the SMs (CUDA_MPS_ACTIVE_THREAD_\n"
+    "                          ; PERCENTAGE; mps mode only; default: all)\n"
     "  host_us = 0             ; host time before each launch (posapp --host-us)\n"
     "  launch_us = 2           ; host cost of one launch call\n"
     "  seed = 1                ; seeds the arrival schedule (posapp --seed)\n"
@@ -118,6 +120,7 @@ static const struct key_spec client_keys[] = {
     {"class_priority", V_INT, CL(priority), -1000000, 1000000, 0},
     {"max_inflight", V_U32, CL(max_inflight), 0, 1 << 20, 0},
     {"slo_ms", V_DOUBLE, CL(slo_ms), 0, 1e9, 0},
+    {"sm_share", V_U32, CL(sm_share), 1, 100, 0},
     {"host_us", V_DOUBLE, CL(host_us), 0, 1e9, 0},
     {"launch_us", V_DOUBLE, CL(launch_us), 0, 1e9, 0},
     {"seed", V_U64, CL(seed), 0, 1.8446744073709552e19, 0},

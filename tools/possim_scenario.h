@@ -25,6 +25,7 @@ struct possim_client_spec {
     int priority; /* class_priority: lower = more important */
     uint32_t max_inflight;
     double slo_ms;    /* 0: none */
+    uint32_t sm_share; /* percent of the SMs its context may use (MPS), 0: all */
     double host_us;   /* host time before each launch */
     double launch_us; /* host cost of one launch call */
     uint64_t seed;

@@ -889,6 +889,11 @@ static int client_setup(struct sim *s, struct vclient *c, int index, uint64_t se
         sim_fail(s, -ENOSPC, "the virtual GPU has no room for client %s", sp->name);
         return -ENOSPC;
     }
+    /* its share, as the shim puts it in place before the context exists (MPS only: a
+     * time-sliced device runs one context at a time on all of its SMs) */
+    if (sp->sm_share && s->sc->dev.mode == SIM_MODE_MPS)
+        sim_gpu_ctx_limit_sms(s->g, c->ctx,
+                              sim_gpu_sms_of_share(s->sc->dev.num_sms, sp->sm_share));
     posapp_rng_seed(&c->rng, posapp_hash3(seed, (uint64_t)index, 0x706f6c6cull));
     c->start_ns = (int64_t)llround(sp->start_ms * 1e6);
     c->slack_ns = us_ns(sp->sleep_slack_us);
@@ -1241,6 +1246,13 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
     fprintf(f, "# possim %s: device %s %s, policy %s, seed %llu (simulated, virtual time)\n",
             sc->path, sc->device_name, mode_name(sc->dev.mode), sc->policy,
             (unsigned long long)r->seed);
+    if (sc->dev.mode != SIM_MODE_MPS)
+        for (size_t i = 0; i < sc->nclients; i++)
+            if (sc->clients[i].sm_share) {
+                fprintf(f, "# sm_share ignored: a %s device runs one process at a time (no MPS)\n",
+                        mode_name(sc->dev.mode));
+                break;
+            }
     fprintf(f, "# %-14s %-14s %5s %5s %8s %9s %10s %10s %10s %10s %10s %11s %7s %7s %8s %10s\n",
             "client", "model", "batch", "prio", "requests", "launches", "p50_ms", "p90_ms",
             "p99_ms", "mean_ms", "req_s", "launch_s", "slo_ms", "slo_ok", "waits", "wait_ms");

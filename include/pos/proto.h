@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  2
+#define POS_PROTO_VERSION  3
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
@@ -38,10 +38,15 @@ struct pos_hello {
     uint32_t shm_version;    /* POS_SHM_VERSION the shim understands */
 };
 
-/* WELCOME, with SCM_RIGHTS: [0] memfd of struct pos_client_shm, [1] eventfd to kick posd. */
+/* WELCOME, with SCM_RIGHTS: [0] memfd of struct pos_client_shm, [1] eventfd to kick posd.
+ * SM_SHARE is the percentage of the device's SMs (1..100) the client's contexts may use, which
+ * the shim puts in CUDA_MPS_ACTIVE_THREAD_PERCENTAGE before the driver creates its first
+ * context; 0 when none applies (no rule sets one, or the device has no MPS). */
 struct pos_welcome {
     uint32_t client_id;
     uint32_t shm_size;
+    uint32_t sm_share;
+    uint32_t reserved;
 };
 
 /* REJECT: a NUL-terminated reason follows. */

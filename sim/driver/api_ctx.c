@@ -2,6 +2,8 @@
  * stack, synchronisation, and the stream priority range. */
 #include "sim/driver/drv.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +26,28 @@ CUresult drv_current_ctx(struct drv_ctx **out)
     return CUDA_SUCCESS;
 }
 
+/* The SMs a new context may use: in mps mode, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE as it is in
+ * the environment now (read at every context's creation, as MPS does with per-context
+ * partitioning; fixed for the context's life); 0 (all) otherwise, or when it is not a
+ * number in (0, 100]. */
+static uint32_t ctx_share_sms(void)
+{
+    const char *v = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    if (drv.g->p.mode != SIM_MODE_MPS || !v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    double pct = strtod(v, &end);
+    if (errno || *end || !isfinite(pct) || pct <= 0 || pct > 100) {
+        drv_debug("ignoring CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='%s' (want a number in 0..100)", v);
+        return 0;
+    }
+    uint32_t n = sim_gpu_sms_of_share(drv.g->p.num_sms, pct);
+    drv_debug("context limited to %u of %u SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s)", n,
+              drv.g->p.num_sms, v);
+    return n < drv.g->p.num_sms ? n : 0;
+}
+
 static CUresult ctx_new(CUdevice dev, unsigned flags, int primary, struct drv_ctx **out)
 {
     if (dev != 0)
@@ -34,8 +58,11 @@ static CUresult ctx_new(CUdevice dev, unsigned flags, int primary, struct drv_ct
     c->dev = dev;
     c->flags = flags;
     c->primary = primary;
+    c->max_sms = ctx_share_sms();
     drv_lock();
     c->slot = sim_gpu_ctx_add(drv.g, drv.owner);
+    if (c->slot >= 0)
+        sim_gpu_ctx_limit_sms(drv.g, c->slot, c->max_sms);
     drv_unlock();
     if (c->slot < 0) {
         free(c);
@@ -240,6 +267,21 @@ API CUresult cuCtxGetFlags(unsigned int *flags)
     if (rc != CUDA_SUCCESS)
         return rc;
     *flags = c->flags;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType type)
+{
+    if (!param)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+    param->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+    param->param.smCount.val = c->max_sms ? c->max_sms : drv.g->p.num_sms;
     return CUDA_SUCCESS;
 }
 

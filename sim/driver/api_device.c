@@ -36,6 +36,13 @@ static void do_init(void)
     if (rc == CUDA_SUCCESS) {
         pthread_atfork(NULL, NULL, fork_child);
         atomic_store(&drv.initialized, 1);
+        /* what a real MPS client would take as its share here (tests check the shim set it
+         * before the driver started) */
+        if (drv.g->p.mode == SIM_MODE_MPS) {
+            const char *v = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+            drv_debug("cuInit in mps mode: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s",
+                      v ? v : "(unset)");
+        }
     }
 }
 
@@ -259,6 +266,21 @@ API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice d
     if (rc != CUDA_SUCCESS)
         return rc;
     return device_attribute(attrib, pi) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* pos-sim's own query, which NVIDIA's driver does not have (a program finds it with dlsym):
+ * whether kernels of different processes on DEV run at once (mps mode: *MPS = 1) or are
+ * time-sliced (0). posd asks it to learn whether the simulated device behaves as a GPU under
+ * MPS (docs/sim.md). */
+API CUresult pos_sim_device_mps(CUdevice dev, int *mps)
+{
+    if (!mps)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_dev(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *mps = drv.g->p.mode == SIM_MODE_MPS;
+    return CUDA_SUCCESS;
 }
 
 /* ---- errors ------------------------------------------------------------------------------ */

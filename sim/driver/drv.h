@@ -21,7 +21,7 @@
 /* ---- shared segment ------------------------------------------------------------------- */
 
 #define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
-#define SIM_SHM_VERSION 2
+#define SIM_SHM_VERSION 3
 
 struct sim_shm {
     uint64_t magic;
@@ -70,6 +70,7 @@ struct drv_ctx {
     unsigned flags;
     int primary;
     int primary_refs;
+    uint32_t max_sms; /* SMs its kernels may use (MPS share, fixed at creation); 0 = all */
     struct drv_stream *legacy;
     struct drv_stream *streams; /* every stream of the context, legacy included */
     uint64_t submitted;

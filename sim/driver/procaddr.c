@@ -50,6 +50,7 @@ static const struct proc_entry table[] = {
     E("cuCtxGetDevice", 2000, cuCtxGetDevice),
     E("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
     E("cuCtxGetFlags", 7000, cuCtxGetFlags),
+    E("cuCtxGetExecAffinity", 11040, cuCtxGetExecAffinity),
     E("cuCtxGetApiVersion", 3020, cuCtxGetApiVersion),
     E("cuCtxSynchronize", 2000, cuCtxSynchronize),
     E("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),

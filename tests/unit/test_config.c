@@ -454,6 +454,26 @@ static void test_match(void)
     posd_config_free(&c);
 }
 
+/* A class's sm_share is every client of the class's, unless a rule sets its own; the built-in
+ * classes set none. */
+static void test_sm_share_from_class_and_rule(void)
+{
+    struct files f = files_at("sm-share");
+    put_main(&f, "[class batch]\nsm_share = 30\n"
+                 "[rule trainer]\nmatch_app = train*\nclass = batch\n"
+                 "[rule big]\nmatch_app = train-big\nsm_share = 70\n"
+                 "[rule other]\nmatch_app = other\nclass = latency\n");
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(posd_config_class(&c, "batch")->sm_share, 30);
+    CU_ASSERT_EQUAL(posd_config_class(&c, "latency")->sm_share, 0);
+    CU_ASSERT_EQUAL(match(&c, ident("train-small", 1, 1, "")).sm_share, 30);
+    CU_ASSERT_EQUAL(match(&c, ident("train-big", 1, 1, "")).sm_share, 70);
+    CU_ASSERT_EQUAL(match(&c, ident("other", 1, 1, "")).sm_share, 0);
+    posd_config_free(&c);
+}
+
 static void test_match_all_and_default_class(void)
 {
     struct files f = files_at("match-all");
@@ -629,6 +649,12 @@ static const struct error_case {
      "bad value '0' for 'sm_share' in [rule r]: expected an integer in 1..100"},
     {"[rule r]\nmatch_all = 1\nsm_share = 101\n", NULL, 0, 3,
      "bad value '101' for 'sm_share' in [rule r]: expected an integer in 1..100"},
+    {"[rule r]\nmatch_all = 1\nsm_share = 50%\n", NULL, 0, 3,
+     "bad value '50%%' for 'sm_share' in [rule r]: expected an integer in 1..100"},
+    {"[class batch]\nsm_share = 0\n", NULL, 0, 2,
+     "bad value '0' for 'sm_share' in [class batch]: expected an integer in 1..100"},
+    {"[class batch]\n\nsm_share = 12.5\n", NULL, 0, 3,
+     "bad value '12.5' for 'sm_share' in [class batch]: expected an integer in 1..100"},
     {"[rule r]\nmatch_all = 1\ndevice = 64\n", NULL, 0, 3,
      "bad value '64' for 'device' in [rule r]: expected an integer in 0..63"},
     {"[rule r]\nmatch_all = 1\npriority = -1001\n", NULL, 0, 3,
@@ -925,6 +951,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_class_limit);
     POS_ADD_TEST(s, test_match);
     POS_ADD_TEST(s, test_match_all_and_default_class);
+    POS_ADD_TEST(s, test_sm_share_from_class_and_rule);
     POS_ADD_TEST(s, test_user_and_group_names);
     POS_ADD_TEST(s, test_lexical);
     POS_ADD_TEST(s, test_errors);

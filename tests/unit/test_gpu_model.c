@@ -1,8 +1,9 @@
 /* Tests sim/gpu_model.c against analytic cases: solo rooflines, MPS sharing (two full-device
  * kernels ~2x, four quarter-device kernels ~1x, compute beside memory-bound overlaps),
  * time slicing (two contexts ~half rate each), stream order, dependencies, host ops, copy
- * engines, priorities, owner removal, rebuild after a crash, and the runs of alike SMs the
- * model keeps. All in virtual time. */
+ * engines, priorities, owner removal, rebuild after a crash, the runs of alike SMs the
+ * model keeps, and SM shares (a context limited to N SMs, MPS's active thread percentage).
+ * All in virtual time. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,146 @@ static void test_owner_quota(void)
     CU_ASSERT_EQUAL(sim_gpu_op_alloc(g, o), -EAGAIN);
 }
 
+/* ---- SM shares (MPS's active thread percentage) ---------------------------------------- */
+
+/* SMs that hold a block of a kernel of context CTX now. */
+static uint32_t sms_of_ctx(int ctx)
+{
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < g->nruns; r++) {
+        const struct sim_sm *sm = &g->runs[r].sm;
+        int holds = 0;
+        for (uint32_t k = 0; k < sm->nres; k++)
+            holds |= g->ops[sm->res[k].op].ctx == ctx;
+        n += holds ? g->runs[r].count : 0;
+    }
+    return n;
+}
+
+/* Advances event by event until op K runs (or nothing is left to do). */
+static void run_until_running(int k)
+{
+    for (int i = 0; i < 1000 && g->ops[k].state != SIM_OP_RUNNING; i++) {
+        int64_t t = sim_gpu_next_event(g);
+        if (t == INT64_MAX)
+            break;
+        sim_gpu_advance(g, t);
+    }
+}
+
+static void test_share_percent_to_sms(void)
+{
+    CU_ASSERT_EQUAL(sim_gpu_sms_of_share(68, 25), 17);  /* exact */
+    CU_ASSERT_EQUAL(sim_gpu_sms_of_share(132, 50), 66); /* exact */
+    CU_ASSERT_EQUAL(sim_gpu_sms_of_share(6, 33), 2);    /* 1.98 up */
+    CU_ASSERT_EQUAL(sim_gpu_sms_of_share(6, 1), 1);     /* never none */
+    CU_ASSERT_EQUAL(sim_gpu_sms_of_share(68, 100), 68);
+    CU_ASSERT_EQUAL(sim_gpu_sms_of_share(68, 10.5), 8); /* 7.14 up */
+}
+
+/* A context limited to 25% of an rtx3080's 68 SMs runs its big compute-bound kernel on 17 SMs
+ * and takes 68/17 = 4x its unlimited time, though 51 SMs stay idle. */
+static void test_mps_share_limits_a_contexts_kernel_to_its_sms(void)
+{
+    setup("rtx3080", SIM_MODE_MPS);
+    int o = sim_gpu_owner_add(g), c = sim_gpu_ctx_add(g, o), s = sim_gpu_stream_add(g, o, c, 0);
+    uint32_t cap = sim_gpu_sms_of_share(g->p.num_sms, 25);
+    sim_gpu_ctx_limit_sms(g, c, cap);
+    double flops = g->p.fp32_flops * 1e-3; /* 1 ms on the whole device */
+    int k = kernel(o, c, s, flops, 0, 680, 256, 0);
+    run_until_running(k);
+    CU_ASSERT_EQUAL(g->ops[k].res_sms, cap);
+    CU_ASSERT_EQUAL(sms_of_ctx(c), cap);
+    run_to_idle();
+    double took = (double)g->ops[k].end_ns - lat_ns();
+    CU_ASSERT_DOUBLE_EQUAL(took / 1e6, (double)g->p.num_sms / cap, 0.01);
+}
+
+/* Beside that limited context, another context's big kernel gets the other SMs at once (it
+ * starts when the first does, on the 51 SMs left), and each runs at its share of the device. */
+static void test_mps_share_leaves_the_other_sms_to_other_contexts(void)
+{
+    setup("rtx3080", SIM_MODE_MPS);
+    int o1 = sim_gpu_owner_add(g), o2 = sim_gpu_owner_add(g);
+    int c1 = sim_gpu_ctx_add(g, o1), c2 = sim_gpu_ctx_add(g, o2);
+    int s1 = sim_gpu_stream_add(g, o1, c1, 0), s2 = sim_gpu_stream_add(g, o2, c2, 0);
+    uint32_t cap = sim_gpu_sms_of_share(g->p.num_sms, 25);
+    sim_gpu_ctx_limit_sms(g, c1, cap);
+    double flops = g->p.fp32_flops * 1e-3;
+    /* 6 blocks of 256 threads fill an SM (1536 threads): the limited kernel fills its 17 */
+    int a = kernel(o1, c1, s1, flops, 0, 680, 256, 0);
+    int b = kernel(o2, c2, s2, flops, 0, 680, 256, 0);
+    run_until_running(a);
+    CU_ASSERT_EQUAL(g->ops[a].state, SIM_OP_RUNNING);
+    CU_ASSERT_EQUAL(g->ops[b].state, SIM_OP_RUNNING);
+    CU_ASSERT_EQUAL(g->ops[a].start_ns, g->ops[b].start_ns);
+    CU_ASSERT_EQUAL(g->ops[a].res_sms, cap);
+    CU_ASSERT_EQUAL(g->ops[b].res_sms, g->p.num_sms - cap);
+    run_to_idle();
+    double ta = (double)g->ops[a].end_ns - lat_ns(), tb = (double)g->ops[b].end_ns - lat_ns();
+    CU_ASSERT_DOUBLE_EQUAL(ta / 1e6, (double)g->p.num_sms / cap, 0.02);
+    /* b runs on 51 SMs while a runs, then grows onto a's SMs: under 68/51 of its solo time */
+    CU_ASSERT(tb / 1e6 < (double)g->p.num_sms / (g->p.num_sms - cap) + 0.01);
+    CU_ASSERT(tb / 1e6 > 1.0);
+}
+
+/* The limit is the context's, not each kernel's: two small kernels of a limited context on
+ * two streams share its 17 SMs rather than spread onto 34 idle ones. */
+static void test_mps_share_counts_every_kernel_of_the_context(void)
+{
+    setup("rtx3080", SIM_MODE_MPS);
+    int o = sim_gpu_owner_add(g), c = sim_gpu_ctx_add(g, o);
+    int s1 = sim_gpu_stream_add(g, o, c, 0), s2 = sim_gpu_stream_add(g, o, c, 0);
+    uint32_t cap = sim_gpu_sms_of_share(g->p.num_sms, 25);
+    sim_gpu_ctx_limit_sms(g, c, cap);
+    double flops = g->p.fp32_flops * 1e-4;
+    int a = kernel(o, c, s1, flops, 0, cap, 256, 0);
+    int b = kernel(o, c, s2, flops, 0, cap, 256, 0);
+    run_until_running(b);
+    CU_ASSERT_EQUAL(g->ops[a].state, SIM_OP_RUNNING);
+    CU_ASSERT_EQUAL(g->ops[b].state, SIM_OP_RUNNING);
+    CU_ASSERT_EQUAL(sms_of_ctx(c), cap);
+    uint32_t most = 0;
+    for (int i = 0; i < 100000; i++) {
+        int64_t t = sim_gpu_next_event(g);
+        if (t == INT64_MAX)
+            break;
+        sim_gpu_advance(g, t);
+        uint32_t n = sms_of_ctx(c);
+        most = n > most ? n : most;
+    }
+    CU_ASSERT(most <= cap);
+    CU_ASSERT_EQUAL(g->stats.kernels_done, 2);
+}
+
+/* A limited context's grid crowds onto its SMs as far as they hold it (the block scheduler
+ * dispatches what fits), rather than one block per SM with the rest waiting: 68 blocks of 256
+ * threads sit 4 to an SM on its 17. */
+static void test_mps_share_crowds_blocks_onto_its_sms(void)
+{
+    setup("rtx3080", SIM_MODE_MPS);
+    int o = sim_gpu_owner_add(g), c = sim_gpu_ctx_add(g, o), s = sim_gpu_stream_add(g, o, c, 0);
+    uint32_t cap = sim_gpu_sms_of_share(g->p.num_sms, 25);
+    sim_gpu_ctx_limit_sms(g, c, cap);
+    int k = kernel(o, c, s, g->p.fp32_flops * 1e-4, 0, g->p.num_sms, 256, 0);
+    run_until_running(k);
+    CU_ASSERT_EQUAL(g->ops[k].res_sms, cap);
+    CU_ASSERT_EQUAL(g->ops[k].res_blocks, g->p.num_sms);
+}
+
+/* An unlimited context (0, or 100%) uses the whole device as before. */
+static void test_mps_full_share_is_no_limit(void)
+{
+    setup("rtx3080", SIM_MODE_MPS);
+    int o = sim_gpu_owner_add(g), c = sim_gpu_ctx_add(g, o), s = sim_gpu_stream_add(g, o, c, 0);
+    sim_gpu_ctx_limit_sms(g, c, sim_gpu_sms_of_share(g->p.num_sms, 100));
+    int k = kernel(o, c, s, g->p.fp32_flops * 1e-3, 0, 680, 256, 0);
+    run_until_running(k);
+    CU_ASSERT_EQUAL(g->ops[k].res_sms, g->p.num_sms);
+    run_to_idle();
+    CU_ASSERT_DOUBLE_EQUAL(((double)g->ops[k].end_ns - lat_ns()) / 1e6, 1.0, 0.001);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("gpu_model", NULL, NULL);
@@ -503,4 +644,10 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_rebuild_after_torn_update);
     POS_ADD_TEST(s, test_sm_runs_bookkeeping);
     POS_ADD_TEST(s, test_owner_quota);
+    POS_ADD_TEST(s, test_share_percent_to_sms);
+    POS_ADD_TEST(s, test_mps_share_limits_a_contexts_kernel_to_its_sms);
+    POS_ADD_TEST(s, test_mps_share_leaves_the_other_sms_to_other_contexts);
+    POS_ADD_TEST(s, test_mps_share_counts_every_kernel_of_the_context);
+    POS_ADD_TEST(s, test_mps_share_crowds_blocks_onto_its_sms);
+    POS_ADD_TEST(s, test_mps_full_share_is_no_limit);
 }

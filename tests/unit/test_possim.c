@@ -2,7 +2,8 @@
  * name FILE:LINE and what is wrong; a run is deterministic for a seed and the seed matters; a
  * lone client's latency is its ops' solo times on the device model; priority protects a
  * latency client from two batch clients where no scheduler does not; fifo and priority leave
- * a lone client as no scheduler does. Run from the repository root. */
+ * a lone client as no scheduler does; a client's sm_share limits its context in mps mode only.
+ * Run from the repository root. */
 #include "tests/cunit_main.h"
 
 #include <math.h>
@@ -75,6 +76,12 @@ static void test_parse_errors(void)
     expect_error("[client a]\nmodel = resnet18\narrival = poisson\n",
                  "t.ini:3: bad value 'poisson' for 'arrival' in [client a]: bad --arrival "
                  "'poisson' (want closed, poisson:RATE or gamma:SHAPE:RATE, numbers > 0)");
+    expect_error("[client a]\nmodel = resnet18\nsm_share = 0\n",
+                 "t.ini:3: bad value '0' for 'sm_share' in [client a]: expected an integer in "
+                 "1..100");
+    expect_error("[client a]\nmodel = resnet18\n\nsm_share = 101\n",
+                 "t.ini:4: bad value '101' for 'sm_share' in [client a]: expected an integer in "
+                 "1..100");
     expect_error("[device]\npreset = h200\nfile = /nonexistent.ini\n",
                  "t.ini:3: bad value '/nonexistent.ini' for 'file' in [device]: give preset or "
                  "file, not both (preset is set on line 2)");
@@ -295,6 +302,46 @@ static void test_priority_protects_latency_client(void)
     CU_ASSERT(res2.busy_fraction > 0.8 * res.busy_fraction);
     possim_result_free(&res);
     possim_result_free(&res2);
+}
+
+/* A lone client's request p50 on MODE with SHARE (0: none), and the text report. */
+static double lone_p50(const char *mode, int share, char **text)
+{
+    char spec[512], line[32] = "";
+    if (share)
+        snprintf(line, sizeof line, "sm_share = %d\n", share);
+    snprintf(spec, sizeof spec,
+             "[device]\npreset = h200\nmode = %s\n[sched]\npolicy = none\n"
+             "[client a]\nmodel = resnet50\nbatch = 32\nrequests = 5\n%s",
+             mode, line);
+    load(spec);
+    run(&res, 1);
+    double p50 = res.clients[0].p50_ms;
+    *text = text_of(&res);
+    possim_result_free(&res);
+    return p50;
+}
+
+/* In mps mode a client's sm_share confines its context to that share of the SMs (resnet50 at
+ * batch 32 fills an h200, so 25% of it takes well over twice as long); on a time-sliced
+ * device the share changes nothing and the report says it was ignored. */
+static void test_sm_share_feeds_the_device_model(void)
+{
+    char *t_full, *t_quarter, *t_ts_full, *t_ts_quarter;
+    double full = lone_p50("mps", 0, &t_full), quarter = lone_p50("mps", 25, &t_quarter);
+    double ts_full = lone_p50("timeslice", 0, &t_ts_full);
+    double ts_quarter = lone_p50("timeslice", 25, &t_ts_quarter);
+    CU_ASSERT(quarter > 2 * full);
+    CU_ASSERT(quarter < 4.05 * full); /* never slower than on a quarter of the SMs throughout */
+    CU_ASSERT_DOUBLE_EQUAL(ts_quarter, ts_full, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(ts_full, full, full * 0.01);
+    CU_ASSERT_PTR_NULL(strstr(t_quarter, "sm_share ignored"));
+    CU_ASSERT_PTR_NULL(strstr(t_ts_full, "sm_share ignored"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t_ts_quarter, "# sm_share ignored: a timeslice device"));
+    free(t_full);
+    free(t_quarter);
+    free(t_ts_full);
+    free(t_ts_quarter);
 }
 
 static void test_fifo_and_priority_leave_a_lone_client_alone(void)
@@ -545,6 +592,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_lone_client_solo_times);
     POS_ADD_TEST(s, test_priority_protects_latency_client);
     POS_ADD_TEST(s, test_fifo_and_priority_leave_a_lone_client_alone);
+    POS_ADD_TEST(s, test_sm_share_feeds_the_device_model);
     POS_ADD_TEST(s, test_sync_reports_always_kick);
     POS_ADD_TEST(s, test_syncs_read_with_their_submissions);
     POS_ADD_TEST(s, test_prompt_poll_and_window);

@@ -23,6 +23,7 @@ CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
 CUresult cuEventRecord_ptsz(CUevent, CUstream);
 size_t pos_sim_procaddr_count(void);
 int pos_sim_procaddr_entry(size_t, const char **, int *, void **, void **);
+CUresult pos_sim_device_mps(CUdevice, int *);
 
 static CUcontext ctx;
 static CUmodule mod;
@@ -765,6 +766,70 @@ static void test_graph_fork_join(void)
     CK(cuStreamDestroy(s2));
 }
 
+/* ---- MPS shares ------------------------------------------------------------------------------ */
+
+/* Device time of one long_k (6 blocks: the whole xavier-nx) in the current context, in ms. */
+static float long_kernel_ms(CUfunction f)
+{
+    CUstream s;
+    CUevent a, b;
+    float ms = -1;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&a, 0));
+    CK(cuEventCreate(&b, 0));
+    CK(cuEventRecord(a, s));
+    CK(cuLaunchKernel(f, 6, 1, 1, 256, 1, 1, 0, s, NULL, NULL));
+    CK(cuEventRecord(b, s));
+    CK(cuEventSynchronize(b));
+    CK(cuEventElapsedTime(&ms, a, b));
+    CK(cuEventDestroy(a));
+    CK(cuEventDestroy(b));
+    CK(cuStreamDestroy(s));
+    return ms;
+}
+
+static unsigned ctx_sm_limit(void)
+{
+    CUexecAffinityParam p;
+    memset(&p, 0, sizeof p);
+    CK(cuCtxGetExecAffinity(&p, CU_EXEC_AFFINITY_TYPE_SM_COUNT));
+    return p.param.smCount.val;
+}
+
+/* In mps mode a context takes CUDA_MPS_ACTIVE_THREAD_PERCENTAGE as the environment has it when
+ * the context is created, and keeps it: the primary context made before the variable was set
+ * keeps all 6 SMs; a context created with 50% gets 3 (cuCtxGetExecAffinity) and runs a
+ * whole-device kernel in twice the device time; unsetting the variable later changes neither. */
+static void test_mps_share_is_read_at_context_creation(void)
+{
+    int mps = -1;
+    CK(pos_sim_device_mps(0, &mps));
+    CU_ASSERT_EQUAL(mps, 1);
+    CU_ASSERT_EQUAL(pos_sim_device_mps(1, &mps), CUDA_ERROR_INVALID_DEVICE);
+    CU_ASSERT_EQUAL(ctx_sm_limit(), 6);
+    float full = long_kernel_ms(f_long);
+    setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50", 1);
+    CU_ASSERT_EQUAL(ctx_sm_limit(), 6); /* the running context keeps what it had */
+    CUcontext half;
+    CK(cuCtxCreate(&half, NULL, 0, 0));
+    unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    CU_ASSERT_EQUAL(ctx_sm_limit(), 3);
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, module_text));
+    CK(cuModuleGetFunction(&f, m, "long_k"));
+    float halved = long_kernel_ms(f);
+    CU_ASSERT_DOUBLE_EQUAL(halved / full, 2.0, 0.05);
+    CUexecAffinityParam p;
+    CU_ASSERT_EQUAL(cuCtxGetExecAffinity(&p, (CUexecAffinityType)7),
+                    CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY);
+    CU_ASSERT_EQUAL(cuCtxGetExecAffinity(NULL, CU_EXEC_AFFINITY_TYPE_SM_COUNT),
+                    CUDA_ERROR_INVALID_VALUE);
+    CK(cuCtxDestroy(half));
+    CK(cuCtxSetCurrent(ctx));
+    CU_ASSERT_EQUAL(ctx_sm_limit(), 6);
+}
+
 /* ---- errors that stick, fork --------------------------------------------------------------- */
 
 static void test_fork_child_cannot_use_driver(void)
@@ -836,6 +901,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_priorities_and_launch_ex);
     POS_ADD_TEST(s, test_graph_capture_and_replay);
     POS_ADD_TEST(s, test_graph_fork_join);
+    POS_ADD_TEST(s, test_mps_share_is_read_at_context_creation);
     POS_ADD_TEST(s, test_fork_child_cannot_use_driver);
     POS_ADD_TEST(s, test_illegal_address_is_sticky);
 }
