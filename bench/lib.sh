@@ -3,7 +3,9 @@
 POSD_PID=
 posd_up() { # policy
     rm -f "$POS_SOCKET"
-    $POSD -f -c "$T/posd.conf" -p "$1" >>"$T/posd.log" 2>&1 &
+    # a fresh state directory each time: no run starts with what an earlier one learnt
+    POSD_STATE_DIR=$(mktemp -d "$T/state.XXXXXX") \
+        $POSD -f -c "$T/posd.conf" -p "$1" >>"$T/posd.log" 2>&1 &
     POSD_PID=$!
     for _ in $(seq 150); do [ -S "$POS_SOCKET" ] && return; sleep 0.02; done
     echo "bench: posd did not come up (log: $T/posd.log)" >&2

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,7 +51,7 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
 
 static void profiles_path(const struct posd *d, char *out, size_t len)
 {
-    snprintf(out, len, "%s/profiles", d->cfg.state_dir);
+    snprintf(out, len, "%s/profiles", d->state_dir);
 }
 
 /* Loads what posd learnt before (STATE_DIR/profiles) and imports the admin's offline file
@@ -86,6 +87,12 @@ int64_t posd_engine_save_profiles(struct posd *d, int periodic)
         return d->prof_save_at;
     char path[POSD_PATH_MAX + 16], err[768];
     profiles_path(d, path, sizeof path);
+    if (mkdir(d->state_dir, 0755) < 0 && errno != EEXIST && !d->prof_save_failed) {
+        posd_log(POSD_LOG_WARN, "kernel profiles not saved: %s: %s (state_dir in [daemon])",
+                 d->state_dir, strerror(errno));
+        d->prof_save_failed = 1;
+        return d->prof_save_at;
+    }
     if (pos_prof_save(&d->prof, &d->device, path, err, sizeof err) < 0) {
         if (!d->prof_save_failed)
             posd_log(POSD_LOG_WARN, "kernel profiles not saved: %s (state_dir in [daemon])", err);

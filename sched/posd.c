@@ -104,6 +104,19 @@ int main(int argc, char **argv)
         return 1;
     }
     posd_set_log_level(d->cfg.log_level);
+    /* $POSD_STATE_DIR over the configuration's state_dir (tests and benchmarks keep their
+     * kernel profiles apart with it); like every path, absolute */
+    const char *state = getenv("POSD_STATE_DIR");
+    if (state && *state) {
+        if (state[0] != '/' || strlen(state) >= sizeof d->cfg.state_dir) {
+            fprintf(stderr, "posd: POSD_STATE_DIR must be an absolute path of at most %zu "
+                            "characters: %s\n",
+                    sizeof d->cfg.state_dir - 1, state);
+            return 1;
+        }
+    }
+    const char *sd = state && *state ? state : d->cfg.state_dir;
+    memcpy(d->state_dir, sd, strlen(sd) + 1); /* both fit: checked above, or the config's */
     posd_lookup_stats_group(d);
     if (policy) {
         snprintf(d->policy_override, sizeof d->policy_override, "%s", policy);

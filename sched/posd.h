@@ -126,6 +126,7 @@ struct posd {
     struct pos_sched_device device;
     struct sched_core *core;
     struct pos_profiles prof;  /* kernel profiles: STATE_DIR/profiles, saved periodically */
+    char state_dir[POSD_PATH_MAX]; /* fixed at start ($POSD_STATE_DIR, else state_dir) */
     int64_t prof_save_at;      /* the next periodic save */
     int prof_save_failed;      /* a failed save was logged (once until one succeeds) */
     struct sched_grant grants[POSD_MAX_CLIENTS];

@@ -8,10 +8,14 @@ cd "$(dirname "$0")/.."
 # LD_PRELOAD...) reaches the tests; a test that wants a posd starts its own on its own socket,
 # and none finds a system posd at the default path.
 for v in $(compgen -e); do
-    case $v in POS_*) unset "$v" ;; esac
+    case $v in POS_* | POSD_*) unset "$v" ;; esac
 done
 unset LD_PRELOAD
 export POS_SOCKET=/nonexistent/pos-tests-start-their-own-posd.sock
+# every posd a test starts keeps its kernel profiles here, never in /var/lib/posd
+POSD_STATE_DIR=$(mktemp -d /tmp/pos-tests-state.XXXXXX)
+export POSD_STATE_DIR
+trap 'rm -rf "$POSD_STATE_DIR"' EXIT
 failed=()
 for t in "$@"; do
     echo "=== $t"
