@@ -82,8 +82,9 @@ POSSTAT := $(B)/posstat
 POSSIM  := $(B)/possim
 
 POSD    := $(B)/posd
+POSCTL  := $(B)/posctl
 
-all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSSIM)
+all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSSIM)
 
 # The daemon: event loop, clients, engine, config, policies.
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
@@ -122,7 +123,12 @@ POSAPP_SRCS := $(wildcard tools/posapp*.c)
 $(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
 	$(CC) $(LINK_FLAGS) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
 
-$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
+# posd's protocol, the client side: the tools and the integration tests speak it through this.
+POSCLIENT_OBJ := $(call obj,tools/posclient.c)
+$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c) $(POSCLIENT_OBJ)
+	$(CC) $(LINK_FLAGS) -o $@ $^
+
+$(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
@@ -150,7 +156,7 @@ TEST_DEPS_test_model_file     := $(call obj,$(SIM_WORKLOAD_SRCS))
 TEST_DEPS_test_module_text    := $(call obj,sim/module_text.c)
 TEST_DEPS_test_posapp_arrival := $(call obj,tools/posapp_arrival.c)
 TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
-TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c)
+TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
@@ -165,12 +171,12 @@ TEST_LIBS_test_shim_table     := -ldl
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSSIM),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSSIM),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -193,8 +199,10 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
-TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
-TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
+TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
+TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
+TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
+    $(POSCLIENT_OBJ)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \

@@ -52,6 +52,7 @@ struct sched_core {
     int64_t dev_since; /* device busy since, when nbusy > 0 */
     int nbusy;         /* clients with operators in flight */
     uint64_t dev_busy_ns, decisions;
+    uint64_t drained; /* devices that get no new grants (bit D: device D) */
     uint64_t retired_submitted, retired_released, retired_completed;
     struct core_client c[SCHED_MAX_CLIENTS];
     struct pos_sched_client view[SCHED_MAX_CLIENTS];
@@ -555,6 +556,26 @@ static int64_t min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+void sched_core_set_drained(struct sched_core *k, uint64_t mask)
+{
+    k->drained = mask;
+}
+
+/* Whatever the policy decided, a client of a drained device keeps what it was granted and
+ * gets nothing more: a window with no cap over its completions, no step past its grant. */
+static void hold_drained(struct sched_core *k, size_t n)
+{
+    for (size_t j = 0; k->drained && j < n; j++) {
+        struct pos_sched_client *v = &k->view[j];
+        if (v->device < 0 || v->device >= 64 || !(k->drained >> v->device & 1))
+            continue;
+        v->mode = POS_GRANT_WINDOW;
+        v->new_granted = k->c[k->order[j]].granted;
+        v->window = 0;
+        v->held = 1;
+    }
+}
+
 int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants)
 {
     size_t n = 0;
@@ -594,6 +615,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
     if (next <= now)
         next = now + k->p.tick_ns;
     k->decisions++;
+    hold_drained(k, n);
     for (size_t j = 0; j < n; j++)
         apply_grant(k, &k->c[k->order[j]], &k->view[j], now);
     for (size_t j = 0; j < n; j++) {

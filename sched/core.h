@@ -138,6 +138,10 @@ void sched_core_waiters(struct sched_core *k, int slot, uint32_t waiters);
  * back) and returns the absolute time of the next decision wanted, INT64_MAX for none. */
 int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants);
 
+/* Devices drained by the admin (bit D: device D): their clients get no new grants until
+ * undrained (what they were granted before stays granted). */
+void sched_core_set_drained(struct sched_core *k, uint64_t mask);
+
 /* Statistics. */
 void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
                              struct sched_client_stats *s);

@@ -369,7 +369,8 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     snprintf(s->app, sizeof s->app, "%s", c->ident.app);
     snprintf(s->class_name, sizeof s->class_name, "%s", c->pol.class_name);
     s->priority = c->pol.priority;
-    s->flags = sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0;
+    s->flags = (sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0) |
+               (c->overridden ? POS_CLIENT_OVERRIDE : 0);
     s->submitted = k.submitted;
     s->granted = k.released;
     s->completed = k.completed;

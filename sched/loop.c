@@ -245,45 +245,54 @@ static void on_kick(struct posd *d, struct posd_client *c, int res)
     arm_kick(d, c);
 }
 
+int posd_reload(struct posd *d, char *err, size_t errlen)
+{
+    struct posd_config fresh;
+    char why[512];
+    posd_config_defaults(&fresh);
+    if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &fresh, why,
+                         sizeof why) < 0) {
+        snprintf(err, errlen, "reload refused, keeping the running configuration: %s", why);
+        posd_log(POSD_LOG_ERROR, "%s", err);
+        posd_config_free(&fresh);
+        return -EINVAL;
+    }
+    if (d->policy_override[0])
+        snprintf(fresh.policy, sizeof fresh.policy, "%s", d->policy_override);
+    const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
+    if (!p) {
+        snprintf(err, errlen, "reload refused: unknown policy '%s'", fresh.policy);
+        posd_log(POSD_LOG_ERROR, "%s", err);
+        posd_config_free(&fresh);
+        return -EINVAL;
+    }
+    struct sched_params params;
+    posd_engine_params(&fresh, &params);
+    if (sched_core_set_policy(d->core, p, &params) < 0) {
+        snprintf(err, errlen, "reload refused: policy %s could not start", p->name);
+        posd_log(POSD_LOG_ERROR, "%s", err);
+        posd_config_free(&fresh);
+        return -ENOMEM;
+    }
+    posd_config_free(&d->cfg);
+    d->cfg = fresh;
+    d->policy = p;
+    posd_set_log_level(d->cfg.log_level);
+    posd_lookup_stats_group(d);
+    posd_clients_reconfigure(d);
+    snprintf(err, errlen, "configuration reloaded: policy %s, %zu rules", p->name, d->cfg.nrules);
+    posd_log(POSD_LOG_INFO, "%s", err);
+    tick(d);
+    return 0;
+}
+
 static void on_signal(struct posd *d)
 {
+    char msg[600];
     switch (sig_buf.ssi_signo) {
-    case SIGHUP: {
-        struct posd_config fresh;
-        char err[512];
-        posd_config_defaults(&fresh);
-        if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &fresh, err,
-                             sizeof err) < 0) {
-            posd_log(POSD_LOG_ERROR, "reload refused, keeping the running configuration: %s", err);
-            posd_config_free(&fresh);
-            break;
-        }
-        if (d->policy_override[0])
-            snprintf(fresh.policy, sizeof fresh.policy, "%s", d->policy_override);
-        const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
-        if (!p) {
-            posd_log(POSD_LOG_ERROR, "reload refused: unknown policy '%s'", fresh.policy);
-            posd_config_free(&fresh);
-            break;
-        }
-        struct sched_params params;
-        posd_engine_params(&fresh, &params);
-        if (sched_core_set_policy(d->core, p, &params) < 0) {
-            posd_log(POSD_LOG_ERROR, "reload refused: policy %s could not start", p->name);
-            posd_config_free(&fresh);
-            break;
-        }
-        posd_config_free(&d->cfg);
-        d->cfg = fresh;
-        d->policy = p;
-        posd_set_log_level(d->cfg.log_level);
-        posd_lookup_stats_group(d);
-        posd_clients_reconfigure(d);
-        posd_log(POSD_LOG_INFO, "configuration reloaded: policy %s, %zu rules", p->name,
-                 d->cfg.nrules);
-        tick(d);
+    case SIGHUP:
+        posd_reload(d, msg, sizeof msg);
         break;
-    }
     case SIGTERM:
     case SIGINT:
         posd_log(POSD_LOG_INFO, "signal %u: exiting", sig_buf.ssi_signo);

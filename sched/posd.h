@@ -66,6 +66,7 @@ struct posd_client {
     int sock;
     int kick_fd; /* eventfd the client writes to wake posd */
     int is_tool; /* a tool connection (posstat), not a GPU client */
+    int overridden; /* posctl set its class or priority (until it exits or a reload) */
     int registered;
     int64_t deadline; /* closed at this time unless registered by then (0: registered) */
     struct pos_client_shm *shm;
@@ -118,6 +119,7 @@ struct posd {
     int kicks_parked;            /* clients whose kicks wait */
     int has_stats_group;
     gid_t stats_gid; /* POSD_STATS_GROUP */
+    uint64_t drained; /* devices drained by posctl (bit D: device D) */
     int stop;
     int64_t started_at;
     uint64_t next_client_id;
@@ -155,6 +157,16 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 void posd_lookup_stats_group(struct posd *d);
 /* Re-applies the configuration to every client (after SIGHUP). */
 void posd_clients_reconfigure(struct posd *d);
+/* Root, or a member of POSD_STATS_GROUP (its groups as the kernel recorded them at connect):
+ * sees every client in STATS and may change posd (CONTROL). */
+int posd_peer_privileged(const struct posd *d, const struct posd_client *c);
+/* Sends C one message of TYPE with BODY (LEN bytes). Returns 0 or -1. */
+int posd_client_send(struct posd_client *c, int type, const void *body, size_t len);
+
+/* control.c: posctl's requests (POS_MSG_CONTROL) */
+/* Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
+ * to drop C (it could not be answered). */
+int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len);
 
 /* engine.c: the adapter between the clients' shared memory and the scheduling core */
 /* The core's tunables from the configuration. */
@@ -179,6 +191,9 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t u
 
 /* loop.c */
 int posd_loop(struct posd *d);
+/* Reloads the configuration (SIGHUP, posctl reload): on error the running one stays. Returns
+ * 0 or a negative errno; ERR says what was done or why not. */
+int posd_reload(struct posd *d, char *err, size_t errlen);
 void posd_arm_tick(struct posd *d, int64_t delay_ns);
 /* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
 void posd_arm_house(struct posd *d, int64_t at);

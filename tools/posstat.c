@@ -1,6 +1,7 @@
 /* posstat: posd's monitoring tool, in the manner of pidstat and nvidia-smi dmon. This file owns
  * the command line, the STATS request on posd's socket and the interval loop with its
  * Average: block; what a report says and how it looks is tools/posstat_format.c. */
+#include "tools/posclient.h"
 #include "tools/posstat_format.h"
 
 #include <ctype.h>
@@ -17,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define REPLY_TIMEOUT_S 5 /* a posd that takes longer is wedged; say so rather than hang */
 #define INTERVAL_MIN_S  0.001
 #define INTERVAL_MAX_S  86400.0
 
@@ -104,8 +104,7 @@ static unsigned long parse_count(const char *s)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    const char *env = getenv("POS_SOCKET");
-    *o = (struct options){.socket = env && *env ? env : POS_DEFAULT_SOCKET,
+    *o = (struct options){.socket = posclient_default_socket(),
                           .format = &output_formats[0]};
     opterr = 0;
     int c;
@@ -139,23 +138,6 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 /* --- asking posd -------------------------------------------------------------------------- */
 
-static const struct {
-    int err;
-    const char *hint;
-} connect_hints[] = {
-    {EACCES, "may this user use it? see posd's socket group"},
-    {EPERM, "may this user use it? see posd's socket group"},
-    {EAGAIN, "posd is not accepting connections; is it wedged?"},
-};
-
-static const char *connect_hint(int err)
-{
-    for (size_t i = 0; i < sizeof connect_hints / sizeof connect_hints[0]; i++)
-        if (connect_hints[i].err == err)
-            return connect_hints[i].hint;
-    return "is posd running?";
-}
-
 static double wall_time(void)
 {
     struct timespec t;
@@ -163,68 +145,26 @@ static double wall_time(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* One STATS request on a connection of its own. Returns 0, or -1 with ERR filled. */
-static int ask_posd(int fd, const char *path, struct posstat_snapshot *snap, char *err,
-                    size_t errlen)
-{
-    static _Alignas(8) unsigned char reply[POS_MSG_MAX];
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    struct timeval timeout = {.tv_sec = REPLY_TIMEOUT_S};
-
-    memcpy(addr.sun_path, path, strlen(path) + 1);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
-        int e = errno;
-        snprintf(err, errlen, "cannot connect to %s: %s (%s)", path, strerror(e), connect_hint(e));
-        return -1;
-    }
-    const struct pos_msg_hdr req = {.magic = POS_PROTO_MAGIC,
-                                    .version = POS_PROTO_VERSION,
-                                    .type = POS_MSG_STATS_REQ,
-                                    .len = 0};
-    ssize_t n;
-    do
-        n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof req) {
-        snprintf(err, errlen, "cannot send the request to posd at %s: %s", path,
-                 n < 0 ? strerror(errno) : "short send");
-        return -1;
-    }
-    /* MSG_TRUNC: the whole message's length, so that an oversized one is not taken cut. */
-    do
-        n = recv(fd, reply, sizeof reply, MSG_TRUNC);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        snprintf(err, errlen, "no reply from posd at %s within %d s", path, REPLY_TIMEOUT_S);
-    else if (n < 0)
-        snprintf(err, errlen, "cannot read posd's reply on %s: %s", path, strerror(errno));
-    else if (n == 0)
-        snprintf(err, errlen, "posd at %s closed the connection without a reply", path);
-    else if ((size_t)n > sizeof reply)
-        snprintf(err, errlen, "bad reply from posd: %zd bytes, more than the %d a message may have",
-                 n, POS_MSG_MAX);
-    else if (posstat_parse_reply(reply, (size_t)n, snap, err, errlen) == 0) {
-        snap->time = wall_time();
-        return 0;
-    }
-    return -1;
-}
-
+/* One STATS request on a connection of its own (tools/posclient.c). */
 static int take_snapshot(const char *path, struct posstat_snapshot *snap)
 {
+    static _Alignas(8) unsigned char reply[POS_MSG_MAX];
     char err[512];
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        fprintf(stderr, "posstat: cannot create a socket: %s\n", strerror(errno));
+    struct posclient c;
+    size_t got;
+    int rc = posclient_connect(&c, path, 0, err, sizeof err);
+    if (rc == 0) {
+        rc = posclient_stats(&c, reply, sizeof reply, &got, err, sizeof err);
+        posclient_close(&c);
+    }
+    if (rc == 0)
+        rc = posstat_parse_reply(reply, got, snap, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "posstat: %s\n", err);
         return -1;
     }
-    int rc = ask_posd(fd, path, snap, err, sizeof err);
-    close(fd);
-    if (rc < 0)
-        fprintf(stderr, "posstat: %s\n", err);
-    return rc;
+    snap->time = wall_time();
+    return 0;
 }
 
 /* --- reports ------------------------------------------------------------------------------ */

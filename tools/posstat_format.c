@@ -2,6 +2,7 @@
  * histogram percentiles, Average: sums, and the text and JSON renderings driven by one column
  * table, so that both outputs always carry the same fields. */
 #include "tools/posstat_format.h"
+#include "tools/posclient.h"
 
 #include <errno.h>
 #include <math.h>
@@ -40,18 +41,6 @@ static void printable_copy(char *dst, size_t dstlen, const char *src)
     dst[i] = '\0';
 }
 
-static int rejected(const char *body, uint32_t len, char *err, size_t errlen)
-{
-    if (len == 0 || body[0] == '\0')
-        return fail(-ECONNREFUSED, err, errlen, "posd refused the request (no reason given)");
-    if (!terminated(body, len))
-        return fail(-ECONNREFUSED, err, errlen,
-                    "posd refused the request (its reason is not NUL-terminated)");
-    char reason[200];
-    printable_copy(reason, sizeof reason, body);
-    return fail(-ECONNREFUSED, err, errlen, "posd refused the request: %s", reason);
-}
-
 static int check_client(const struct pos_client_stats *c, char *err, size_t errlen)
 {
     if (!terminated(c->app, sizeof c->app))
@@ -70,37 +59,19 @@ static int check_client(const struct pos_client_stats *c, char *err, size_t errl
 int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *snap, char *err,
                         size_t errlen)
 {
-    struct pos_msg_hdr h;
-    if (len < sizeof h)
-        return fail(-EPROTO, err, errlen,
-                    "short reply from posd (%zu bytes, less than a message header)", len);
-    memcpy(&h, msg, sizeof h);
-    if (h.magic != POS_PROTO_MAGIC)
-        return fail(-EPROTO, err, errlen, "the reply is not from posd (magic 0x%08x, want 0x%08x)",
-                    h.magic, POS_PROTO_MAGIC);
-    if (h.version != POS_PROTO_VERSION)
-        return fail(-EPROTO, err, errlen,
-                    "posd speaks protocol version %u, this posstat speaks %u; use the posstat "
-                    "that came with this posd",
-                    h.version, POS_PROTO_VERSION);
-    if (h.len != len - sizeof h)
-        return fail(-EPROTO, err, errlen,
-                    "bad reply from posd: its header says %u bytes follow, %zu did", h.len,
-                    len - sizeof h);
-    const char *body = (const char *)msg + sizeof h;
-    if (h.type == POS_MSG_REJECT)
-        return rejected(body, h.len, err, errlen);
-    if (h.type != POS_MSG_STATS)
-        return fail(-EPROTO, err, errlen, "unexpected reply from posd: message type %u, want %u",
-                    h.type, POS_MSG_STATS);
-
+    const void *bodyp;
+    size_t blen;
+    int hrc = posclient_check_msg(msg, len, POS_MSG_STATS, &bodyp, &blen, err, errlen);
+    if (hrc < 0)
+        return hrc;
+    const char *body = bodyp;
     struct pos_stats_reply rep;
-    if (h.len < sizeof rep)
+    if (blen < sizeof rep)
         return fail(-EPROTO, err, errlen,
-                    "short STATS reply from posd (%u bytes, want at least %zu)", h.len, sizeof rep);
+                    "short STATS reply from posd (%zu bytes, want at least %zu)", blen, sizeof rep);
     memcpy(&rep, body, sizeof rep);
     /* In 64 bits, where nclients * size cannot wrap. */
-    size_t room = h.len - sizeof rep;
+    size_t room = blen - sizeof rep;
     const size_t csize = sizeof(struct pos_client_stats);
     if ((uint64_t)rep.nclients * csize != room)
         return fail(-EPROTO, err, errlen,

@@ -21,6 +21,8 @@ enum pos_msg_type {
     POS_MSG_STATS_REQ, /* tool -> posd */
     POS_MSG_STATS,     /* posd -> tool: struct pos_stats_reply + clients */
     POS_MSG_NAMES,     /* shim -> posd: kernel names, struct pos_names + entries */
+    POS_MSG_CONTROL,   /* tool (posctl) -> posd: struct pos_control */
+    POS_MSG_CONTROL_REPLY, /* posd -> tool: struct pos_control_reply */
 };
 
 struct pos_msg_hdr {
@@ -98,7 +100,8 @@ struct pos_client_stats {
     uint64_t op_ns; /* posd's running estimate of one of its operators' GPU time */
 };
 
-#define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */
+#define POS_CLIENT_HELD     0x1 /* held by policy at the last decision */
+#define POS_CLIENT_OVERRIDE 0x2 /* posctl set its class or priority (until exit or reload) */
 
 /* STATS reply: a pos_device_stats, then nclients pos_client_stats. Root and members of the
  * group posd get every client; anyone else only those of their own uid, and dev.clients counts
@@ -111,6 +114,42 @@ struct pos_stats_reply {
     uint32_t nclients;
     uint32_t reserved;
     /* struct pos_client_stats clients[nclients] */
+};
+
+/* ---- control (posctl) --------------------------------------------------------------------- */
+
+/* What a CONTROL request asks. Changes are accepted from root and members of the group posd
+ * alone (SO_PEERCRED, SO_PEERGROUPS); anyone else gets status -EPERM. POS_CTL_STATUS changes
+ * nothing and is open to all. Kernel profiles (dump, load, reset) will be ops of their own
+ * here when they land. */
+enum pos_control_op {
+    POS_CTL_STATUS = 1, /* nothing: the reply's drained mask */
+    POS_CTL_SET,        /* client_id's class and/or priority (flags), until it exits or the
+                           configuration reloads */
+    POS_CTL_RELOAD,     /* reload the configuration, as SIGHUP does */
+    POS_CTL_DRAIN,      /* grant no new work on device */
+    POS_CTL_UNDRAIN,
+};
+
+#define POS_CTL_HAS_CLASS    0x1 /* SET: class_name (its priority and in-flight cap too) */
+#define POS_CTL_HAS_PRIORITY 0x2 /* SET: priority, over the class's */
+#define POS_CTL_MAX_DEVICES  64
+
+struct pos_control {
+    uint32_t op; /* enum pos_control_op */
+    uint32_t flags;
+    uint32_t client_id;
+    int32_t priority;
+    int32_t device;
+    uint32_t reserved;
+    char class_name[POS_CLASS_NAME_MAX];
+};
+
+struct pos_control_reply {
+    int32_t status; /* 0, or a negative errno: -EPERM, -ESRCH (no such client), -EINVAL */
+    uint32_t reserved;
+    uint64_t drained;  /* bit D: device D is drained (after the request) */
+    char message[240]; /* one NUL-terminated line for a person: what was done, or why not */
 };
 
 #endif
