@@ -89,8 +89,10 @@ all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCT
 # The daemon: event loop, clients, engine, config, policies.
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
 URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
+# libmicrohttpd serves posd's --metrics endpoint (Debian's libmicrohttpd-dev)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 $(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
-	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS)
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS)
 
 # The interposer: everything hidden but the intercepted cu* entry points and dlsym.
 SHIM_SRCS := $(wildcard shim/*.c)
@@ -125,7 +127,7 @@ $(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
 
 # posd's protocol, the client side: the tools and the integration tests speak it through this.
 POSCLIENT_OBJ := $(call obj,tools/posclient.c)
-$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c) $(POSCLIENT_OBJ)
+$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c sched/metrics_text.c) $(POSCLIENT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^
 
 $(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ)
@@ -200,6 +202,7 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
+TEST_DEPS_test_metrics := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
     $(POSCLIENT_OBJ)

@@ -12,6 +12,7 @@
 
 struct core_hist {
     uint64_t n;
+    uint64_t sum_ns;
     uint32_t b[SCHED_LAT_BUCKETS * 2];
 };
 
@@ -101,6 +102,7 @@ static void hist_add(struct core_hist *h, int64_t ns)
 {
     h->b[hist_index(ns > 0 ? (uint64_t)ns / 1000 : 0)]++;
     h->n++;
+    h->sum_ns += ns > 0 ? (uint64_t)ns : 0;
 }
 
 static uint64_t hist_quantile(const struct core_hist *h, double q)
@@ -120,6 +122,20 @@ static uint64_t hist_quantile(const struct core_hist *h, double q)
             return hist_value_ns(i);
     }
     return hist_value_ns(SCHED_LAT_BUCKETS * 2 - 1);
+}
+
+/* Folds H into powers of two of microseconds (see SCHED_REQ_POW_BUCKETS): each of H's
+ * buckets lies within one power of two, so the folding is exact. */
+static void hist_fold_pow2(const struct core_hist *h, uint64_t out[SCHED_REQ_POW_BUCKETS])
+{
+    memset(out, 0, SCHED_REQ_POW_BUCKETS * sizeof out[0]);
+    for (unsigned i = 0; i < SCHED_LAT_BUCKETS * 2; i++) {
+        if (!h->b[i])
+            continue;
+        /* the bucket's lowest value in us: below LAT_SUB one us each, then e = i / 16 + 3 */
+        unsigned e = i < LAT_SUB ? (i < 2 ? 0 : 31u - (unsigned)__builtin_clz(i)) : i / LAT_SUB + 3;
+        out[e < SCHED_REQ_POW_BUCKETS ? e : SCHED_REQ_POW_BUCKETS - 1] += h->b[i];
+    }
 }
 
 /* ---- accounting ------------------------------------------------------------------------- */
@@ -686,6 +702,8 @@ void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
     s->sync_lag_p50_ns = hist_quantile(&c->sync_lag, 0.50);
     s->sync_lag_p99_ns = hist_quantile(&c->sync_lag, 0.99);
     s->op_ns = (uint64_t)c->op_ns;
+    hist_fold_pow2(&c->lat, s->req_pow);
+    s->req_sum_ns = c->lat.sum_ns;
 }
 
 void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s)

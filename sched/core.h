@@ -87,6 +87,9 @@ struct sched_grant {
 
 /* Request latency histogram: 8 sub-buckets per power of two of microseconds. */
 #define SCHED_LAT_BUCKETS 256
+/* The same folded into powers of two: [0, 2) us, then [2^i, 2^(i+1)) us, the last bucket
+ * everything from 2^(SCHED_REQ_POW_BUCKETS-1) us on (the buckets of the shim's grant waits) */
+#define SCHED_REQ_POW_BUCKETS 24
 
 struct sched_client_stats {
     uint64_t submitted, released, completed, presumed;
@@ -98,6 +101,8 @@ struct sched_client_stats {
     uint64_t stalls;                                       /* times it was found stalled */
     uint64_t sync_lag_n, sync_lag_p50_ns, sync_lag_p99_ns; /* report lag of syncs (adapter) */
     uint64_t op_ns; /* estimate of one operator's device time */
+    uint64_t req_pow[SCHED_REQ_POW_BUCKETS]; /* ended requests' latencies, powers of two */
+    uint64_t req_sum_ns;                     /* and their sum */
 };
 
 struct sched_core;

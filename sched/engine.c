@@ -391,6 +391,10 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     for (int b = 0; b < POS_WAIT_BUCKETS; b++)
         s->wait_hist[b] = atomic_load_explicit(&c->shm->wait_hist[b], memory_order_relaxed);
     s->connected_ns = (uint64_t)(now - c->connected_at);
+    _Static_assert(SCHED_REQ_POW_BUCKETS == POS_WAIT_BUCKETS, "one bucket layout on the wire");
+    memcpy(s->req_hist, k.req_pow, sizeof s->req_hist);
+    s->req_sum_ns = k.req_sum_ns;
+    s->device = c->pol.device;
 }
 
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid)

@@ -3,6 +3,7 @@
  * the scheduling tick, which is armed only while some client has work: an idle posd sleeps in
  * io_uring_wait_cqe and uses no CPU. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,13 @@ static void arm_accept(struct posd *d)
     struct io_uring_sqe *sqe = sqe_get(d);
     io_uring_prep_accept(sqe, d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, EV_ACCEPT);
+}
+
+static void arm_metrics(struct posd *d)
+{
+    struct io_uring_sqe *sqe = sqe_get(d);
+    io_uring_prep_poll_add(sqe, d->metrics_fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, EV_METRICS);
 }
 
 static void arm_signal(struct posd *d)
@@ -113,6 +121,7 @@ static void housekeeping(struct posd *d)
     }
     next = earliest(next, d->accept_paused_until);
     next = earliest(next, posd_log_flush());
+    next = earliest(next, posd_metrics_run(d)); /* its connections' timeouts */
     posd_arm_house(d, next);
 }
 
@@ -335,6 +344,11 @@ static void handle(struct posd *d, uint64_t data, int res)
         d->house_armed = 0;
         housekeeping(d);
         break;
+    case EV_METRICS:
+        posd_arm_house(d, posd_metrics_run(d));
+        if (!d->stop)
+            arm_metrics(d);
+        break;
     case EV_CLIENT_RECV:
         c = client_of(d, data);
         if (!c)
@@ -385,6 +399,8 @@ int posd_loop(struct posd *d)
     }
     arm_accept(d);
     arm_signal(d);
+    if (d->metrics)
+        arm_metrics(d);
     while (!d->stop) {
         io_uring_submit(&d->ring);
         struct io_uring_cqe *cqe;

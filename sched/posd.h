@@ -51,6 +51,7 @@ enum posd_event {
     EV_CLIENT_KICK,
     EV_CANCEL,
     EV_HOUSE, /* housekeeping: connection deadlines, paused accepts, log summaries */
+    EV_METRICS, /* the metrics endpoint has something to do (its epoll descriptor) */
 };
 
 /* A token bucket: TOKENS left, refilled one per period since REFILLED_AT (0: full). */
@@ -120,6 +121,9 @@ struct posd {
     int has_stats_group;
     gid_t stats_gid; /* POSD_STATS_GROUP */
     uint64_t drained; /* devices drained by posctl (bit D: device D) */
+    struct MHD_Daemon *metrics; /* --metrics: the HTTP endpoint, NULL when off */
+    int metrics_fd;             /* its epoll descriptor, polled by the loop */
+    char metrics_addr[80];
     int stop;
     int64_t started_at;
     uint64_t next_client_id;
@@ -188,6 +192,16 @@ void posd_engine_release(struct posd_client *c);
 /* Fills a stats reply (header excluded) into BUF; returns its length. It lists every client
  * when ALL, else only those of uid UID. */
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
+
+/* metrics.c: the Prometheus endpoint */
+struct MHD_Daemon;
+/* Serves /metrics on SPEC ("PORT" on loopback, "ADDR:PORT", "[ADDR6]:PORT"). Returns 0 or a
+ * negative errno (logged). */
+int posd_metrics_start(struct posd *d, const char *spec);
+/* Does what the endpoint has to do. Returns when it wants to run again at the latest
+ * (CLOCK_MONOTONIC ns), 0 for no deadline. */
+int64_t posd_metrics_run(struct posd *d);
+void posd_metrics_stop(struct posd *d);
 
 /* loop.c */
 int posd_loop(struct posd *d);

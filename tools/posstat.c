@@ -3,6 +3,7 @@
  * Average: block; what a report says and how it looks is tools/posstat_format.c. */
 #include "tools/posclient.h"
 #include "tools/posstat_format.h"
+#include "sched/metrics_text.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -40,11 +41,20 @@ struct output_format {
     const char *name;
     const char *separator; /* printed between two reports */
     int (*render)(FILE *out, const struct posstat_report *r);
+    /* a format of posd's counters as they are (no rates, no interval), instead of render */
+    int (*render_snapshot)(FILE *out, const struct posstat_snapshot *s);
 };
 
+/* -o prom: the text posd's --metrics endpoint serves (sched/metrics_text.c) */
+static int render_prom(FILE *out, const struct posstat_snapshot *s)
+{
+    return posd_metrics_text(out, &s->dev, s->clients, s->nclients);
+}
+
 static const struct output_format output_formats[] = {
-    {"text", "\n", posstat_render_text},
-    {"json", "", posstat_render_json},
+    {"text", "\n", posstat_render_text, NULL},
+    {"json", "", posstat_render_json, NULL},
+    {"prom", "", NULL, render_prom},
 };
 
 struct options {
@@ -55,13 +65,14 @@ struct options {
 };
 
 static const char usage_text[] =
-    "usage: posstat [-s SOCKET] [-o text|json] [interval [count]]\n"
+    "usage: posstat [-s SOCKET] [-o text|json|prom] [interval [count]]\n"
     "Shows what posd is scheduling: the device, then one line per client (docs/posstat.md).\n"
     "Without an interval it prints totals since each client registered and exits. With one,\n"
     "it prints rates over each interval (seconds, fractional allowed), COUNT times or until\n"
     "interrupted, then an Average: block over all intervals.\n"
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
-    "  -o, --output FORMAT  text (default) or json: one JSON object per line\n"
+    "  -o, --output FORMAT  text (default); json: one JSON object per line; prom: posd's\n"
+    "                       counters in the Prometheus text format, once (docs/metrics.md)\n"
     "  -h, --help           this text\n";
 
 static const struct option long_options[] = {
@@ -76,7 +87,7 @@ static const struct output_format *find_format(const char *name)
     for (size_t i = 0; i < sizeof output_formats / sizeof output_formats[0]; i++)
         if (strcasecmp(output_formats[i].name, name) == 0)
             return &output_formats[i];
-    die(2, "unknown output format '%s' (want text or json)", name);
+    die(2, "unknown output format '%s' (want text, json or prom)", name);
 }
 
 static double parse_interval(const char *s)
@@ -131,6 +142,10 @@ static void parse_options(int argc, char **argv, struct options *o)
         o->count = parse_count(argv[optind++]);
     if (optind < argc)
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->format->render_snapshot && o->interval_s > 0)
+        die(2, "-o %s prints one scrape and takes no interval (run it from a timer for "
+               "node_exporter's textfile collector)",
+            o->format->name);
     if (!*o->socket || strlen(o->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         die(2, "bad socket path '%s' (want 1 to %zu bytes)", o->socket,
             sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
@@ -186,6 +201,13 @@ static int report_once(const struct options *o)
     struct posstat_report r;
     if (take_snapshot(o->socket, &snap) < 0)
         return 1;
+    if (o->format->render_snapshot) {
+        int bad = o->format->render_snapshot(stdout, &snap) < 0 || fflush(stdout) != 0;
+        if (bad)
+            fprintf(stderr, "posstat: cannot write the report: %s\n", strerror(errno));
+        posstat_snapshot_free(&snap);
+        return bad;
+    }
     int rc = posstat_report_build(&r, NULL, &snap, POSSTAT_TOTAL);
     posstat_snapshot_free(&snap);
     if (rc < 0)

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  2
+#define POS_PROTO_VERSION  3
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
@@ -98,6 +98,11 @@ struct pos_client_stats {
     uint64_t sync_lag_n; /* synchronisation reports, and how long after the call returned */
     uint64_t sync_lag_p50_ns, sync_lag_p99_ns; /* posd read them */
     uint64_t op_ns; /* posd's running estimate of one of its operators' GPU time */
+    /* request latencies in the buckets of wait_hist, and their sum (Prometheus histograms) */
+    uint64_t req_hist[POS_WAIT_BUCKETS];
+    uint64_t req_sum_ns;
+    int32_t device; /* the device its rules put it on */
+    uint32_t reserved;
 };
 
 #define POS_CLIENT_HELD     0x1 /* held by policy at the last decision */
