@@ -83,8 +83,9 @@ POSSIM  := $(B)/possim
 
 POSD    := $(B)/posd
 POSCTL  := $(B)/posctl
+POSTRACE := $(B)/postrace
 
-all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSSIM)
+all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
 
 # The daemon: event loop, clients, engine, config, policies.
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
@@ -133,6 +134,9 @@ $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c sched/metrics_text
 $(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^
 
+$(POSTRACE): $(call obj,tools/postrace.c tools/timeline.c)
+	$(CC) $(LINK_FLAGS) -o $@ $^
+
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
 POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/timeline.c sched/core.c sched/ini_lines.c \
@@ -173,12 +177,12 @@ TEST_LIBS_test_shim_table     := -ldl
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSSIM),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -203,6 +207,7 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_metrics := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
+TEST_DEPS_test_timeline := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSSIM) $(POSTRACE)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
     $(POSCLIENT_OBJ)

@@ -64,7 +64,8 @@ void timeline_slice(struct timeline *t, uint32_t pid, uint32_t tid, const char *
     add(t, EV_SLICE, pid, tid, name, cat, start_ns, dur_ns, args);
 }
 
-/* Metadata first; then per track by start, and at one start the longer (enclosing) first. */
+/* Metadata first; then per track by start; at one start an empty slice first (it ended there,
+ * before the next began), then the longer (enclosing) one. */
 static int event_order(const void *pa, const void *pb)
 {
     const struct timeline_event *a = pa, *b = pb;
@@ -76,6 +77,8 @@ static int event_order(const void *pa, const void *pb)
         return a->tid < b->tid ? -1 : 1;
     if (a->start_ns != b->start_ns)
         return a->start_ns < b->start_ns ? -1 : 1;
+    if ((a->dur_ns == 0) != (b->dur_ns == 0))
+        return a->dur_ns == 0 ? -1 : 1;
     if (a->dur_ns != b->dur_ns)
         return a->dur_ns > b->dur_ns ? -1 : 1;
     return 0;
