@@ -196,8 +196,10 @@ static int read_trace(struct timeline *tl, struct trace_file *f, int64_t *first_
                 f->pid = pid;
                 have_pid = 1;
                 const char *base = strrchr(f->exe, '/');
-                char name[320];
-                snprintf(name, sizeof name, "%s (pid %u)", base ? base + 1 : f->exe, pid);
+                const char *file = strrchr(f->path, '/');
+                char name[600];
+                snprintf(name, sizeof name, "%s (pid %u, %s)", base ? base + 1 : f->exe, pid,
+                         file ? file + 1 : f->path);
                 timeline_process(tl, f->pid, name);
             }
             continue;
