@@ -208,6 +208,7 @@ TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_metrics := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
 TEST_DEPS_test_timeline := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSSIM) $(POSTRACE)
+TEST_DEPS_test_install := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
     $(POSCLIENT_OBJ)
@@ -245,29 +246,37 @@ gpu-dry-run: all gpu-build
 	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
 
 # --- install --------------------------------------------------------------------------
+# Binaries, the shim and the simulated driver, man pages, models, docs, examples (etc/), the
+# systemd unit. /etc/posd/posd.conf is installed only where none is; uninstall removes it only
+# while it is still the example.
+MAN_PAGES := $(wildcard man/*.[1-8])
+BINS := $(POSAPP) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSD)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
-	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/doc/pos
-	install -m 0755 $(POSAPP) $(DESTDIR)$(PREFIX)/bin/posapp
-	install -m 0755 $(POSSTAT) $(DESTDIR)$(PREFIX)/bin/posstat
-	install -m 0755 $(POSSIM) $(DESTDIR)$(PREFIX)/bin/possim
-	install -m 0755 $(POSD) $(DESTDIR)$(PREFIX)/bin/posd
-	install -d $(DESTDIR)$(PREFIX)/lib/pos
+	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/pos/possim \
+	    $(DESTDIR)$(PREFIX)/share/doc/pos/policy.d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/pos/libposshim.so
 	install -m 0755 $(SIM_LIB) $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so.1
 	ln -sf libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so
 	install -m 0644 sim/models/*.model $(DESTDIR)$(PREFIX)/share/pos/models/
-	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/pos/
-	install -d $(DESTDIR)/etc/posd/policy.d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0644 etc/possim/*.ini $(DESTDIR)$(PREFIX)/share/pos/possim/
+	install -m 0644 README.md docs/*.md docs/*.png $(DESTDIR)$(PREFIX)/share/doc/pos/
+	install -m 0644 etc/posd.conf $(DESTDIR)$(PREFIX)/share/doc/pos/posd.conf.example
+	install -m 0644 etc/policy.d/*.conf $(DESTDIR)$(PREFIX)/share/doc/pos/policy.d/
+	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s && \
+	    install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
+	install -d $(DESTDIR)/etc/posd/policy.d
 	[ -e $(DESTDIR)/etc/posd/posd.conf ] || install -m 0644 etc/posd.conf $(DESTDIR)/etc/posd/
-	install -m 0644 etc/policy.d/*.conf $(DESTDIR)$(PREFIX)/share/doc/pos/
-	sed 's|/usr/local/bin|$(PREFIX)/bin|' etc/posd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
+	sed 's|/usr/local|$(PREFIX)|g' etc/posd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/posapp $(DESTDIR)$(PREFIX)/bin/posd $(DESTDIR)$(PREFIX)/bin/posstat \
-	    $(DESTDIR)$(PREFIX)/bin/possim
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)))
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pos $(DESTDIR)$(PREFIX)/share/pos $(DESTDIR)$(PREFIX)/share/doc/pos
+	rm -f $(foreach m,$(MAN_PAGES),$(DESTDIR)$(PREFIX)/share/man/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
+	! cmp -s etc/posd.conf $(DESTDIR)/etc/posd/posd.conf || rm -f $(DESTDIR)/etc/posd/posd.conf
+	-rmdir $(DESTDIR)/etc/posd/policy.d $(DESTDIR)/etc/posd 2>/dev/null
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

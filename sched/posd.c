@@ -69,7 +69,8 @@ int main(int argc, char **argv)
     int foreground = 0, opt;
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'}, {"metrics", required_argument, NULL, 'm'}, {0}};
-    while ((opt = getopt_long(argc, argv, "c:s:p:fh", longopts, NULL)) != -1) {
+    opterr = 0; /* one line of our own, not getopt's and the whole usage */
+    while ((opt = getopt_long(argc, argv, ":c:s:p:fh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             config = optarg;
@@ -89,13 +90,16 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            fprintf(stderr, "posd: option '%s' needs a value (see --help)\n", argv[optind - 1]);
+            return 2;
         default:
-            usage(stderr);
+            fprintf(stderr, "posd: bad option '%s' (see --help)\n", argv[optind - 1]);
             return 2;
         }
     }
     if (optind != argc) {
-        usage(stderr);
+        fprintf(stderr, "posd: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
     struct posd *d = &D;
