@@ -314,8 +314,9 @@ static pid_t other_version_posd(const char *path, uint16_t version)
     return pid;
 }
 
-/* Every tool: a missing socket, a posd of another protocol version, an unknown option and an
- * unknown command each give one line saying what to do and a non-zero exit. */
+/* Every tool: a missing socket, a posd of another protocol version (posctl, posstat), an
+ * unknown option and an unknown command each give one line saying what to do and a non-zero
+ * exit; --help prints the usage (posd, possim, postrace and posapp too). */
 static void test_tools_say_what_to_do_in_one_line(void)
 {
     static const char *const tools[] = {"build/posctl", "build/posstat"};
@@ -339,6 +340,20 @@ static void test_tools_say_what_to_do_in_one_line(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "see --help"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
         snprintf(cmd, sizeof cmd, "%s --help", tools[i]);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    }
+    /* the other tools: an unknown option is one line, exit 2; --help is usage, exit 0 */
+    static const char *const others[] = {"build/posd", "build/possim", "build/postrace",
+                                         "build/posapp"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s --no-such-option", others[i]);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "see --help"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+        if (util_count(out, "\n") != 1)
+            fprintf(stderr, "\n  %s: %s", others[i], out);
+        snprintf(cmd, sizeof cmd, "%s --help", others[i]);
         CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
     }
