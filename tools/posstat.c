@@ -57,25 +57,44 @@ static const struct output_format output_formats[] = {
     {"prom", "", NULL, render_prom},
 };
 
+#define MAX_PIDS 64
+
 struct options {
     const char *socket;
     const struct output_format *format;
     double interval_s;   /* 0: one report of totals */
     unsigned long count; /* reports; 0: until interrupted */
+    /* views: what each report shows */
+    unsigned show;  /* POSSTAT_SHOW_* (-d, -a); 0: both */
+    int epoch_time; /* -H */
+    int live;       /* -t: redraw in place */
+    int npids;      /* -p: only these clients */
+    int32_t pids[MAX_PIDS];
 };
 
 static const char usage_text[] =
-    "usage: posstat [-s SOCKET] [-o text|json|prom] [interval [count]]\n"
+    "usage: posstat [-d] [-a] [-p PID[,PID...]] [-H] [-t] [-s SOCKET] [-o text|json|prom]\n"
+    "               [interval [count]]\n"
     "Shows what posd is scheduling: the device, then one line per client (docs/posstat.md).\n"
     "Without an interval it prints totals since each client registered and exits. With one,\n"
     "it prints rates over each interval (seconds, fractional allowed), COUNT times or until\n"
     "interrupted, then an Average: block over all intervals.\n"
+    "  -d, --devices        the device block only\n"
+    "  -a, --apps           the clients (apps) block only (default: both blocks)\n"
+    "  -p, --pid PID,...    only these client processes\n"
+    "  -H, --epoch          text: the time column in seconds since the epoch\n"
+    "  -t, --top            live: redraw the screen in place every interval (default 1 s)\n"
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
     "  -o, --output FORMAT  text (default); json: one JSON object per line; prom: posd's\n"
     "                       counters in the Prometheus text format, once (docs/metrics.md)\n"
     "  -h, --help           this text\n";
 
 static const struct option long_options[] = {
+    {"devices", no_argument, NULL, 'd'},
+    {"apps", no_argument, NULL, 'a'},
+    {"pid", required_argument, NULL, 'p'},
+    {"epoch", no_argument, NULL, 'H'},
+    {"top", no_argument, NULL, 't'},
     {"socket", required_argument, NULL, 's'},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
@@ -113,14 +132,46 @@ static unsigned long parse_count(const char *s)
     return v;
 }
 
+static void parse_pids(const char *s, struct options *o)
+{
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
+        if (errno || v <= 0 || v > INT32_MAX || (*end && *end != ','))
+            die(2, "bad -p '%s' (want process ids separated by commas; see --help)", s);
+        if (o->npids == MAX_PIDS)
+            die(2, "-p takes at most %d process ids", MAX_PIDS);
+        o->pids[o->npids++] = (int32_t)v;
+        if (!*end)
+            return;
+        p = end + 1;
+    }
+}
+
 static void parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.socket = posclient_default_socket(),
                           .format = &output_formats[0]};
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":s:o:h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":dap:Hts:o:h", long_options, NULL)) != -1) {
         switch (c) {
+        case 'd':
+            o->show |= POSSTAT_SHOW_DEVICE;
+            break;
+        case 'a':
+            o->show |= POSSTAT_SHOW_APPS;
+            break;
+        case 'p':
+            parse_pids(optarg, o);
+            break;
+        case 'H':
+            o->epoch_time = 1;
+            break;
+        case 't':
+            o->live = 1;
+            break;
         case 's':
             o->socket = optarg;
             break;
@@ -142,6 +193,10 @@ static void parse_options(int argc, char **argv, struct options *o)
         o->count = parse_count(argv[optind++]);
     if (optind < argc)
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->live && !o->interval_s)
+        o->interval_s = 1;
+    if (o->live && o->format->render_snapshot)
+        die(2, "-t redraws text or JSON reports, not -o %s", o->format->name);
     if (o->format->render_snapshot && o->interval_s > 0)
         die(2, "-o %s prints one scrape and takes no interval (run it from a timer for "
                "node_exporter's textfile collector)",
@@ -184,9 +239,32 @@ static int take_snapshot(const char *path, struct posstat_snapshot *snap)
 
 /* --- reports ------------------------------------------------------------------------------ */
 
-static int emit(const struct options *o, const struct posstat_report *r, int first)
+/* Applies the views of O to R: which blocks, the time column, the clients of -p. */
+static void apply_views(const struct options *o, struct posstat_report *r)
 {
-    if (!first)
+    r->show = o->show;
+    r->epoch_time = o->epoch_time;
+    if (!o->npids)
+        return;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r->nclients; i++)
+        for (int k = 0; k < o->npids; k++)
+            if (r->clients[i].pid == o->pids[k]) {
+                r->clients[kept++] = r->clients[i];
+                break;
+            }
+    r->nclients = kept;
+}
+
+/* -t: the next report replaces the screen (cursor home, clear), as top redraws. */
+#define LIVE_REDRAW "\033[H\033[2J"
+
+static int emit(const struct options *o, struct posstat_report *r, int first)
+{
+    apply_views(o, r);
+    if (o->live && r->kind != POSSTAT_AVERAGE)
+        fputs(LIVE_REDRAW, stdout);
+    else if (!first)
         fputs(o->format->separator, stdout);
     if (o->format->render(stdout, r) < 0 || fflush(stdout) != 0) {
         fprintf(stderr, "posstat: cannot write the report: %s\n", strerror(errno));

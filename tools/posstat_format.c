@@ -495,11 +495,11 @@ static void text_cell(char *dst, size_t size, const struct column *c, const void
     }
 }
 
-static void text_headers(FILE *out, const struct column *cols, size_t ncols)
+static void text_headers(FILE *out, int time_width, const struct column *cols, size_t ncols)
 {
     struct line names = {.len = 0}, units = {.len = 0};
-    line_add(&names, "%-8s", "# time");
-    line_add(&units, "%-8s", "#");
+    line_add(&names, "%-*s", time_width, "# time");
+    line_add(&units, "%-*s", time_width, time_width > 8 ? "# s" : "#");
     for (size_t i = 0; i < ncols; i++) {
         if (!cols[i].title)
             continue;
@@ -510,11 +510,11 @@ static void text_headers(FILE *out, const struct column *cols, size_t ncols)
     line_put(out, &units);
 }
 
-static void text_row(FILE *out, const char *when, const struct column *cols, size_t ncols,
-                     const void *row, enum posstat_report_kind kind)
+static void text_row(FILE *out, int time_width, const char *when, const struct column *cols,
+                     size_t ncols, const void *row, enum posstat_report_kind kind)
 {
     struct line l = {.len = 0};
-    line_add(&l, "%-8s", when);
+    line_add(&l, "%-*s", time_width, when);
     for (size_t i = 0; i < ncols; i++) {
         if (!cols[i].title)
             continue;
@@ -527,18 +527,26 @@ static void text_row(FILE *out, const char *when, const struct column *cols, siz
 
 int posstat_render_text(FILE *out, const struct posstat_report *r)
 {
-    char when[16] = "Average:";
-    if (r->kind != POSSTAT_AVERAGE) {
+    char when[24] = "Average:";
+    int tw = r->epoch_time ? 10 : 8;
+    if (r->kind != POSSTAT_AVERAGE && r->epoch_time) {
+        snprintf(when, sizeof when, "%.0f", floor(r->time));
+    } else if (r->kind != POSSTAT_AVERAGE) {
         time_t t = (time_t)r->time;
         struct tm tm;
         if (!localtime_r(&t, &tm) || !strftime(when, sizeof when, "%H:%M:%S", &tm))
             snprintf(when, sizeof when, "-");
     }
-    text_headers(out, device_columns, NCOLS(device_columns));
-    text_row(out, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
-    text_headers(out, client_columns, NCOLS(client_columns));
+    unsigned show = r->show ? r->show : POSSTAT_SHOW_DEVICE | POSSTAT_SHOW_APPS;
+    if (show & POSSTAT_SHOW_DEVICE) {
+        text_headers(out, tw, device_columns, NCOLS(device_columns));
+        text_row(out, tw, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+    }
+    if (!(show & POSSTAT_SHOW_APPS))
+        return ferror(out) ? -EIO : 0;
+    text_headers(out, tw, client_columns, NCOLS(client_columns));
     for (uint32_t i = 0; i < r->nclients; i++)
-        text_row(out, when, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+        text_row(out, tw, when, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
     if (r->clients_not_shown)
         fprintf(out, "# %u more clients in posd than its reply carries\n", r->clients_not_shown);
     return ferror(out) ? -EIO : 0;
@@ -659,14 +667,20 @@ int posstat_render_json(FILE *out, const struct posstat_report *r)
         [POSSTAT_TOTAL] = "total", [POSSTAT_INTERVAL] = "interval", [POSSTAT_AVERAGE] = "average"};
     fprintf(out, "{\"time\":%.3f,\"report\":\"%s\",\"interval_s\":", r->time, kinds[r->kind]);
     json_number(out, r->dev.span_s, 3);
-    fputs(",\"device\":", out);
-    json_object(out, device_columns, NCOLS(device_columns), &r->dev, r->kind);
-    fputs(",\"clients\":[", out);
-    for (uint32_t i = 0; i < r->nclients; i++) {
-        if (i)
-            fputc(',', out);
-        json_object(out, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+    unsigned show = r->show ? r->show : POSSTAT_SHOW_DEVICE | POSSTAT_SHOW_APPS;
+    if (show & POSSTAT_SHOW_DEVICE) {
+        fputs(",\"device\":", out);
+        json_object(out, device_columns, NCOLS(device_columns), &r->dev, r->kind);
     }
-    fputs("]}\n", out);
+    if (show & POSSTAT_SHOW_APPS) {
+        fputs(",\"clients\":[", out);
+        for (uint32_t i = 0; i < r->nclients; i++) {
+            if (i)
+                fputc(',', out);
+            json_object(out, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+        }
+        fputc(']', out);
+    }
+    fputs("}\n", out);
     return ferror(out) ? -EIO : 0;
 }

@@ -65,8 +65,14 @@ struct posstat_client_row {
     int held; /* 1 yes, 0 no, -1 not available */
 };
 
+/* What a text or JSON report shows (posstat -d, -a); 0 shows both. */
+#define POSSTAT_SHOW_DEVICE 0x1
+#define POSSTAT_SHOW_APPS   0x2
+
 struct posstat_report {
     enum posstat_report_kind kind;
+    unsigned show;  /* POSSTAT_SHOW_*, 0: both (set by the caller after building) */
+    int epoch_time; /* text: the time column in seconds since the epoch (posstat -H) */
     double time; /* of the newest snapshot, seconds since the epoch */
     struct posstat_device_row dev;
     uint32_t nclients;
