@@ -49,6 +49,7 @@ static int suite_init(void)
 static int suite_clean(void)
 {
     util_posd_stop(&posd_pid, SIGKILL);
+    util_sim_segment_remove(instance);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;

@@ -74,6 +74,7 @@ static int suite_clean(void)
             waitpid(apps[i], NULL, 0);
         }
     util_posd_stop(&posd_pid, SIGTERM);
+    util_sim_segment_remove(instance);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;

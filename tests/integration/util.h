@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,15 @@ static inline void util_posd_stop(pid_t *pid, int sig)
     int st;
     waitpid(*pid, &st, 0);
     *pid = -1;
+}
+
+/* Removes the simulated driver's shared segment of POS_SIM_INSTANCE INSTANCE: its last
+ * process unlinks it at exit, but a test's clients killed by a signal do not. */
+static inline void util_sim_segment_remove(const char *instance)
+{
+    char name[128];
+    snprintf(name, sizeof name, "/pos-sim.%u.%s", (unsigned)getuid(), instance);
+    shm_unlink(name);
 }
 
 /* A connection to posd at SOCK (replies wait up to 10 s: CI machines can be loaded), or -1. */
