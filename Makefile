@@ -128,8 +128,9 @@ $(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
 
 # posd's protocol, the client side: the tools and the integration tests speak it through this.
 POSCLIENT_OBJ := $(call obj,tools/posclient.c)
-$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c sched/metrics_text.c) $(POSCLIENT_OBJ)
-	$(CC) $(LINK_FLAGS) -o $@ $^
+$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c tools/posstat_nvml.c \
+    sched/metrics_text.c) $(POSCLIENT_OBJ)
+	$(CC) $(LINK_FLAGS) -o $@ $^ -ldl
 
 $(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^
@@ -182,7 +183,7 @@ $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -209,7 +210,12 @@ TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCT
 TEST_DEPS_test_metrics := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
 TEST_DEPS_test_timeline := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSSIM) $(POSTRACE)
 TEST_DEPS_test_install := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
-TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
+# a stand-in NVML (tests/fakes/nvml.c) that test_posstat dlopens through posstat
+FAKE_NVML := $(B)/tests/fakes/libnvidia-ml.so.1
+$(FAKE_NVML): $(B)/obj/tests/fakes/nvml.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
     $(POSCLIENT_OBJ)

@@ -207,6 +207,16 @@ static void device_row(struct posstat_device_row *row, const struct pos_device_s
     row->completed = (double)d->completed;
 }
 
+static void gpu_row(struct posstat_gpu_row *row, const struct posstat_gpu *g)
+{
+    row->index = g->index;
+    row->util_pct = g->valid ? g->util_pct : NAN;
+    row->mem_used_mib = g->valid ? g->mem_used_mib : NAN;
+    row->mem_total_mib = g->valid ? g->mem_total_mib : NAN;
+    row->power_w = g->valid ? g->power_w : NAN;
+    row->sm_clock_mhz = g->valid ? g->sm_clock_mhz : NAN;
+}
+
 /* BASE is the earlier state of the same client; all zeros means "since it registered". */
 static void client_row(struct posstat_client_row *row, const struct pos_client_stats *base,
                        const struct pos_client_stats *c)
@@ -250,6 +260,7 @@ int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot
             return -ENOMEM;
     }
     device_row(&r->dev, prev ? &prev->dev : &no_device, &cur->dev);
+    gpu_row(&r->gpu, &cur->gpu);
     for (uint32_t i = 0; i < cur->nclients; i++) {
         const struct pos_client_stats *base = same_client(prev, &cur->clients[i]);
         client_row(&r->clients[i], base ? base : &no_client, &cur->clients[i]);
@@ -300,6 +311,12 @@ int posstat_average_add(struct posstat_average *a, const struct posstat_report *
     a->n = r->nclients;
     a->reports++;
     a->clients += r->dev.clients;
+    a->gpu.index = r->gpu.index;
+    a->gpu.util_pct += r->gpu.util_pct;
+    a->gpu.mem_used_mib += r->gpu.mem_used_mib;
+    a->gpu.mem_total_mib += r->gpu.mem_total_mib;
+    a->gpu.power_w += r->gpu.power_w;
+    a->gpu.sm_clock_mhz += r->gpu.sm_clock_mhz;
     return 0;
 }
 
@@ -310,8 +327,13 @@ int posstat_average_report(struct posstat_report *r, const struct posstat_averag
     int rc = posstat_report_build(r, first, last, POSSTAT_AVERAGE);
     if (rc < 0)
         return rc;
-    if (a->reports)
-        r->dev.clients = a->clients / (double)a->reports;
+    if (a->reports) {
+        double n = (double)a->reports;
+        r->dev.clients = a->clients / n;
+        r->gpu = (struct posstat_gpu_row){a->gpu.index,          a->gpu.util_pct / n,
+                                          a->gpu.mem_used_mib / n, a->gpu.mem_total_mib / n,
+                                          a->gpu.power_w / n,     a->gpu.sm_clock_mhz / n};
+    }
     for (uint32_t i = 0; i < r->nclients; i++) {
         struct posstat_client_row *row = &r->clients[i];
         const struct posstat_level_sum *l = find_levels(a, row->client_id, row->pid);
@@ -366,6 +388,18 @@ static const struct column device_columns[] = {
     {NULL, NULL, "submitted", 0, CELL_WHOLE, 0, DEV(submitted)},
     {NULL, NULL, "granted", 0, CELL_WHOLE, 0, DEV(granted)},
     {NULL, NULL, "completed", 0, CELL_WHOLE, 0, DEV(completed)},
+};
+
+#define GPU(field) offsetof(struct posstat_gpu_row, field)
+
+/* NVML's figures; '-' without NVML */
+static const struct column gpu_columns[] = {
+    {"gpu", "", "index", 5, CELL_WHOLE, 0, GPU(index)},
+    {"util", "%", "util_pct", 6, CELL_RATE, 1, GPU(util_pct)},
+    {"mem", "MiB", "mem_used_mib", 8, CELL_RATE, 0, GPU(mem_used_mib)},
+    {"mem_total", "MiB", "mem_total_mib", 9, CELL_RATE, 0, GPU(mem_total_mib)},
+    {"power", "W", "power_w", 7, CELL_RATE, 1, GPU(power_w)},
+    {"sm_clk", "MHz", "sm_clock_mhz", 7, CELL_RATE, 0, GPU(sm_clock_mhz)},
 };
 
 static const struct column client_columns[] = {
@@ -541,6 +575,10 @@ int posstat_render_text(FILE *out, const struct posstat_report *r)
     if (show & POSSTAT_SHOW_DEVICE) {
         text_headers(out, tw, device_columns, NCOLS(device_columns));
         text_row(out, tw, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+        if (r->show_gpu) {
+            text_headers(out, tw, gpu_columns, NCOLS(gpu_columns));
+            text_row(out, tw, when, gpu_columns, NCOLS(gpu_columns), &r->gpu, r->kind);
+        }
     }
     if (!(show & POSSTAT_SHOW_APPS))
         return ferror(out) ? -EIO : 0;
@@ -671,6 +709,10 @@ int posstat_render_json(FILE *out, const struct posstat_report *r)
     if (show & POSSTAT_SHOW_DEVICE) {
         fputs(",\"device\":", out);
         json_object(out, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+        if (r->show_gpu) {
+            fputs(",\"gpu\":", out);
+            json_object(out, gpu_columns, NCOLS(gpu_columns), &r->gpu, r->kind);
+        }
     }
     if (show & POSSTAT_SHOW_APPS) {
         fputs(",\"clients\":[", out);

@@ -57,7 +57,7 @@ echo "gpu-build: posd"
 $CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS" $POSD_SRCS) "$URING_A" "$INIH_A" -pthread
 echo "gpu-build: posstat"
 $CC -o "$DIR/bin/posstat" $(objs "" tools/posstat.c tools/posstat_format.c tools/posclient.c \
-    sched/metrics_text.c)
+    tools/posstat_nvml.c sched/metrics_text.c) -ldl
 echo "gpu-build: posctl"
 $CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c)
 echo "gpu-build: possim"

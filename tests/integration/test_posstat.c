@@ -114,19 +114,50 @@ static void test_device_and_app_views(void)
     CU_ASSERT_EQUAL(posstat("-d", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "policy"));
     CU_ASSERT_PTR_NULL(strstr(out, "pid"));
-    CU_ASSERT_EQUAL(data_lines(out), 1);
+    CU_ASSERT_EQUAL(data_lines(out), 2); /* the device and its GPU's NVML figures */
     CU_ASSERT_EQUAL(posstat("-a", out, sizeof out), 0);
     CU_ASSERT_PTR_NULL(strstr(out, "policy"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "pid"));
     CU_ASSERT_EQUAL(data_lines(out), 2);
     CU_ASSERT_EQUAL(posstat("", out, sizeof out), 0); /* both */
-    CU_ASSERT_EQUAL(data_lines(out), 3);
+    CU_ASSERT_EQUAL(data_lines(out), 4);
     CU_ASSERT_EQUAL(posstat("-o json -d", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"device\":"));
     CU_ASSERT_PTR_NULL(strstr(out, "\"clients\":["));
     CU_ASSERT_EQUAL(posstat("-o json -a", out, sizeof out), 0);
     CU_ASSERT_PTR_NULL(strstr(out, "\"device\":"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"clients\":["));
+}
+
+/* The GPU line: '-' for every figure without NVML; NVML's figures when libnvidia-ml.so.1 is
+ * there (a stand-in, tests/fakes/nvml.c, found through LD_LIBRARY_PATH). */
+static void test_gpu_figures_from_nvml_or_dashes(void)
+{
+    static char out[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat("-d", out, sizeof out), 0);
+    const char *gpu = strstr(out, "sm_clk\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gpu);
+    const char *line = strchr(strchr(gpu, '\n') + 1, '\n') + 1; /* after the units line */
+    char time[16];
+    double index = -1;
+    char f[5][16];
+    CU_ASSERT_EQUAL(sscanf(line, "%15s %lf %15s %15s %15s %15s %15s", time, &index, f[0], f[1],
+                           f[2], f[3], f[4]),
+                    7);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_STRING_EQUAL(f[i], "-");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "LD_LIBRARY_PATH=build/tests/fakes build/posstat -s %s -d -o json 2>&1", sock_path);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"gpu\":{\"index\":0,\"util_pct\":42.000,"
+                                       "\"mem_used_mib\":1536.000,\"mem_total_mib\":81920.000,"
+                                       "\"power_w\":123.456,\"sm_clock_mhz\":1980.000}"));
+    if (!strstr(out, "\"util_pct\":42.000"))
+        fprintf(stderr, "\n  %s", out);
 }
 
 static void test_pid_filter_and_epoch_time(void)
@@ -162,7 +193,7 @@ static void test_intervals_average_and_live_redraw(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "  -\n"));    /* held has no mean: '-' */
     CU_ASSERT_EQUAL(posstat("-t -d 0.2 3", out, sizeof out), 0);
     CU_ASSERT_EQUAL(util_count(out, "\033[H\033[2J"), 3);
-    CU_ASSERT_EQUAL(util_count(out, "Average:"), 1);
+    CU_ASSERT_EQUAL(util_count(out, "Average:"), 2); /* the device and the GPU lines */
     CU_ASSERT_EQUAL(posstat("-t -o prom", out, sizeof out), 2);
 }
 
@@ -170,6 +201,7 @@ void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("posstat", suite_init, suite_clean);
     POS_ADD_TEST(s, test_device_and_app_views);
+    POS_ADD_TEST(s, test_gpu_figures_from_nvml_or_dashes);
     POS_ADD_TEST(s, test_pid_filter_and_epoch_time);
     POS_ADD_TEST(s, test_intervals_average_and_live_redraw);
 }
