@@ -3,6 +3,7 @@
  * Average: block; what a report says and how it looks is tools/posstat_format.c. */
 #include "tools/posclient.h"
 #include "tools/posstat_format.h"
+#include "tools/posstat_nvml.h"
 #include "sched/metrics_text.h"
 
 #include <ctype.h>
@@ -234,6 +235,7 @@ static int take_snapshot(const char *path, struct posstat_snapshot *snap)
         return -1;
     }
     snap->time = wall_time();
+    posstat_nvml_read(0, &snap->gpu); /* posd schedules device 0 */
     return 0;
 }
 
@@ -244,6 +246,7 @@ static void apply_views(const struct options *o, struct posstat_report *r)
 {
     r->show = o->show;
     r->epoch_time = o->epoch_time;
+    r->show_gpu = 1; /* with the device block, '-' without NVML */
     if (!o->npids)
         return;
     uint32_t kept = 0;
