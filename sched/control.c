@@ -32,8 +32,8 @@ static void list_classes(const struct posd *d, char *out, size_t cap)
     size_t len = 0;
     out[0] = '\0';
     for (int i = 0; i < d->cfg.nclasses && len < cap; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ", " : "",
-                                d->cfg.classes[i].name);
+        len +=
+            (size_t)snprintf(out + len, cap - len, "%s%s", i ? ", " : "", d->cfg.classes[i].name);
 }
 
 static int control_set(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
@@ -84,8 +84,7 @@ static int control_reload(struct posd *d, const struct pos_control *q, char *msg
     return posd_reload(d, msg, cap);
 }
 
-static int set_drained(struct posd *d, const struct pos_control *q, int on, char *msg,
-                       size_t cap)
+static int set_drained(struct posd *d, const struct pos_control *q, int on, char *msg, size_t cap)
 {
     if (q->device < 0 || q->device >= POS_CTL_MAX_DEVICES) {
         snprintf(msg, cap, "bad device %d (want 0 to %d)", q->device, POS_CTL_MAX_DEVICES - 1);
@@ -119,10 +118,8 @@ static const struct control_op {
     int changes; /* needs root or the posd group */
     control_fn fn;
 } control_ops[] = {
-    {POS_CTL_STATUS, "status", 0, control_status},
-    {POS_CTL_SET, "set", 1, control_set},
-    {POS_CTL_RELOAD, "reload", 1, control_reload},
-    {POS_CTL_DRAIN, "drain", 1, control_drain},
+    {POS_CTL_STATUS, "status", 0, control_status},    {POS_CTL_SET, "set", 1, control_set},
+    {POS_CTL_RELOAD, "reload", 1, control_reload},    {POS_CTL_DRAIN, "drain", 1, control_drain},
     {POS_CTL_UNDRAIN, "undrain", 1, control_undrain},
 };
 

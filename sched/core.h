@@ -100,7 +100,7 @@ struct sched_client_stats {
     uint64_t req_p50_ns, req_p99_ns, req_max_ns;
     uint64_t stalls;                                       /* times it was found stalled */
     uint64_t sync_lag_n, sync_lag_p50_ns, sync_lag_p99_ns; /* report lag of syncs (adapter) */
-    uint64_t op_ns; /* estimate of one operator's device time */
+    uint64_t op_ns;                          /* estimate of one operator's device time */
     uint64_t req_pow[SCHED_REQ_POW_BUCKETS]; /* ended requests' latencies, powers of two */
     uint64_t req_sum_ns;                     /* and their sum */
 };

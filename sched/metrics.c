@@ -137,7 +137,8 @@ int posd_metrics_start(struct posd *d, const char *spec)
                  "bad --metrics '%s': want PORT (on 127.0.0.1), ADDR:PORT or [ADDR6]:PORT", spec);
         return -EINVAL;
     }
-    unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    unsigned flags =
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     struct MHD_Daemon *m = MHD_start_daemon(
         flags, 0, NULL, NULL, serve, d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,

@@ -50,7 +50,7 @@ enum posd_event {
     EV_CLIENT_RECV,
     EV_CLIENT_KICK,
     EV_CANCEL,
-    EV_HOUSE, /* housekeeping: connection deadlines, paused accepts, log summaries */
+    EV_HOUSE,   /* housekeeping: connection deadlines, paused accepts, log summaries */
     EV_METRICS, /* the metrics endpoint has something to do (its epoll descriptor) */
 };
 
@@ -65,8 +65,8 @@ struct posd_client {
     uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
     uint32_t id;
     int sock;
-    int kick_fd; /* eventfd the client writes to wake posd */
-    int is_tool; /* a tool connection (posstat), not a GPU client */
+    int kick_fd;    /* eventfd the client writes to wake posd */
+    int is_tool;    /* a tool connection (posstat), not a GPU client */
     int overridden; /* posctl set its class or priority (until it exits or a reload) */
     int registered;
     int64_t deadline; /* closed at this time unless registered by then (0: registered) */
@@ -119,8 +119,8 @@ struct posd {
     int64_t accept_paused_until; /* accepts resume then (0: not paused) */
     int kicks_parked;            /* clients whose kicks wait */
     int has_stats_group;
-    gid_t stats_gid; /* POSD_STATS_GROUP */
-    uint64_t drained; /* devices drained by posctl (bit D: device D) */
+    gid_t stats_gid;            /* POSD_STATS_GROUP */
+    uint64_t drained;           /* devices drained by posctl (bit D: device D) */
     struct MHD_Daemon *metrics; /* --metrics: the HTTP endpoint, NULL when off */
     int metrics_fd;             /* its epoll descriptor, polled by the loop */
     char metrics_addr[80];

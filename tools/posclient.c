@@ -52,8 +52,8 @@ int posclient_connect(struct posclient *c, const char *path, int timeout_s, char
     c->fd = -1;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (!*path || strlen(path) >= sizeof a.sun_path)
-        return fail(-ENAMETOOLONG, err, errlen, "bad socket path '%s' (want 1 to %zu bytes)",
-                    path, sizeof a.sun_path - 1);
+        return fail(-ENAMETOOLONG, err, errlen, "bad socket path '%s' (want 1 to %zu bytes)", path,
+                    sizeof a.sun_path - 1);
     snprintf(c->path, sizeof c->path, "%s", path);
     memcpy(a.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -111,8 +111,8 @@ static int rejected(const char *body, size_t len, char *err, size_t errlen)
     return fail(-ECONNREFUSED, err, errlen, "posd refused the request: %s", reason);
 }
 
-int posclient_check_msg(const void *msg, size_t len, int want, const void **body,
-                        size_t *body_len, char *err, size_t errlen)
+int posclient_check_msg(const void *msg, size_t len, int want, const void **body, size_t *body_len,
+                        char *err, size_t errlen)
 {
     struct pos_msg_hdr h;
     if (len < sizeof h)
@@ -202,8 +202,8 @@ int posclient_control(struct posclient *c, const struct pos_control *req,
         return rc;
     struct pos_control_reply r;
     if (blen != sizeof r)
-        return fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: %zu bytes, want %zu",
-                    blen, sizeof r);
+        return fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: %zu bytes, want %zu", blen,
+                    sizeof r);
     memcpy(&r, body, sizeof r);
     if (!terminated(r.message, sizeof r.message))
         return fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: its text is not ended");

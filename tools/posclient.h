@@ -36,8 +36,8 @@ void posclient_close(struct posclient *c);
  * version (another one says which tool to use), the length, and type WANT. A REJECT becomes
  * -ECONNREFUSED with posd's reason (made printable); anything else wrong is -EPROTO. On
  * success *BODY and *BODY_LEN give what follows the header. Pure: the unit tests drive it. */
-int posclient_check_msg(const void *msg, size_t len, int want, const void **body,
-                        size_t *body_len, char *err, size_t errlen);
+int posclient_check_msg(const void *msg, size_t len, int want, const void **body, size_t *body_len,
+                        char *err, size_t errlen);
 
 /* Sends one message of TYPE with BODY (LEN bytes) and receives posd's reply into BUF (CAP
  * bytes, at least POS_MSG_MAX for STATS), unchecked. Returns 0 with the reply's length in

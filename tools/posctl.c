@@ -96,8 +96,8 @@ static int cmd_list(int argc, char **argv)
         die(2, "list takes no arguments (see --help)");
     struct posstat_snapshot snap;
     snapshot(&snap);
-    printf("# %-6s %8s %8s  %-20s %-12s %8s  %s\n", "id", "pid", "uid", "app", "class",
-           "priority", "state");
+    printf("# %-6s %8s %8s  %-20s %-12s %8s  %s\n", "id", "pid", "uid", "app", "class", "priority",
+           "state");
     for (uint32_t i = 0; i < snap.nclients; i++) {
         const struct pos_client_stats *s = &snap.clients[i];
         printf("  %-6u %8d %8u  %-20s %-12s %8d  %s\n", s->client_id, s->pid, s->uid, s->app,
@@ -157,9 +157,8 @@ static int cmd_show(int argc, char **argv)
         {"op_ns", s->op_ns},
         {"connected_ns", s->connected_ns},
     };
-    printf("id %u\npid %d\nuid %u\ngid %u\napp %s\nclass %s\npriority %d\nstate %s\n",
-           s->client_id, s->pid, s->uid, s->gid, s->app, s->class_name, s->priority,
-           state_of(s));
+    printf("id %u\npid %d\nuid %u\ngid %u\napp %s\nclass %s\npriority %d\nstate %s\n", s->client_id,
+           s->pid, s->uid, s->gid, s->app, s->class_name, s->priority, state_of(s));
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         printf("%s %llu\n", counters[i].name, counters[i].v);
     posstat_snapshot_free(&snap);
@@ -283,9 +282,8 @@ static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    {"list", cmd_list},     {"show", cmd_show},       {"set", cmd_set},
-    {"reload", cmd_reload}, {"drain", cmd_drain},     {"undrain", cmd_undrain},
-    {"status", cmd_status},
+    {"list", cmd_list},   {"show", cmd_show},       {"set", cmd_set},       {"reload", cmd_reload},
+    {"drain", cmd_drain}, {"undrain", cmd_undrain}, {"status", cmd_status},
 };
 
 int main(int argc, char **argv)

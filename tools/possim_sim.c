@@ -358,7 +358,8 @@ static void finish_request(struct sim *s, struct vclient *c, int64_t t)
     if (s->tl) {
         char name[32], args[64];
         snprintf(name, sizeof name, "request %" PRIu64, c->inflight_req + 1);
-        snprintf(args, sizeof args, "\"arrived_us\":%.3f", (double)c->arrive_ns[c->inflight_req] / 1e3);
+        snprintf(args, sizeof args, "\"arrived_us\":%.3f",
+                 (double)c->arrive_ns[c->inflight_req] / 1e3);
         timeline_slice(s->tl, (uint32_t)c->index + 1, 1, name, "request", c->issued_ns,
                        t - c->issued_ns, args);
     }
@@ -678,8 +679,8 @@ static void timeline_op(struct sim *s, const struct vclient *c, const struct sim
     const char *name = seq ? c->req.ops[(seq - 1) % c->req.nops].name : "?";
     char args[64];
     snprintf(args, sizeof args, "\"seq\":%" PRIu64 ",\"blocks\":%u", seq, o->blocks);
-    timeline_slice(s->tl, (uint32_t)c->index + 1, 1, name, "op", o->start_ns, o->end_ns - o->start_ns,
-                   args);
+    timeline_slice(s->tl, (uint32_t)c->index + 1, 1, name, "op", o->start_ns,
+                   o->end_ns - o->start_ns, args);
 }
 
 /* Ops completed on the device at T: the host knows notify_us later. */
@@ -1046,8 +1047,8 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     return possim_run_timeline(sc, seed, out, NULL, err, errlen);
 }
 
-int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed,
-                        struct possim_result *out, struct timeline *tl, char *err, size_t errlen)
+int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
+                        struct timeline *tl, char *err, size_t errlen)
 {
     struct sim s = {.sc = sc,
                     .tl = tl,

@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define INTERVAL_MIN_S  0.001
-#define INTERVAL_MAX_S  86400.0
+#define INTERVAL_MIN_S 0.001
+#define INTERVAL_MAX_S 86400.0
 
 static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
@@ -152,8 +152,7 @@ static void parse_pids(const char *s, struct options *o)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){.socket = posclient_default_socket(),
-                          .format = &output_formats[0]};
+    *o = (struct options){.socket = posclient_default_socket(), .format = &output_formats[0]};
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":dap:Hts:o:h", long_options, NULL)) != -1) {
@@ -199,8 +198,9 @@ static void parse_options(int argc, char **argv, struct options *o)
     if (o->live && o->format->render_snapshot)
         die(2, "-t redraws text or JSON reports, not -o %s", o->format->name);
     if (o->format->render_snapshot && o->interval_s > 0)
-        die(2, "-o %s prints one scrape and takes no interval (run it from a timer for "
-               "node_exporter's textfile collector)",
+        die(2,
+            "-o %s prints one scrape and takes no interval (run it from a timer for "
+            "node_exporter's textfile collector)",
             o->format->name);
     if (!*o->socket || strlen(o->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         die(2, "bad socket path '%s' (want 1 to %zu bytes)", o->socket,

@@ -330,9 +330,12 @@ int posstat_average_report(struct posstat_report *r, const struct posstat_averag
     if (a->reports) {
         double n = (double)a->reports;
         r->dev.clients = a->clients / n;
-        r->gpu = (struct posstat_gpu_row){a->gpu.index,          a->gpu.util_pct / n,
-                                          a->gpu.mem_used_mib / n, a->gpu.mem_total_mib / n,
-                                          a->gpu.power_w / n,     a->gpu.sm_clock_mhz / n};
+        r->gpu = (struct posstat_gpu_row){a->gpu.index,
+                                          a->gpu.util_pct / n,
+                                          a->gpu.mem_used_mib / n,
+                                          a->gpu.mem_total_mib / n,
+                                          a->gpu.power_w / n,
+                                          a->gpu.sm_clock_mhz / n};
     }
     for (uint32_t i = 0; i < r->nclients; i++) {
         struct posstat_client_row *row = &r->clients[i];

@@ -117,7 +117,7 @@ struct posstat_level_sum {
 
 struct posstat_average {
     uint64_t reports;
-    double clients; /* summed over the reports */
+    double clients;             /* summed over the reports */
     struct posstat_gpu_row gpu; /* summed over the reports (NaN once one lacked a figure) */
     size_t n;
     struct posstat_level_sum *levels;

@@ -130,8 +130,8 @@ static int add_op(struct timeline *tl, struct trace_file *f, char **fld, int n, 
     }
     f->nop++;
     /* args are JSON written raw: only what was checked to be digits and commas goes in */
-    int shapes = strspn(r[0], "0123456789,") == strlen(r[0]) &&
-                 strspn(r[1], "0123456789,") == strlen(r[1]);
+    int shapes =
+        strspn(r[0], "0123456789,") == strlen(r[0]) && strspn(r[1], "0123456789,") == strlen(r[1]);
     snprintf(o->args, sizeof o->args, "\"seq\":%llu,\"done\":\"%s\"%s%s%s%s%s",
              strtoull(fld[0], NULL, 10),
              strcmp(r[7], "marker") == 0 || strcmp(r[7], "bound") == 0 ? r[7] : "-",
@@ -252,8 +252,7 @@ int main(int argc, char **argv)
             fputs(usage_text, stdout);
             return 0;
         case ':':
-            fprintf(stderr, "postrace: option '%s' needs a value (see --help)\n",
-                    argv[optind - 1]);
+            fprintf(stderr, "postrace: option '%s' needs a value (see --help)\n", argv[optind - 1]);
             return 2;
         default:
             fprintf(stderr, "postrace: bad option '%s' (see --help)\n", argv[optind - 1]);
@@ -278,8 +277,9 @@ int main(int argc, char **argv)
         f->path = argv[i];
         rc = read_trace(&tl, f, &first_ns);
         if (rc == 0 && f->unknown)
-            fprintf(stderr, "postrace: %s: %" PRIu64 " of %" PRIu64 " operators have no "
-                            "completion time: left out\n",
+            fprintf(stderr,
+                    "postrace: %s: %" PRIu64 " of %" PRIu64 " operators have no "
+                    "completion time: left out\n",
                     f->path, f->unknown, f->ops);
         free(f);
     }

@@ -36,8 +36,14 @@ static void add(struct timeline *t, int kind, uint32_t pid, uint32_t tid, const 
         t->cap = cap;
     }
     struct timeline_event *e = &t->ev[t->n];
-    *e = (struct timeline_event){kind, pid, tid, start, dur < 0 ? 0 : dur, strdup(name),
-                                 cat ? strdup(cat) : NULL, args ? strdup(args) : NULL};
+    *e = (struct timeline_event){kind,
+                                 pid,
+                                 tid,
+                                 start,
+                                 dur < 0 ? 0 : dur,
+                                 strdup(name),
+                                 cat ? strdup(cat) : NULL,
+                                 args ? strdup(args) : NULL};
     if (!e->name || (cat && !e->cat) || (args && !e->args)) {
         free(e->name);
         free(e->cat);

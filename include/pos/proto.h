@@ -15,13 +15,13 @@
 #define POS_APP_NAME_MAX   64
 
 enum pos_msg_type {
-    POS_MSG_HELLO = 1, /* shim -> posd: register as a client */
-    POS_MSG_WELCOME,   /* posd -> shim: accepted; carries the client's memfd and eventfd */
-    POS_MSG_REJECT,    /* posd -> peer: refused; the text says why */
-    POS_MSG_STATS_REQ, /* tool -> posd */
-    POS_MSG_STATS,     /* posd -> tool: struct pos_stats_reply + clients */
-    POS_MSG_NAMES,     /* shim -> posd: kernel names, struct pos_names + entries */
-    POS_MSG_CONTROL,   /* tool (posctl) -> posd: struct pos_control */
+    POS_MSG_HELLO = 1,     /* shim -> posd: register as a client */
+    POS_MSG_WELCOME,       /* posd -> shim: accepted; carries the client's memfd and eventfd */
+    POS_MSG_REJECT,        /* posd -> peer: refused; the text says why */
+    POS_MSG_STATS_REQ,     /* tool -> posd */
+    POS_MSG_STATS,         /* posd -> tool: struct pos_stats_reply + clients */
+    POS_MSG_NAMES,         /* shim -> posd: kernel names, struct pos_names + entries */
+    POS_MSG_CONTROL,       /* tool (posctl) -> posd: struct pos_control */
     POS_MSG_CONTROL_REPLY, /* posd -> tool: struct pos_control_reply */
 };
 

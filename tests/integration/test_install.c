@@ -70,15 +70,24 @@ static void test_install_runs_and_uninstall_removes_it(void)
     char cmd[1024];
     CU_ASSERT_EQUAL_FATAL(make("install", out, sizeof out), 0);
     static const char *const files[] = {
-        PREFIX "/bin/posd",          PREFIX "/bin/posctl",
-        PREFIX "/bin/posstat",       PREFIX "/bin/possim",
-        PREFIX "/bin/postrace",      PREFIX "/bin/posapp",
-        PREFIX "/lib/pos/libposshim.so", PREFIX "/lib/pos/sim/libcuda.so.1",
-        PREFIX "/share/man/man8/posd.8", PREFIX "/share/man/man8/posctl.8",
-        PREFIX "/share/man/man1/posstat.1", PREFIX "/share/man/man1/possim.1",
-        PREFIX "/share/man/man5/posd.conf.5", PREFIX "/share/man/man7/libposshim.7",
-        PREFIX "/share/pos/models/resnet18.model", PREFIX "/share/pos/possim/mixed.ini",
-        PREFIX "/share/doc/pos/posd.conf.example", PREFIX "/lib/systemd/system/posd.service",
+        PREFIX "/bin/posd",
+        PREFIX "/bin/posctl",
+        PREFIX "/bin/posstat",
+        PREFIX "/bin/possim",
+        PREFIX "/bin/postrace",
+        PREFIX "/bin/posapp",
+        PREFIX "/lib/pos/libposshim.so",
+        PREFIX "/lib/pos/sim/libcuda.so.1",
+        PREFIX "/share/man/man8/posd.8",
+        PREFIX "/share/man/man8/posctl.8",
+        PREFIX "/share/man/man1/posstat.1",
+        PREFIX "/share/man/man1/possim.1",
+        PREFIX "/share/man/man5/posd.conf.5",
+        PREFIX "/share/man/man7/libposshim.7",
+        PREFIX "/share/pos/models/resnet18.model",
+        PREFIX "/share/pos/possim/mixed.ini",
+        PREFIX "/share/doc/pos/posd.conf.example",
+        PREFIX "/lib/systemd/system/posd.service",
         "/etc/posd/posd.conf",
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -99,8 +108,8 @@ static void test_install_runs_and_uninstall_removes_it(void)
              dest, (int)getpid(), dest);
     CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0); /* finds the installed model by itself */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"requests\":2"));
-    snprintf(cmd, sizeof cmd, "cd / && %s" PREFIX "/bin/possim %s" PREFIX "/share/pos/possim/mixed.ini",
-             dest, dest);
+    snprintf(cmd, sizeof cmd,
+             "cd / && %s" PREFIX "/bin/possim %s" PREFIX "/share/pos/possim/mixed.ini", dest, dest);
     CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "detector"));
     /* man pages: troff that renders without a warning */
@@ -116,8 +125,10 @@ static void test_install_runs_and_uninstall_removes_it(void)
     } else {
         fprintf(stderr, "test_install: no man(1) here: the man pages' rendering skipped\n");
     }
-    snprintf(cmd, sizeof cmd, "grep -c '^ExecStart=" PREFIX "/bin/posd -f$' %s" PREFIX
-             "/lib/systemd/system/posd.service", dest);
+    snprintf(cmd, sizeof cmd,
+             "grep -c '^ExecStart=" PREFIX "/bin/posd -f$' %s" PREFIX
+             "/lib/systemd/system/posd.service",
+             dest);
     CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
     /* uninstall leaves no file behind */
     CU_ASSERT_EQUAL_FATAL(make("uninstall", out, sizeof out), 0);

@@ -98,8 +98,8 @@ static int http_get(int port, const char *path, char *out, size_t cap)
         return -1;
     }
     char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-                     path);
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", path);
     if (send(s, req, (size_t)n, 0) != n) {
         close(s);
         return -1;
@@ -158,7 +158,8 @@ static struct family *family(struct checker *c, const char *name, int create)
 
 static int name_char(char ch, int first)
 {
-    return isalpha((unsigned char)ch) || ch == '_' || ch == ':' || (!first && isdigit((unsigned char)ch));
+    return isalpha((unsigned char)ch) || ch == '_' || ch == ':' ||
+           (!first && isdigit((unsigned char)ch));
 }
 
 static int ends_with(const char *s, const char *tail)
@@ -476,8 +477,8 @@ static void test_port_alone_is_loopback_and_bad_specs_stop_posd(void)
     CU_ASSERT_EQUAL(http_get(port, "/metrics", resp, sizeof resp), 200);
     /* a second posd on the same port (on another socket) refuses to start */
     char cmd[512], out[4096];
-    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/second.sock --metrics %d 2>&1",
-             conf_path, dir, port);
+    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/second.sock --metrics %d 2>&1", conf_path,
+             dir, port);
     FILE *f = popen(cmd, "r");
     size_t n = fread(out, 1, sizeof out - 1, f);
     out[n] = '\0';

@@ -257,8 +257,9 @@ static int posctl_as(gid_t gid, const char *args, char *out, size_t cap)
 static void test_changes_need_root_or_the_posd_group(void)
 {
     if (geteuid() != 0) {
-        fprintf(stderr, "test_changes_need_root_or_the_posd_group: needs root (a posctl of uid "
-                        "%d beside root's): skipped\n",
+        fprintf(stderr,
+                "test_changes_need_root_or_the_posd_group: needs root (a posctl of uid "
+                "%d beside root's): skipped\n",
                 NOBODY);
         return;
     }

@@ -269,9 +269,9 @@ static int check_trace(const char *path, struct summary *sm)
             trace_error(sm, "not a complete event with ts >= 0 and dur >= 0", i);
             continue;
         }
-        sm->s[sm->slices++] = (struct slice){pid->num, tid->num, ts->num, dur->num,
-                                             strdup(name->str),
-                                             cat && cat->t == J_STR ? strdup(cat->str) : NULL};
+        sm->s[sm->slices++] = (struct slice){
+            pid->num, tid->num,          ts->num,
+            dur->num, strdup(name->str), cat && cat->t == J_STR ? strdup(cat->str) : NULL};
     }
     /* per track: times go forward in file order, slices nest */
     struct slice *stack[16];
