@@ -127,7 +127,7 @@ int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t
 {
     struct pos_control_reply r;
     memset(&r, 0, sizeof r);
-    struct pos_control q;
+    struct pos_control q = {0};
     const struct control_op *op = NULL;
     if (len == sizeof q) {
         memcpy(&q, body, sizeof q);

@@ -284,17 +284,19 @@ int main(int argc, char **argv)
         free(f);
     }
     if (rc == 0) {
-        FILE *out = out_path ? fopen(out_path, "w") : stdout;
-        if (!out) {
-            fprintf(stderr, "postrace: cannot write %s: %s\n", out_path, strerror(errno));
-            rc = -1;
+        int w, closed;
+        if (out_path) {
+            FILE *out = fopen(out_path, "w");
+            w = out ? timeline_write(&tl, out, first_ns) : -errno;
+            closed = out ? fclose(out) : -1;
         } else {
-            int w = timeline_write(&tl, out, first_ns);
-            if ((out_path ? fclose(out) : fflush(out)) != 0 || w < 0) {
-                fprintf(stderr, "postrace: cannot write %s: %s\n", out_path ? out_path : "stdout",
-                        w == -ENOMEM ? "out of memory" : strerror(errno));
-                rc = -1;
-            }
+            w = timeline_write(&tl, stdout, first_ns);
+            closed = fflush(stdout);
+        }
+        if (closed != 0 || w < 0) {
+            fprintf(stderr, "postrace: cannot write %s: %s\n", out_path ? out_path : "stdout",
+                    w == -ENOMEM ? "out of memory" : strerror(errno));
+            rc = -1;
         }
     }
     timeline_free(&tl);

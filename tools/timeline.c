@@ -75,7 +75,7 @@ void timeline_slice(struct timeline *t, uint32_t pid, uint32_t tid, const char *
 static int event_order(const void *pa, const void *pb)
 {
     const struct timeline_event *a = pa, *b = pb;
-    if (a->kind != b->kind && (a->kind != EV_SLICE || b->kind != EV_SLICE))
+    if (a->kind != b->kind)
         return a->kind - b->kind;
     if (a->pid != b->pid)
         return a->pid < b->pid ? -1 : 1;
