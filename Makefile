@@ -82,14 +82,18 @@ POSSTAT := $(B)/posstat
 POSSIM  := $(B)/possim
 
 POSD    := $(B)/posd
+POSCTL  := $(B)/posctl
+POSTRACE := $(B)/postrace
 
-all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSSIM)
+all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
 
 # The daemon: event loop, clients, engine, config, policies.
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
 URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
+# libmicrohttpd serves posd's --metrics endpoint (Debian's libmicrohttpd-dev)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 $(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
-	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) -lm
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS) -lm
 
 # The interposer: everything hidden but the intercepted cu* entry points and dlsym.
 SHIM_SRCS := $(wildcard shim/*.c)
@@ -122,13 +126,22 @@ POSAPP_SRCS := $(wildcard tools/posapp*.c)
 $(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
 	$(CC) $(LINK_FLAGS) -o $@ $^ -L$(CUDA_STUB) -lcuda -lm -pthread
 
-$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
+# posd's protocol, the client side: the tools and the integration tests speak it through this.
+POSCLIENT_OBJ := $(call obj,tools/posclient.c)
+$(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c tools/posstat_nvml.c \
+    sched/metrics_text.c) $(POSCLIENT_OBJ)
+	$(CC) $(LINK_FLAGS) -o $@ $^ -ldl
+
+$(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ)
+	$(CC) $(LINK_FLAGS) -o $@ $^
+
+$(POSTRACE): $(call obj,tools/postrace.c tools/timeline.c)
 	$(CC) $(LINK_FLAGS) -o $@ $^
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
 SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c $(wildcard sched/policy/*.c)
-POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/ini_lines.c \
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/timeline.c sched/ini_lines.c \
     $(SCHED_CORE_SRCS) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
 $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
@@ -151,7 +164,7 @@ TEST_DEPS_test_model_file     := $(call obj,$(SIM_WORKLOAD_SRCS))
 TEST_DEPS_test_module_text    := $(call obj,sim/module_text.c)
 TEST_DEPS_test_posapp_arrival := $(call obj,tools/posapp_arrival.c)
 TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
-TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c)
+TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
@@ -166,12 +179,12 @@ TEST_LIBS_test_shim_table     := -ldl
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSSIM),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -195,9 +208,20 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
-TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
-TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
+TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSCLIENT_OBJ)
+TEST_DEPS_test_metrics := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
+TEST_DEPS_test_timeline := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSSIM) $(POSTRACE)
+TEST_DEPS_test_install := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
+# a stand-in NVML (tests/fakes/nvml.c) that test_posstat dlopens through posstat
+FAKE_NVML := $(B)/tests/fakes/libnvidia-ml.so.1
+$(FAKE_NVML): $(B)/obj/tests/fakes/nvml.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
+TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_mps := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) $(TEST_OBJS_model)
+TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
+    $(POSCLIENT_OBJ)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
@@ -232,29 +256,37 @@ gpu-dry-run: all gpu-build
 	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
 
 # --- install --------------------------------------------------------------------------
+# Binaries, the shim and the simulated driver, man pages, models, docs, examples (etc/), the
+# systemd unit. /etc/posd/posd.conf is installed only where none is; uninstall removes it only
+# while it is still the example.
+MAN_PAGES := $(wildcard man/*.[1-8])
+BINS := $(POSAPP) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSD)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
-	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/doc/pos
-	install -m 0755 $(POSAPP) $(DESTDIR)$(PREFIX)/bin/posapp
-	install -m 0755 $(POSSTAT) $(DESTDIR)$(PREFIX)/bin/posstat
-	install -m 0755 $(POSSIM) $(DESTDIR)$(PREFIX)/bin/possim
-	install -m 0755 $(POSD) $(DESTDIR)$(PREFIX)/bin/posd
-	install -d $(DESTDIR)$(PREFIX)/lib/pos
+	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/pos/possim \
+	    $(DESTDIR)$(PREFIX)/share/doc/pos/policy.d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/pos/libposshim.so
 	install -m 0755 $(SIM_LIB) $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so.1
 	ln -sf libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so
 	install -m 0644 sim/models/*.model $(DESTDIR)$(PREFIX)/share/pos/models/
-	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/pos/
-	install -d $(DESTDIR)/etc/posd/policy.d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0644 etc/possim/*.ini $(DESTDIR)$(PREFIX)/share/pos/possim/
+	install -m 0644 README.md docs/*.md docs/*.png $(DESTDIR)$(PREFIX)/share/doc/pos/
+	install -m 0644 etc/posd.conf $(DESTDIR)$(PREFIX)/share/doc/pos/posd.conf.example
+	install -m 0644 etc/policy.d/*.conf $(DESTDIR)$(PREFIX)/share/doc/pos/policy.d/
+	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s && \
+	    install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
+	install -d $(DESTDIR)/etc/posd/policy.d
 	[ -e $(DESTDIR)/etc/posd/posd.conf ] || install -m 0644 etc/posd.conf $(DESTDIR)/etc/posd/
-	install -m 0644 etc/policy.d/*.conf $(DESTDIR)$(PREFIX)/share/doc/pos/
-	sed 's|/usr/local/bin|$(PREFIX)/bin|' etc/posd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
+	sed 's|/usr/local|$(PREFIX)|g' etc/posd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/posapp $(DESTDIR)$(PREFIX)/bin/posd $(DESTDIR)$(PREFIX)/bin/posstat \
-	    $(DESTDIR)$(PREFIX)/bin/possim
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)))
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pos $(DESTDIR)$(PREFIX)/share/pos $(DESTDIR)$(PREFIX)/share/doc/pos
+	rm -f $(foreach m,$(MAN_PAGES),$(DESTDIR)$(PREFIX)/share/man/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/posd.service
+	! cmp -s etc/posd.conf $(DESTDIR)/etc/posd/posd.conf || rm -f $(DESTDIR)/etc/posd/posd.conf
+	-rmdir $(DESTDIR)/etc/posd/policy.d $(DESTDIR)/etc/posd 2>/dev/null
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

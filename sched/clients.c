@@ -287,6 +287,11 @@ static int send_msg(int sock, int type, const void *body, size_t len, const int 
     return n == (ssize_t)(sizeof h + len) ? 0 : -1;
 }
 
+int posd_client_send(struct posd_client *c, int type, const void *body, size_t len)
+{
+    return send_msg(c->sock, type, body, len, NULL, 0);
+}
+
 static void reject(struct posd_client *c, const char *reason)
 {
     send_msg(c->sock, POS_MSG_REJECT, reason, strlen(reason) + 1, NULL, 0);
@@ -385,9 +390,7 @@ void posd_lookup_stats_group(struct posd *d)
     d->stats_gid = d->has_stats_group ? gr.gr_gid : (gid_t)-1;
 }
 
-/* Whether the peer on C may see every user's clients: root, or a member of POSD_STATS_GROUP
- * (its groups as the kernel recorded them at connect). */
-static int sees_everyone(const struct posd *d, const struct posd_client *c)
+int posd_peer_privileged(const struct posd *d, const struct posd_client *c)
 {
     if (c->ident.uid == 0)
         return 1;
@@ -409,7 +412,7 @@ static void reply_stats(struct posd *d, struct posd_client *c)
 {
     static uint8_t buf[POS_MSG_MAX];
     size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                   sees_everyone(d, c), c->ident.uid);
+                                   posd_peer_privileged(d, c), c->ident.uid);
     if (send_msg(c->sock, POS_MSG_STATS, buf, len, NULL, 0) < 0)
         posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
 }
@@ -471,6 +474,15 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         }
         reply_stats(d, c);
         return 0;
+    case POS_MSG_CONTROL:
+        if (c->registered) {
+            posd_log(POSD_LOG_WARN, "%s (pid %d): CONTROL from a client: disconnecting", who,
+                     (int)c->ident.pid);
+            return -1;
+        }
+        c->is_tool = 1;
+        c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
+        return posd_control(d, c, c->rx + sizeof h, h.len);
     default:
         posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
                  (int)c->ident.pid, h.type);
@@ -603,6 +615,7 @@ void posd_clients_reconfigure(struct posd *d)
             continue;
         posd_config_match(&d->cfg, &c->ident, &c->pol);
         posd_share_reconf(d, c);
+        c->overridden = 0; /* posctl's overrides last until the configuration reloads */
         posd_engine_reconf(d, c);
     }
 }

@@ -15,6 +15,7 @@
 
 struct core_hist {
     uint64_t n;
+    uint64_t sum_ns;
     uint32_t b[SCHED_LAT_BUCKETS * 2];
 };
 
@@ -61,6 +62,7 @@ struct sched_core {
     int64_t multi_end; /* when the device last went from two or more busy clients to fewer */
     struct pos_profiles *prof;
     uint64_t dev_busy_ns, decisions;
+    uint64_t drained; /* devices that get no new grants (bit D: device D) */
     uint64_t retired_submitted, retired_released, retired_completed;
     struct core_client c[SCHED_MAX_CLIENTS];
     struct pos_sched_client view[SCHED_MAX_CLIENTS];
@@ -111,6 +113,7 @@ static void hist_add(struct core_hist *h, int64_t ns)
 {
     h->b[hist_index(ns > 0 ? (uint64_t)ns / 1000 : 0)]++;
     h->n++;
+    h->sum_ns += ns > 0 ? (uint64_t)ns : 0;
 }
 
 static uint64_t hist_quantile(const struct core_hist *h, double q)
@@ -130,6 +133,20 @@ static uint64_t hist_quantile(const struct core_hist *h, double q)
             return hist_value_ns(i);
     }
     return hist_value_ns(SCHED_LAT_BUCKETS * 2 - 1);
+}
+
+/* Folds H into powers of two of microseconds (see SCHED_REQ_POW_BUCKETS): each of H's
+ * buckets lies within one power of two, so the folding is exact. */
+static void hist_fold_pow2(const struct core_hist *h, uint64_t out[SCHED_REQ_POW_BUCKETS])
+{
+    memset(out, 0, SCHED_REQ_POW_BUCKETS * sizeof out[0]);
+    for (unsigned i = 0; i < SCHED_LAT_BUCKETS * 2; i++) {
+        if (!h->b[i])
+            continue;
+        /* the bucket's lowest value in us: below LAT_SUB one us each, then e = i / 16 + 3 */
+        unsigned e = i < LAT_SUB ? (i < 2 ? 0 : 31u - (unsigned)__builtin_clz(i)) : i / LAT_SUB + 3;
+        out[e < SCHED_REQ_POW_BUCKETS ? e : SCHED_REQ_POW_BUCKETS - 1] += h->b[i];
+    }
 }
 
 /* ---- accounting ------------------------------------------------------------------------- */
@@ -634,6 +651,26 @@ static int64_t min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+void sched_core_set_drained(struct sched_core *k, uint64_t mask)
+{
+    k->drained = mask;
+}
+
+/* Whatever the policy decided, a client of a drained device keeps what it was granted and
+ * gets nothing more: a window with no cap over its completions, no step past its grant. */
+static void hold_drained(struct sched_core *k, size_t n)
+{
+    for (size_t j = 0; k->drained && j < n; j++) {
+        struct pos_sched_client *v = &k->view[j];
+        if (v->device < 0 || v->device >= 64 || !(k->drained >> v->device & 1))
+            continue;
+        v->mode = POS_GRANT_WINDOW;
+        v->new_granted = k->c[k->order[j]].granted;
+        v->window = 0;
+        v->held = 1;
+    }
+}
+
 int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants)
 {
     size_t n = 0;
@@ -675,6 +712,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
     if (next <= now)
         next = now + k->p.tick_ns;
     k->decisions++;
+    hold_drained(k, n);
     for (size_t j = 0; j < n; j++)
         apply_grant(k, &k->c[k->order[j]], &k->view[j], now);
     for (size_t j = 0; j < n; j++) {
@@ -750,6 +788,8 @@ void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
     s->sync_lag_p50_ns = hist_quantile(&c->sync_lag, 0.50);
     s->sync_lag_p99_ns = hist_quantile(&c->sync_lag, 0.99);
     s->op_ns = (uint64_t)c->op_ns;
+    hist_fold_pow2(&c->lat, s->req_pow);
+    s->req_sum_ns = c->lat.sum_ns;
 }
 
 void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s)

@@ -92,6 +92,9 @@ struct sched_grant {
 
 /* Request latency histogram: 8 sub-buckets per power of two of microseconds. */
 #define SCHED_LAT_BUCKETS 256
+/* The same folded into powers of two: [0, 2) us, then [2^i, 2^(i+1)) us, the last bucket
+ * everything from 2^(SCHED_REQ_POW_BUCKETS-1) us on (the buckets of the shim's grant waits) */
+#define SCHED_REQ_POW_BUCKETS 24
 
 struct sched_client_stats {
     uint64_t submitted, released, completed, presumed;
@@ -102,7 +105,9 @@ struct sched_client_stats {
     uint64_t req_p50_ns, req_p99_ns, req_max_ns;
     uint64_t stalls;                                       /* times it was found stalled */
     uint64_t sync_lag_n, sync_lag_p50_ns, sync_lag_p99_ns; /* report lag of syncs (adapter) */
-    uint64_t op_ns; /* estimate of one operator's device time */
+    uint64_t op_ns;                          /* estimate of one operator's device time */
+    uint64_t req_pow[SCHED_REQ_POW_BUCKETS]; /* ended requests' latencies, powers of two */
+    uint64_t req_sum_ns;                     /* and their sum */
 };
 
 struct sched_core;
@@ -147,6 +152,10 @@ void sched_core_waiters(struct sched_core *k, int slot, uint32_t waiters);
 /* Runs the policy at NOW. Fills GRANTS[slot] for every client present (a grant never goes
  * back) and returns the absolute time of the next decision wanted, INT64_MAX for none. */
 int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants);
+
+/* Devices drained by the admin (bit D: device D): their clients get no new grants until
+ * undrained (what they were granted before stays granted). */
+void sched_core_set_drained(struct sched_core *k, uint64_t mask);
 
 /* Statistics. */
 void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,

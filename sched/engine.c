@@ -434,7 +434,8 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     snprintf(s->app, sizeof s->app, "%s", c->ident.app);
     snprintf(s->class_name, sizeof s->class_name, "%s", c->pol.class_name);
     s->priority = c->pol.priority;
-    s->flags = sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0;
+    s->flags = (sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0) |
+               (c->overridden ? POS_CLIENT_OVERRIDE : 0);
     s->submitted = k.submitted;
     s->granted = k.released;
     s->completed = k.completed;
@@ -455,6 +456,10 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     for (int b = 0; b < POS_WAIT_BUCKETS; b++)
         s->wait_hist[b] = atomic_load_explicit(&c->shm->wait_hist[b], memory_order_relaxed);
     s->connected_ns = (uint64_t)(now - c->connected_at);
+    _Static_assert(SCHED_REQ_POW_BUCKETS == POS_WAIT_BUCKETS, "one bucket layout on the wire");
+    memcpy(s->req_hist, k.req_pow, sizeof s->req_hist);
+    s->req_sum_ns = k.req_sum_ns;
+    s->device = c->pol.device;
 }
 
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid)

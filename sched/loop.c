@@ -3,6 +3,7 @@
  * the scheduling tick, which is armed only while some client has work: an idle posd sleeps in
  * io_uring_wait_cqe and uses no CPU. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,13 @@ static void arm_accept(struct posd *d)
     struct io_uring_sqe *sqe = sqe_get(d);
     io_uring_prep_accept(sqe, d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, EV_ACCEPT);
+}
+
+static void arm_metrics(struct posd *d)
+{
+    struct io_uring_sqe *sqe = sqe_get(d);
+    io_uring_prep_poll_add(sqe, d->metrics_fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, EV_METRICS);
 }
 
 static void arm_signal(struct posd *d)
@@ -114,6 +122,7 @@ static void housekeeping(struct posd *d)
     next = earliest(next, d->accept_paused_until);
     next = earliest(next, posd_log_flush());
     next = earliest(next, posd_engine_save_profiles(d, 1));
+    next = earliest(next, posd_metrics_run(d)); /* its connections' timeouts */
     posd_arm_house(d, next);
 }
 
@@ -246,46 +255,55 @@ static void on_kick(struct posd *d, struct posd_client *c, int res)
     arm_kick(d, c);
 }
 
+int posd_reload(struct posd *d, char *err, size_t errlen)
+{
+    struct posd_config fresh;
+    char why[512];
+    posd_config_defaults(&fresh);
+    if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &fresh, why,
+                         sizeof why) < 0) {
+        snprintf(err, errlen, "reload refused, keeping the running configuration: %s", why);
+        posd_log(POSD_LOG_ERROR, "%s", err);
+        posd_config_free(&fresh);
+        return -EINVAL;
+    }
+    if (d->policy_override[0])
+        snprintf(fresh.policy, sizeof fresh.policy, "%s", d->policy_override);
+    const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
+    if (!p) {
+        snprintf(err, errlen, "reload refused: unknown policy '%s'", fresh.policy);
+        posd_log(POSD_LOG_ERROR, "%s", err);
+        posd_config_free(&fresh);
+        return -EINVAL;
+    }
+    struct sched_params params;
+    posd_engine_params(&fresh, &params);
+    if (sched_core_set_policy(d->core, p, &params) < 0) {
+        snprintf(err, errlen, "reload refused: policy %s could not start", p->name);
+        posd_log(POSD_LOG_ERROR, "%s", err);
+        posd_config_free(&fresh);
+        return -ENOMEM;
+    }
+    posd_config_free(&d->cfg);
+    d->cfg = fresh;
+    d->policy = p;
+    posd_set_log_level(d->cfg.log_level);
+    posd_lookup_stats_group(d);
+    posd_clients_reconfigure(d);
+    snprintf(err, errlen, "configuration reloaded: policy %s, %zu rules", p->name, d->cfg.nrules);
+    posd_log(POSD_LOG_INFO, "%s", err);
+    posd_shares_check(d);
+    tick(d);
+    return 0;
+}
+
 static void on_signal(struct posd *d)
 {
+    char msg[600];
     switch (sig_buf.ssi_signo) {
-    case SIGHUP: {
-        struct posd_config fresh;
-        char err[512];
-        posd_config_defaults(&fresh);
-        if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &fresh, err,
-                             sizeof err) < 0) {
-            posd_log(POSD_LOG_ERROR, "reload refused, keeping the running configuration: %s", err);
-            posd_config_free(&fresh);
-            break;
-        }
-        if (d->policy_override[0])
-            snprintf(fresh.policy, sizeof fresh.policy, "%s", d->policy_override);
-        const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
-        if (!p) {
-            posd_log(POSD_LOG_ERROR, "reload refused: unknown policy '%s'", fresh.policy);
-            posd_config_free(&fresh);
-            break;
-        }
-        struct sched_params params;
-        posd_engine_params(&fresh, &params);
-        if (sched_core_set_policy(d->core, p, &params) < 0) {
-            posd_log(POSD_LOG_ERROR, "reload refused: policy %s could not start", p->name);
-            posd_config_free(&fresh);
-            break;
-        }
-        posd_config_free(&d->cfg);
-        d->cfg = fresh;
-        d->policy = p;
-        posd_set_log_level(d->cfg.log_level);
-        posd_lookup_stats_group(d);
-        posd_clients_reconfigure(d);
-        posd_log(POSD_LOG_INFO, "configuration reloaded: policy %s, %zu rules", p->name,
-                 d->cfg.nrules);
-        posd_shares_check(d);
-        tick(d);
+    case SIGHUP:
+        posd_reload(d, msg, sizeof msg);
         break;
-    }
     case SIGTERM:
     case SIGINT:
         posd_log(POSD_LOG_INFO, "signal %u: exiting", sig_buf.ssi_signo);
@@ -327,6 +345,11 @@ static void handle(struct posd *d, uint64_t data, int res)
     case EV_HOUSE:
         d->house_armed = 0;
         housekeeping(d);
+        break;
+    case EV_METRICS:
+        posd_arm_house(d, posd_metrics_run(d));
+        if (!d->stop)
+            arm_metrics(d);
         break;
     case EV_CLIENT_RECV:
         c = client_of(d, data);
@@ -379,6 +402,8 @@ int posd_loop(struct posd *d)
     arm_accept(d);
     posd_arm_house(d, d->prof_save_at); /* the periodic save of kernel profiles */
     arm_signal(d);
+    if (d->metrics)
+        arm_metrics(d);
     while (!d->stop) {
         io_uring_submit(&d->ring);
         struct io_uring_cqe *cqe;

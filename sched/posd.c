@@ -20,14 +20,17 @@ static struct posd D;
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: posd [-c CONFIG] [-s SOCKET] [-p POLICY] [-f]\n"
+            "usage: posd [-c CONFIG] [-s SOCKET] [-p POLICY] [-f] [--metrics [ADDR:]PORT]\n"
             "  -c CONFIG  configuration file (default %s; drop-ins from policy.d/ beside it)\n"
             "  -s SOCKET  Unix socket (default: $POS_SOCKET, else the config's, else %s)\n"
             "  -p POLICY  scheduling policy, overriding the config:",
             DEFAULT_CONFIG, POS_DEFAULT_SOCKET);
     for (int i = 0; pos_policies[i]; i++)
         fprintf(f, " %s", pos_policies[i]->name);
-    fprintf(f, "\n  -f         stay in the foreground (default: detach)\n");
+    fprintf(f, "\n  -f         stay in the foreground (default: detach)\n"
+               "  --metrics [ADDR:]PORT  serve Prometheus metrics on http://ADDR:PORT/metrics\n"
+               "             (default off; 127.0.0.1 when only a port is given; docs/metrics.md)\n"
+               "  -h, --help this text\n");
 }
 
 /* The policy.d directory beside CONFIG. */
@@ -62,10 +65,12 @@ static int detach(void)
 
 int main(int argc, char **argv)
 {
-    const char *config = NULL, *sock = NULL, *policy = NULL;
+    const char *config = NULL, *sock = NULL, *policy = NULL, *metrics = NULL;
     int foreground = 0, opt;
-    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {0}};
-    while ((opt = getopt_long(argc, argv, "c:s:p:fh", longopts, NULL)) != -1) {
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'}, {"metrics", required_argument, NULL, 'm'}, {0}};
+    opterr = 0; /* one line of our own, not getopt's and the whole usage */
+    while ((opt = getopt_long(argc, argv, ":c:s:p:fh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             config = optarg;
@@ -79,20 +84,27 @@ int main(int argc, char **argv)
         case 'f':
             foreground = 1;
             break;
+        case 'm':
+            metrics = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            fprintf(stderr, "posd: option '%s' needs a value (see --help)\n", argv[optind - 1]);
+            return 2;
         default:
-            usage(stderr);
+            fprintf(stderr, "posd: bad option '%s' (see --help)\n", argv[optind - 1]);
             return 2;
         }
     }
     if (optind != argc) {
-        usage(stderr);
+        fprintf(stderr, "posd: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
     struct posd *d = &D;
     d->listen_fd = -1;
+    d->metrics_fd = -1;
     d->config_optional = config == NULL;
     snprintf(d->config_path, sizeof d->config_path, "%s", config ? config : DEFAULT_CONFIG);
     dropins_of(d->config_path, d->dropin_dir, sizeof d->dropin_dir);
@@ -145,6 +157,12 @@ int main(int argc, char **argv)
     posd_shares_check(d);
     if (posd_listen(d) < 0)
         return 1;
+    /* before detaching, so that a port in use is said on the terminal; no threads, so the
+     * fork keeps it whole */
+    if (metrics && posd_metrics_start(d, metrics) < 0) {
+        posd_unlink_socket(d);
+        return 1;
+    }
     if (!foreground && detach() < 0) {
         posd_unlink_socket(d);
         return 1;
@@ -155,9 +173,11 @@ int main(int argc, char **argv)
         posd_unlink_socket(d);
         return 1;
     }
-    posd_log(POSD_LOG_INFO, "listening on %s, policy %s, %zu rules", d->socket_path,
-             d->policy->name, d->cfg.nrules);
+    posd_log(POSD_LOG_INFO, "listening on %s, policy %s, %zu rules%s%s", d->socket_path,
+             d->policy->name, d->cfg.nrules, d->metrics ? ", metrics on " : "",
+             d->metrics ? d->metrics_addr : "");
     int rc = posd_loop(d);
+    posd_metrics_stop(d);
     posd_engine_save_profiles(d, 0);
     posd_unlink_socket(d);
     posd_config_free(&d->cfg);

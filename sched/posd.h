@@ -51,7 +51,8 @@ enum posd_event {
     EV_CLIENT_RECV,
     EV_CLIENT_KICK,
     EV_CANCEL,
-    EV_HOUSE, /* housekeeping: connection deadlines, paused accepts, log summaries */
+    EV_HOUSE,   /* housekeeping: connection deadlines, paused accepts, log summaries */
+    EV_METRICS, /* the metrics endpoint has something to do (its epoll descriptor) */
 };
 
 /* A token bucket: TOKENS left, refilled one per period since REFILLED_AT (0: full). */
@@ -65,8 +66,9 @@ struct posd_client {
     uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
     uint32_t id;
     int sock;
-    int kick_fd; /* eventfd the client writes to wake posd */
-    int is_tool; /* a tool connection (posstat), not a GPU client */
+    int kick_fd;    /* eventfd the client writes to wake posd */
+    int is_tool;    /* a tool connection (posstat), not a GPU client */
+    int overridden; /* posctl set its class or priority (until it exits or a reload) */
     int registered;
     int64_t deadline; /* closed at this time unless registered by then (0: registered) */
     struct pos_client_shm *shm;
@@ -119,7 +121,11 @@ struct posd {
     int64_t accept_paused_until; /* accepts resume then (0: not paused) */
     int kicks_parked;            /* clients whose kicks wait */
     int has_stats_group;
-    gid_t stats_gid; /* POSD_STATS_GROUP */
+    gid_t stats_gid;            /* POSD_STATS_GROUP */
+    uint64_t drained;           /* devices drained by posctl (bit D: device D) */
+    struct MHD_Daemon *metrics; /* --metrics: the HTTP endpoint, NULL when off */
+    int metrics_fd;             /* its epoll descriptor, polled by the loop */
+    char metrics_addr[80];
     int stop;
     int64_t started_at;
     uint64_t next_client_id;
@@ -161,6 +167,16 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 void posd_lookup_stats_group(struct posd *d);
 /* Re-applies the configuration to every client (after SIGHUP). */
 void posd_clients_reconfigure(struct posd *d);
+/* Root, or a member of POSD_STATS_GROUP (its groups as the kernel recorded them at connect):
+ * sees every client in STATS and may change posd (CONTROL). */
+int posd_peer_privileged(const struct posd *d, const struct posd_client *c);
+/* Sends C one message of TYPE with BODY (LEN bytes). Returns 0 or -1. */
+int posd_client_send(struct posd_client *c, int type, const void *body, size_t len);
+
+/* control.c: posctl's requests (POS_MSG_CONTROL) */
+/* Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
+ * to drop C (it could not be answered). */
+int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len);
 
 /* engine.c: the adapter between the clients' shared memory and the scheduling core */
 /* The core's tunables from the configuration. */
@@ -203,8 +219,21 @@ uint32_t posd_share_for(const struct posd *d, const struct posd_client *c);
 /* After a reload: says when a running client's share changed (it applies to its next start). */
 void posd_share_reconf(const struct posd *d, const struct posd_client *c);
 
+/* metrics.c: the Prometheus endpoint */
+struct MHD_Daemon;
+/* Serves /metrics on SPEC ("PORT" on loopback, "ADDR:PORT", "[ADDR6]:PORT"). Returns 0 or a
+ * negative errno (logged). */
+int posd_metrics_start(struct posd *d, const char *spec);
+/* Does what the endpoint has to do. Returns when it wants to run again at the latest
+ * (CLOCK_MONOTONIC ns), 0 for no deadline. */
+int64_t posd_metrics_run(struct posd *d);
+void posd_metrics_stop(struct posd *d);
+
 /* loop.c */
 int posd_loop(struct posd *d);
+/* Reloads the configuration (SIGHUP, posctl reload): on error the running one stays. Returns
+ * 0 or a negative errno; ERR says what was done or why not. */
+int posd_reload(struct posd *d, char *err, size_t errlen);
 void posd_arm_tick(struct posd *d, int64_t delay_ns);
 /* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
 void posd_arm_house(struct posd *d, int64_t at);

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
-          liburing-dev libcunit1-dev libinih-dev)
+          liburing-dev libcunit1-dev libinih-dev libmicrohttpd-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -11,9 +11,11 @@
 
 #include "tools/possim_scenario.h"
 #include "tools/possim_sim.h"
+#include "tools/timeline.h"
 
 static const char usage_text[] =
-    "usage: possim [-o text|json] [--seed N] [--profiles-out FILE] [--profile-check] SCENARIO\n"
+    "usage: possim [-o text|json] [--seed N] [--timeline FILE] [--profiles-out FILE]\n"
+    "              [--profile-check] SCENARIO\n"
     "Simulates the clients of SCENARIO on one virtual GPU in virtual time, through posd's own\n"
     "scheduling core and policies (or none), and prints per-client latency and throughput\n"
     "(docs/possim.md). The same scenario and seed give the same output, except the last\n"
@@ -21,6 +23,9 @@ static const char usage_text[] =
     "  -o, --output text|json  a table with '#' header lines (default), or one JSON object\n"
     "  --seed N                run seed (default 1): each client's arrival seed is its seed\n"
     "                          + N - 1; the collector's poll delays are drawn from N\n"
+    "  --timeline FILE         also write what ran where as a Chrome trace-event JSON file\n"
+    "                          (Perfetto, chrome://tracing): a track per client, a slice per\n"
+    "                          op on the virtual device, requests as enclosing slices\n"
     "  --profiles-out FILE     save the kernel profiles the core learnt (docs/policy.md)\n"
     "  --profile-check         list every kernel of every client: the profile learnt against\n"
     "                          the device model's own solo duration (kcheck lines)\n"
@@ -48,11 +53,28 @@ static int parse_seed(const char *s, uint64_t *out)
     return 0;
 }
 
+static int write_timeline(struct timeline *tl, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write the timeline %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = timeline_write(tl, f, 0);
+    if (fclose(f) != 0 || rc < 0) {
+        snprintf(err, errlen, "cannot write the timeline %s: %s", path,
+                 rc == -ENOMEM ? "out of memory" : strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"seed", required_argument, NULL, 's'},
+        {"timeline", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {"profiles-out", required_argument, NULL, 'P'},
         {"profile-check", no_argument, NULL, 'K'},
@@ -60,6 +82,7 @@ int main(int argc, char **argv)
     };
     int json = 0, c, check = 0;
     const char *prof_out = NULL;
+    const char *timeline_path = NULL;
     uint64_t seed = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
@@ -89,6 +112,9 @@ int main(int argc, char **argv)
             break;
         case 'K':
             check = 1;
+            break;
+        case 't':
+            timeline_path = optarg;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -125,9 +151,14 @@ int main(int argc, char **argv)
     if (prof_out)
         snprintf(sc->profiles_out, sizeof sc->profiles_out, "%s", prof_out);
     sc->profile_check = check;
+    struct timeline tl;
+    timeline_init(&tl);
     double t0 = cpu_seconds();
-    int rc = possim_run(sc, seed, r, err, sizeof err);
+    int rc = possim_run_timeline(sc, seed, r, timeline_path ? &tl : NULL, err, sizeof err);
     double cpu = cpu_seconds() - t0;
+    if (rc == 0 && timeline_path && write_timeline(&tl, timeline_path, err, sizeof err) < 0)
+        rc = -EIO;
+    timeline_free(&tl);
     if (rc < 0) {
         fprintf(stderr, "possim: %s\n", err);
         possim_result_free(r);

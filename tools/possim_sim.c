@@ -20,8 +20,10 @@
  * process starts and exits) sit in a binary heap, merged with the device model's next event
  * and posd's two wake-up times. */
 #include "tools/possim_sim.h"
+#include "tools/timeline.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -197,6 +199,7 @@ struct vclient {
     int present; /* registered with posd (started, not left) */
     int killed;
     int64_t start_ns, stop_ns, slack_ns;
+    int64_t issued_ns; /* when the request in flight was issued (its timeline slice) */
     /* the thread */
     int state;
     uint64_t gen;   /* bumped whenever its pending wake-up is superseded */
@@ -259,6 +262,7 @@ struct sim {
     uint64_t decisions, events;
     double decide_real_ns; /* real time spent in sched_core_decide (the policy's cost) */
     int64_t progress_at; /* the last launch or request completion */
+    struct timeline *tl; /* --timeline: every op and request, or NULL */
     int rc;
     char *err;
     size_t errlen;
@@ -341,6 +345,7 @@ static void start_op(struct sim *s, struct vclient *c, int64_t t)
 static void start_request(struct sim *s, struct vclient *c, int64_t t)
 {
     c->arrive_ns[c->req_i] = c->schedule ? arrival_ns(c, c->req_i) : t;
+    c->issued_ns = t;
     c->op_j = 0;
     start_op(s, c, t);
 }
@@ -354,6 +359,14 @@ static void finish_request(struct sim *s, struct vclient *c, int64_t t)
     c->done_ns[c->inflight_req] = t;
     c->inflight = 0;
     c->completed++;
+    if (s->tl) {
+        char name[32], args[64];
+        snprintf(name, sizeof name, "request %" PRIu64, c->inflight_req + 1);
+        snprintf(args, sizeof args, "\"arrived_us\":%.3f",
+                 (double)c->arrive_ns[c->inflight_req] / 1e3);
+        timeline_slice(s->tl, (uint32_t)c->index + 1, 1, name, "request", c->issued_ns,
+                       t - c->issued_ns, args);
+    }
     s->progress_at = t;
     if (!s->core)
         return;
@@ -669,6 +682,17 @@ static void op_known(struct sim *s, struct vclient *c, uint64_t tag, int64_t t)
         sync_returns(s, c, t);
 }
 
+/* The slice of op O of C on its stream's track: where it ran on the virtual device. */
+static void timeline_op(struct sim *s, const struct vclient *c, const struct sim_op *o)
+{
+    uint64_t seq = o->tag & ~MARKED;
+    const char *name = seq ? c->req.ops[(seq - 1) % c->req.nops].name : "?";
+    char args[64];
+    snprintf(args, sizeof args, "\"seq\":%" PRIu64 ",\"blocks\":%u", seq, o->blocks);
+    timeline_slice(s->tl, (uint32_t)c->index + 1, 1, name, "op", o->start_ns,
+                   o->end_ns - o->start_ns, args);
+}
+
 /* Ops completed on the device at T: the host knows notify_us later. */
 static void reap(struct sim *s, int64_t t)
 {
@@ -677,6 +701,8 @@ static void reap(struct sim *s, int64_t t)
         int op;
         while ((op = sim_gpu_reap(s->g, c->owner)) != SIM_NONE) {
             uint64_t tag = s->g->ops[op].tag;
+            if (s->tl)
+                timeline_op(s, c, &s->g->ops[op]);
             sim_gpu_op_free(s->g, op);
             if (s->notify_ns > 0)
                 push_event(s, t + s->notify_ns, EV_NOTIFY, c, tag);
@@ -859,6 +885,10 @@ static int client_setup(struct sim *s, struct vclient *c, int index, uint64_t se
     char msg[512];
     c->spec = sp;
     c->index = index;
+    if (s->tl) {
+        timeline_process(s->tl, (uint32_t)index + 1, sp->name);
+        timeline_track(s->tl, (uint32_t)index + 1, 1, "stream 0");
+    }
     if (sim_model_load(sp->model_path, sp->batch, &c->model, msg, sizeof msg) < 0) {
         sim_fail(s, -EINVAL, "%s", msg);
         return -EINVAL;
@@ -1093,7 +1123,14 @@ static int profile_check(struct sim *s, struct possim_result *out)
 int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
                char *err, size_t errlen)
 {
+    return possim_run_timeline(sc, seed, out, NULL, err, errlen);
+}
+
+int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
+                        struct timeline *tl, char *err, size_t errlen)
+{
     struct sim s = {.sc = sc,
+                    .tl = tl,
                     .n = sc->nclients,
                     .timer_at = NONE,
                     .kick_at = NONE,

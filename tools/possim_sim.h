@@ -63,6 +63,12 @@ struct possim_result {
  * poll delays are drawn from SEED). Returns 0, or a negative errno with a message in ERR. */
 int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
                char *err, size_t errlen);
+/* The same, adding to TL (when not NULL) one track per client (its stream), a slice per op
+ * where it ran on the virtual device and a slice per request from its issue to the moment
+ * the client knew it complete (it encloses the request's ops). */
+struct timeline;
+int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
+                        struct timeline *tl, char *err, size_t errlen);
 void possim_result_free(struct possim_result *r);
 
 /* Writers. CPU_S is the simulator's own CPU time for the run (its speed line/key is the last

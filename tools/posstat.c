@@ -1,7 +1,10 @@
 /* posstat: posd's monitoring tool, in the manner of pidstat and nvidia-smi dmon. This file owns
  * the command line, the STATS request on posd's socket and the interval loop with its
  * Average: block; what a report says and how it looks is tools/posstat_format.c. */
+#include "tools/posclient.h"
 #include "tools/posstat_format.h"
+#include "tools/posstat_nvml.h"
+#include "sched/metrics_text.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,9 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define REPLY_TIMEOUT_S 5 /* a posd that takes longer is wedged; say so rather than hang */
-#define INTERVAL_MIN_S  0.001
-#define INTERVAL_MAX_S  86400.0
+#define INTERVAL_MIN_S 0.001
+#define INTERVAL_MAX_S 86400.0
 
 static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
@@ -40,31 +42,60 @@ struct output_format {
     const char *name;
     const char *separator; /* printed between two reports */
     int (*render)(FILE *out, const struct posstat_report *r);
+    /* a format of posd's counters as they are (no rates, no interval), instead of render */
+    int (*render_snapshot)(FILE *out, const struct posstat_snapshot *s);
 };
 
+/* -o prom: the text posd's --metrics endpoint serves (sched/metrics_text.c) */
+static int render_prom(FILE *out, const struct posstat_snapshot *s)
+{
+    return posd_metrics_text(out, &s->dev, s->clients, s->nclients);
+}
+
 static const struct output_format output_formats[] = {
-    {"text", "\n", posstat_render_text},
-    {"json", "", posstat_render_json},
+    {"text", "\n", posstat_render_text, NULL},
+    {"json", "", posstat_render_json, NULL},
+    {"prom", "", NULL, render_prom},
 };
+
+#define MAX_PIDS 64
 
 struct options {
     const char *socket;
     const struct output_format *format;
     double interval_s;   /* 0: one report of totals */
     unsigned long count; /* reports; 0: until interrupted */
+    /* views: what each report shows */
+    unsigned show;  /* POSSTAT_SHOW_* (-d, -a); 0: both */
+    int epoch_time; /* -H */
+    int live;       /* -t: redraw in place */
+    int npids;      /* -p: only these clients */
+    int32_t pids[MAX_PIDS];
 };
 
 static const char usage_text[] =
-    "usage: posstat [-s SOCKET] [-o text|json] [interval [count]]\n"
+    "usage: posstat [-d] [-a] [-p PID[,PID...]] [-H] [-t] [-s SOCKET] [-o text|json|prom]\n"
+    "               [interval [count]]\n"
     "Shows what posd is scheduling: the device, then one line per client (docs/posstat.md).\n"
     "Without an interval it prints totals since each client registered and exits. With one,\n"
     "it prints rates over each interval (seconds, fractional allowed), COUNT times or until\n"
     "interrupted, then an Average: block over all intervals.\n"
+    "  -d, --devices        the device block only\n"
+    "  -a, --apps           the clients (apps) block only (default: both blocks)\n"
+    "  -p, --pid PID,...    only these client processes\n"
+    "  -H, --epoch          text: the time column in seconds since the epoch\n"
+    "  -t, --top            live: redraw the screen in place every interval (default 1 s)\n"
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
-    "  -o, --output FORMAT  text (default) or json: one JSON object per line\n"
+    "  -o, --output FORMAT  text (default); json: one JSON object per line; prom: posd's\n"
+    "                       counters in the Prometheus text format, once (docs/metrics.md)\n"
     "  -h, --help           this text\n";
 
 static const struct option long_options[] = {
+    {"devices", no_argument, NULL, 'd'},
+    {"apps", no_argument, NULL, 'a'},
+    {"pid", required_argument, NULL, 'p'},
+    {"epoch", no_argument, NULL, 'H'},
+    {"top", no_argument, NULL, 't'},
     {"socket", required_argument, NULL, 's'},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
@@ -76,7 +107,7 @@ static const struct output_format *find_format(const char *name)
     for (size_t i = 0; i < sizeof output_formats / sizeof output_formats[0]; i++)
         if (strcasecmp(output_formats[i].name, name) == 0)
             return &output_formats[i];
-    die(2, "unknown output format '%s' (want text or json)", name);
+    die(2, "unknown output format '%s' (want text, json or prom)", name);
 }
 
 static double parse_interval(const char *s)
@@ -102,15 +133,45 @@ static unsigned long parse_count(const char *s)
     return v;
 }
 
+static void parse_pids(const char *s, struct options *o)
+{
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
+        if (errno || v <= 0 || v > INT32_MAX || (*end && *end != ','))
+            die(2, "bad -p '%s' (want process ids separated by commas; see --help)", s);
+        if (o->npids == MAX_PIDS)
+            die(2, "-p takes at most %d process ids", MAX_PIDS);
+        o->pids[o->npids++] = (int32_t)v;
+        if (!*end)
+            return;
+        p = end + 1;
+    }
+}
+
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    const char *env = getenv("POS_SOCKET");
-    *o = (struct options){.socket = env && *env ? env : POS_DEFAULT_SOCKET,
-                          .format = &output_formats[0]};
+    *o = (struct options){.socket = posclient_default_socket(), .format = &output_formats[0]};
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":s:o:h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":dap:Hts:o:h", long_options, NULL)) != -1) {
         switch (c) {
+        case 'd':
+            o->show |= POSSTAT_SHOW_DEVICE;
+            break;
+        case 'a':
+            o->show |= POSSTAT_SHOW_APPS;
+            break;
+        case 'p':
+            parse_pids(optarg, o);
+            break;
+        case 'H':
+            o->epoch_time = 1;
+            break;
+        case 't':
+            o->live = 1;
+            break;
         case 's':
             o->socket = optarg;
             break;
@@ -132,29 +193,21 @@ static void parse_options(int argc, char **argv, struct options *o)
         o->count = parse_count(argv[optind++]);
     if (optind < argc)
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->live && !o->interval_s)
+        o->interval_s = 1;
+    if (o->live && o->format->render_snapshot)
+        die(2, "-t redraws text or JSON reports, not -o %s", o->format->name);
+    if (o->format->render_snapshot && o->interval_s > 0)
+        die(2,
+            "-o %s prints one scrape and takes no interval (run it from a timer for "
+            "node_exporter's textfile collector)",
+            o->format->name);
     if (!*o->socket || strlen(o->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         die(2, "bad socket path '%s' (want 1 to %zu bytes)", o->socket,
             sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 }
 
 /* --- asking posd -------------------------------------------------------------------------- */
-
-static const struct {
-    int err;
-    const char *hint;
-} connect_hints[] = {
-    {EACCES, "may this user use it? see posd's socket group"},
-    {EPERM, "may this user use it? see posd's socket group"},
-    {EAGAIN, "posd is not accepting connections; is it wedged?"},
-};
-
-static const char *connect_hint(int err)
-{
-    for (size_t i = 0; i < sizeof connect_hints / sizeof connect_hints[0]; i++)
-        if (connect_hints[i].err == err)
-            return connect_hints[i].hint;
-    return "is posd running?";
-}
 
 static double wall_time(void)
 {
@@ -163,75 +216,58 @@ static double wall_time(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* One STATS request on a connection of its own. Returns 0, or -1 with ERR filled. */
-static int ask_posd(int fd, const char *path, struct posstat_snapshot *snap, char *err,
-                    size_t errlen)
-{
-    static _Alignas(8) unsigned char reply[POS_MSG_MAX];
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    struct timeval timeout = {.tv_sec = REPLY_TIMEOUT_S};
-
-    memcpy(addr.sun_path, path, strlen(path) + 1);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
-        int e = errno;
-        snprintf(err, errlen, "cannot connect to %s: %s (%s)", path, strerror(e), connect_hint(e));
-        return -1;
-    }
-    const struct pos_msg_hdr req = {.magic = POS_PROTO_MAGIC,
-                                    .version = POS_PROTO_VERSION,
-                                    .type = POS_MSG_STATS_REQ,
-                                    .len = 0};
-    ssize_t n;
-    do
-        n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof req) {
-        snprintf(err, errlen, "cannot send the request to posd at %s: %s", path,
-                 n < 0 ? strerror(errno) : "short send");
-        return -1;
-    }
-    /* MSG_TRUNC: the whole message's length, so that an oversized one is not taken cut. */
-    do
-        n = recv(fd, reply, sizeof reply, MSG_TRUNC);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        snprintf(err, errlen, "no reply from posd at %s within %d s", path, REPLY_TIMEOUT_S);
-    else if (n < 0)
-        snprintf(err, errlen, "cannot read posd's reply on %s: %s", path, strerror(errno));
-    else if (n == 0)
-        snprintf(err, errlen, "posd at %s closed the connection without a reply", path);
-    else if ((size_t)n > sizeof reply)
-        snprintf(err, errlen, "bad reply from posd: %zd bytes, more than the %d a message may have",
-                 n, POS_MSG_MAX);
-    else if (posstat_parse_reply(reply, (size_t)n, snap, err, errlen) == 0) {
-        snap->time = wall_time();
-        return 0;
-    }
-    return -1;
-}
-
+/* One STATS request on a connection of its own (tools/posclient.c). */
 static int take_snapshot(const char *path, struct posstat_snapshot *snap)
 {
+    static _Alignas(8) unsigned char reply[POS_MSG_MAX];
     char err[512];
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        fprintf(stderr, "posstat: cannot create a socket: %s\n", strerror(errno));
+    struct posclient c;
+    size_t got;
+    int rc = posclient_connect(&c, path, 0, err, sizeof err);
+    if (rc == 0) {
+        rc = posclient_stats(&c, reply, sizeof reply, &got, err, sizeof err);
+        posclient_close(&c);
+    }
+    if (rc == 0)
+        rc = posstat_parse_reply(reply, got, snap, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "posstat: %s\n", err);
         return -1;
     }
-    int rc = ask_posd(fd, path, snap, err, sizeof err);
-    close(fd);
-    if (rc < 0)
-        fprintf(stderr, "posstat: %s\n", err);
-    return rc;
+    snap->time = wall_time();
+    posstat_nvml_read(0, &snap->gpu); /* posd schedules device 0 */
+    return 0;
 }
 
 /* --- reports ------------------------------------------------------------------------------ */
 
-static int emit(const struct options *o, const struct posstat_report *r, int first)
+/* Applies the views of O to R: which blocks, the time column, the clients of -p. */
+static void apply_views(const struct options *o, struct posstat_report *r)
 {
-    if (!first)
+    r->show = o->show;
+    r->epoch_time = o->epoch_time;
+    r->show_gpu = 1; /* with the device block, '-' without NVML */
+    if (!o->npids)
+        return;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r->nclients; i++)
+        for (int k = 0; k < o->npids; k++)
+            if (r->clients[i].pid == o->pids[k]) {
+                r->clients[kept++] = r->clients[i];
+                break;
+            }
+    r->nclients = kept;
+}
+
+/* -t: the next report replaces the screen (cursor home, clear), as top redraws. */
+#define LIVE_REDRAW "\033[H\033[2J"
+
+static int emit(const struct options *o, struct posstat_report *r, int first)
+{
+    apply_views(o, r);
+    if (o->live && r->kind != POSSTAT_AVERAGE)
+        fputs(LIVE_REDRAW, stdout);
+    else if (!first)
         fputs(o->format->separator, stdout);
     if (o->format->render(stdout, r) < 0 || fflush(stdout) != 0) {
         fprintf(stderr, "posstat: cannot write the report: %s\n", strerror(errno));
@@ -246,6 +282,13 @@ static int report_once(const struct options *o)
     struct posstat_report r;
     if (take_snapshot(o->socket, &snap) < 0)
         return 1;
+    if (o->format->render_snapshot) {
+        int bad = o->format->render_snapshot(stdout, &snap) < 0 || fflush(stdout) != 0;
+        if (bad)
+            fprintf(stderr, "posstat: cannot write the report: %s\n", strerror(errno));
+        posstat_snapshot_free(&snap);
+        return bad;
+    }
     int rc = posstat_report_build(&r, NULL, &snap, POSSTAT_TOTAL);
     posstat_snapshot_free(&snap);
     if (rc < 0)

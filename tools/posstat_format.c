@@ -2,6 +2,7 @@
  * histogram percentiles, Average: sums, and the text and JSON renderings driven by one column
  * table, so that both outputs always carry the same fields. */
 #include "tools/posstat_format.h"
+#include "tools/posclient.h"
 
 #include <errno.h>
 #include <math.h>
@@ -40,18 +41,6 @@ static void printable_copy(char *dst, size_t dstlen, const char *src)
     dst[i] = '\0';
 }
 
-static int rejected(const char *body, uint32_t len, char *err, size_t errlen)
-{
-    if (len == 0 || body[0] == '\0')
-        return fail(-ECONNREFUSED, err, errlen, "posd refused the request (no reason given)");
-    if (!terminated(body, len))
-        return fail(-ECONNREFUSED, err, errlen,
-                    "posd refused the request (its reason is not NUL-terminated)");
-    char reason[200];
-    printable_copy(reason, sizeof reason, body);
-    return fail(-ECONNREFUSED, err, errlen, "posd refused the request: %s", reason);
-}
-
 static int check_client(const struct pos_client_stats *c, char *err, size_t errlen)
 {
     if (!terminated(c->app, sizeof c->app))
@@ -70,37 +59,19 @@ static int check_client(const struct pos_client_stats *c, char *err, size_t errl
 int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *snap, char *err,
                         size_t errlen)
 {
-    struct pos_msg_hdr h;
-    if (len < sizeof h)
-        return fail(-EPROTO, err, errlen,
-                    "short reply from posd (%zu bytes, less than a message header)", len);
-    memcpy(&h, msg, sizeof h);
-    if (h.magic != POS_PROTO_MAGIC)
-        return fail(-EPROTO, err, errlen, "the reply is not from posd (magic 0x%08x, want 0x%08x)",
-                    h.magic, POS_PROTO_MAGIC);
-    if (h.version != POS_PROTO_VERSION)
-        return fail(-EPROTO, err, errlen,
-                    "posd speaks protocol version %u, this posstat speaks %u; use the posstat "
-                    "that came with this posd",
-                    h.version, POS_PROTO_VERSION);
-    if (h.len != len - sizeof h)
-        return fail(-EPROTO, err, errlen,
-                    "bad reply from posd: its header says %u bytes follow, %zu did", h.len,
-                    len - sizeof h);
-    const char *body = (const char *)msg + sizeof h;
-    if (h.type == POS_MSG_REJECT)
-        return rejected(body, h.len, err, errlen);
-    if (h.type != POS_MSG_STATS)
-        return fail(-EPROTO, err, errlen, "unexpected reply from posd: message type %u, want %u",
-                    h.type, POS_MSG_STATS);
-
+    const void *bodyp;
+    size_t blen;
+    int hrc = posclient_check_msg(msg, len, POS_MSG_STATS, &bodyp, &blen, err, errlen);
+    if (hrc < 0)
+        return hrc;
+    const char *body = bodyp;
     struct pos_stats_reply rep;
-    if (h.len < sizeof rep)
+    if (blen < sizeof rep)
         return fail(-EPROTO, err, errlen,
-                    "short STATS reply from posd (%u bytes, want at least %zu)", h.len, sizeof rep);
+                    "short STATS reply from posd (%zu bytes, want at least %zu)", blen, sizeof rep);
     memcpy(&rep, body, sizeof rep);
     /* In 64 bits, where nclients * size cannot wrap. */
-    size_t room = h.len - sizeof rep;
+    size_t room = blen - sizeof rep;
     const size_t csize = sizeof(struct pos_client_stats);
     if ((uint64_t)rep.nclients * csize != room)
         return fail(-EPROTO, err, errlen,
@@ -236,6 +207,16 @@ static void device_row(struct posstat_device_row *row, const struct pos_device_s
     row->completed = (double)d->completed;
 }
 
+static void gpu_row(struct posstat_gpu_row *row, const struct posstat_gpu *g)
+{
+    row->index = g->index;
+    row->util_pct = g->valid ? g->util_pct : NAN;
+    row->mem_used_mib = g->valid ? g->mem_used_mib : NAN;
+    row->mem_total_mib = g->valid ? g->mem_total_mib : NAN;
+    row->power_w = g->valid ? g->power_w : NAN;
+    row->sm_clock_mhz = g->valid ? g->sm_clock_mhz : NAN;
+}
+
 /* BASE is the earlier state of the same client; all zeros means "since it registered". */
 static void client_row(struct posstat_client_row *row, const struct pos_client_stats *base,
                        const struct pos_client_stats *c)
@@ -279,6 +260,7 @@ int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot
             return -ENOMEM;
     }
     device_row(&r->dev, prev ? &prev->dev : &no_device, &cur->dev);
+    gpu_row(&r->gpu, &cur->gpu);
     for (uint32_t i = 0; i < cur->nclients; i++) {
         const struct pos_client_stats *base = same_client(prev, &cur->clients[i]);
         client_row(&r->clients[i], base ? base : &no_client, &cur->clients[i]);
@@ -329,6 +311,12 @@ int posstat_average_add(struct posstat_average *a, const struct posstat_report *
     a->n = r->nclients;
     a->reports++;
     a->clients += r->dev.clients;
+    a->gpu.index = r->gpu.index;
+    a->gpu.util_pct += r->gpu.util_pct;
+    a->gpu.mem_used_mib += r->gpu.mem_used_mib;
+    a->gpu.mem_total_mib += r->gpu.mem_total_mib;
+    a->gpu.power_w += r->gpu.power_w;
+    a->gpu.sm_clock_mhz += r->gpu.sm_clock_mhz;
     return 0;
 }
 
@@ -339,8 +327,16 @@ int posstat_average_report(struct posstat_report *r, const struct posstat_averag
     int rc = posstat_report_build(r, first, last, POSSTAT_AVERAGE);
     if (rc < 0)
         return rc;
-    if (a->reports)
-        r->dev.clients = a->clients / (double)a->reports;
+    if (a->reports) {
+        double n = (double)a->reports;
+        r->dev.clients = a->clients / n;
+        r->gpu = (struct posstat_gpu_row){a->gpu.index,
+                                          a->gpu.util_pct / n,
+                                          a->gpu.mem_used_mib / n,
+                                          a->gpu.mem_total_mib / n,
+                                          a->gpu.power_w / n,
+                                          a->gpu.sm_clock_mhz / n};
+    }
     for (uint32_t i = 0; i < r->nclients; i++) {
         struct posstat_client_row *row = &r->clients[i];
         const struct posstat_level_sum *l = find_levels(a, row->client_id, row->pid);
@@ -395,6 +391,18 @@ static const struct column device_columns[] = {
     {NULL, NULL, "submitted", 0, CELL_WHOLE, 0, DEV(submitted)},
     {NULL, NULL, "granted", 0, CELL_WHOLE, 0, DEV(granted)},
     {NULL, NULL, "completed", 0, CELL_WHOLE, 0, DEV(completed)},
+};
+
+#define GPU(field) offsetof(struct posstat_gpu_row, field)
+
+/* NVML's figures; '-' without NVML */
+static const struct column gpu_columns[] = {
+    {"gpu", "", "index", 5, CELL_WHOLE, 0, GPU(index)},
+    {"util", "%", "util_pct", 6, CELL_RATE, 1, GPU(util_pct)},
+    {"mem", "MiB", "mem_used_mib", 8, CELL_RATE, 0, GPU(mem_used_mib)},
+    {"mem_total", "MiB", "mem_total_mib", 9, CELL_RATE, 0, GPU(mem_total_mib)},
+    {"power", "W", "power_w", 7, CELL_RATE, 1, GPU(power_w)},
+    {"sm_clk", "MHz", "sm_clock_mhz", 7, CELL_RATE, 0, GPU(sm_clock_mhz)},
 };
 
 static const struct column client_columns[] = {
@@ -524,11 +532,11 @@ static void text_cell(char *dst, size_t size, const struct column *c, const void
     }
 }
 
-static void text_headers(FILE *out, const struct column *cols, size_t ncols)
+static void text_headers(FILE *out, int time_width, const struct column *cols, size_t ncols)
 {
     struct line names = {.len = 0}, units = {.len = 0};
-    line_add(&names, "%-8s", "# time");
-    line_add(&units, "%-8s", "#");
+    line_add(&names, "%-*s", time_width, "# time");
+    line_add(&units, "%-*s", time_width, time_width > 8 ? "# s" : "#");
     for (size_t i = 0; i < ncols; i++) {
         if (!cols[i].title)
             continue;
@@ -539,11 +547,11 @@ static void text_headers(FILE *out, const struct column *cols, size_t ncols)
     line_put(out, &units);
 }
 
-static void text_row(FILE *out, const char *when, const struct column *cols, size_t ncols,
-                     const void *row, enum posstat_report_kind kind)
+static void text_row(FILE *out, int time_width, const char *when, const struct column *cols,
+                     size_t ncols, const void *row, enum posstat_report_kind kind)
 {
     struct line l = {.len = 0};
-    line_add(&l, "%-8s", when);
+    line_add(&l, "%-*s", time_width, when);
     for (size_t i = 0; i < ncols; i++) {
         if (!cols[i].title)
             continue;
@@ -556,18 +564,30 @@ static void text_row(FILE *out, const char *when, const struct column *cols, siz
 
 int posstat_render_text(FILE *out, const struct posstat_report *r)
 {
-    char when[16] = "Average:";
-    if (r->kind != POSSTAT_AVERAGE) {
+    char when[24] = "Average:";
+    int tw = r->epoch_time ? 10 : 8;
+    if (r->kind != POSSTAT_AVERAGE && r->epoch_time) {
+        snprintf(when, sizeof when, "%.0f", floor(r->time));
+    } else if (r->kind != POSSTAT_AVERAGE) {
         time_t t = (time_t)r->time;
         struct tm tm;
         if (!localtime_r(&t, &tm) || !strftime(when, sizeof when, "%H:%M:%S", &tm))
             snprintf(when, sizeof when, "-");
     }
-    text_headers(out, device_columns, NCOLS(device_columns));
-    text_row(out, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
-    text_headers(out, client_columns, NCOLS(client_columns));
+    unsigned show = r->show ? r->show : POSSTAT_SHOW_DEVICE | POSSTAT_SHOW_APPS;
+    if (show & POSSTAT_SHOW_DEVICE) {
+        text_headers(out, tw, device_columns, NCOLS(device_columns));
+        text_row(out, tw, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+        if (r->show_gpu) {
+            text_headers(out, tw, gpu_columns, NCOLS(gpu_columns));
+            text_row(out, tw, when, gpu_columns, NCOLS(gpu_columns), &r->gpu, r->kind);
+        }
+    }
+    if (!(show & POSSTAT_SHOW_APPS))
+        return ferror(out) ? -EIO : 0;
+    text_headers(out, tw, client_columns, NCOLS(client_columns));
     for (uint32_t i = 0; i < r->nclients; i++)
-        text_row(out, when, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+        text_row(out, tw, when, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
     if (r->clients_not_shown)
         fprintf(out, "# %u more clients in posd than its reply carries\n", r->clients_not_shown);
     return ferror(out) ? -EIO : 0;
@@ -688,14 +708,24 @@ int posstat_render_json(FILE *out, const struct posstat_report *r)
         [POSSTAT_TOTAL] = "total", [POSSTAT_INTERVAL] = "interval", [POSSTAT_AVERAGE] = "average"};
     fprintf(out, "{\"time\":%.3f,\"report\":\"%s\",\"interval_s\":", r->time, kinds[r->kind]);
     json_number(out, r->dev.span_s, 3);
-    fputs(",\"device\":", out);
-    json_object(out, device_columns, NCOLS(device_columns), &r->dev, r->kind);
-    fputs(",\"clients\":[", out);
-    for (uint32_t i = 0; i < r->nclients; i++) {
-        if (i)
-            fputc(',', out);
-        json_object(out, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+    unsigned show = r->show ? r->show : POSSTAT_SHOW_DEVICE | POSSTAT_SHOW_APPS;
+    if (show & POSSTAT_SHOW_DEVICE) {
+        fputs(",\"device\":", out);
+        json_object(out, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+        if (r->show_gpu) {
+            fputs(",\"gpu\":", out);
+            json_object(out, gpu_columns, NCOLS(gpu_columns), &r->gpu, r->kind);
+        }
     }
-    fputs("]}\n", out);
+    if (show & POSSTAT_SHOW_APPS) {
+        fputs(",\"clients\":[", out);
+        for (uint32_t i = 0; i < r->nclients; i++) {
+            if (i)
+                fputc(',', out);
+            json_object(out, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+        }
+        fputc(']', out);
+    }
+    fputs("}\n", out);
     return ferror(out) ? -EIO : 0;
 }

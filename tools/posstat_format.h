@@ -10,12 +10,20 @@
 
 #include "pos/proto.h"
 
+/* The real GPU's own figures (NVML, tools/posstat_nvml.c) at a snapshot; NaN: not available. */
+struct posstat_gpu {
+    int valid; /* 0: not read (no NVML, no such GPU) */
+    unsigned index;
+    double util_pct, mem_used_mib, mem_total_mib, power_w, sm_clock_mhz;
+};
+
 /* One STATS reply, copied out of the message. Owns clients[]. */
 struct posstat_snapshot {
     struct pos_device_stats dev;
     uint32_t nclients;
     struct pos_client_stats *clients;
     double time; /* wall clock when it arrived, seconds since the epoch; set by the caller */
+    struct posstat_gpu gpu; /* set by the caller; valid 0 when it has none */
 };
 
 /* Checks a received message (header included) and copies it into *snap.
@@ -47,6 +55,13 @@ struct posstat_device_row {
     double submitted, granted, completed; /* totals since posd started (JSON only) */
 };
 
+/* The GPU block (posstat's device view): NVML's figures, levels at the snapshot (means in an
+ * Average), NaN when not available. */
+struct posstat_gpu_row {
+    double index;
+    double util_pct, mem_used_mib, mem_total_mib, power_w, sm_clock_mhz;
+};
+
 struct posstat_client_row {
     uint32_t client_id;
     int32_t pid;
@@ -65,8 +80,16 @@ struct posstat_client_row {
     int held; /* 1 yes, 0 no, -1 not available */
 };
 
+/* What a text or JSON report shows (posstat -d, -a); 0 shows both. */
+#define POSSTAT_SHOW_DEVICE 0x1
+#define POSSTAT_SHOW_APPS   0x2
+
 struct posstat_report {
     enum posstat_report_kind kind;
+    unsigned show;  /* POSSTAT_SHOW_*, 0: both (set by the caller after building) */
+    int epoch_time; /* text: the time column in seconds since the epoch (posstat -H) */
+    int show_gpu;   /* the GPU block with the device block (set by the caller) */
+    struct posstat_gpu_row gpu;
     double time; /* of the newest snapshot, seconds since the epoch */
     struct posstat_device_row dev;
     uint32_t nclients;
@@ -94,7 +117,8 @@ struct posstat_level_sum {
 
 struct posstat_average {
     uint64_t reports;
-    double clients; /* summed over the reports */
+    double clients;             /* summed over the reports */
+    struct posstat_gpu_row gpu; /* summed over the reports (NaN once one lacked a figure) */
     size_t n;
     struct posstat_level_sum *levels;
 };

@@ -8,19 +8,21 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  3
+#define POS_PROTO_VERSION  4
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
 #define POS_APP_NAME_MAX   64
 
 enum pos_msg_type {
-    POS_MSG_HELLO = 1, /* shim -> posd: register as a client */
-    POS_MSG_WELCOME,   /* posd -> shim: accepted; carries the client's memfd and eventfd */
-    POS_MSG_REJECT,    /* posd -> peer: refused; the text says why */
-    POS_MSG_STATS_REQ, /* tool -> posd */
-    POS_MSG_STATS,     /* posd -> tool: struct pos_stats_reply + clients */
-    POS_MSG_NAMES,     /* shim -> posd: kernel names, struct pos_names + entries */
+    POS_MSG_HELLO = 1,     /* shim -> posd: register as a client */
+    POS_MSG_WELCOME,       /* posd -> shim: accepted; carries the client's memfd and eventfd */
+    POS_MSG_REJECT,        /* posd -> peer: refused; the text says why */
+    POS_MSG_STATS_REQ,     /* tool -> posd */
+    POS_MSG_STATS,         /* posd -> tool: struct pos_stats_reply + clients */
+    POS_MSG_NAMES,         /* shim -> posd: kernel names, struct pos_names + entries */
+    POS_MSG_CONTROL,       /* tool (posctl) -> posd: struct pos_control */
+    POS_MSG_CONTROL_REPLY, /* posd -> tool: struct pos_control_reply */
 };
 
 struct pos_msg_hdr {
@@ -101,9 +103,15 @@ struct pos_client_stats {
     uint64_t sync_lag_n; /* synchronisation reports, and how long after the call returned */
     uint64_t sync_lag_p50_ns, sync_lag_p99_ns; /* posd read them */
     uint64_t op_ns; /* posd's running estimate of one of its operators' GPU time */
+    /* request latencies in the buckets of wait_hist, and their sum (Prometheus histograms) */
+    uint64_t req_hist[POS_WAIT_BUCKETS];
+    uint64_t req_sum_ns;
+    int32_t device; /* the device its rules put it on */
+    uint32_t reserved;
 };
 
-#define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */
+#define POS_CLIENT_HELD     0x1 /* held by policy at the last decision */
+#define POS_CLIENT_OVERRIDE 0x2 /* posctl set its class or priority (until exit or reload) */
 
 /* STATS reply: a pos_device_stats, then nclients pos_client_stats. Root and members of the
  * group posd get every client; anyone else only those of their own uid, and dev.clients counts
@@ -116,6 +124,42 @@ struct pos_stats_reply {
     uint32_t nclients;
     uint32_t reserved;
     /* struct pos_client_stats clients[nclients] */
+};
+
+/* ---- control (posctl) --------------------------------------------------------------------- */
+
+/* What a CONTROL request asks. Changes are accepted from root and members of the group posd
+ * alone (SO_PEERCRED, SO_PEERGROUPS); anyone else gets status -EPERM. POS_CTL_STATUS changes
+ * nothing and is open to all. Kernel profiles (dump, load, reset) will be ops of their own
+ * here when they land. */
+enum pos_control_op {
+    POS_CTL_STATUS = 1, /* nothing: the reply's drained mask */
+    POS_CTL_SET,        /* client_id's class and/or priority (flags), until it exits or the
+                           configuration reloads */
+    POS_CTL_RELOAD,     /* reload the configuration, as SIGHUP does */
+    POS_CTL_DRAIN,      /* grant no new work on device */
+    POS_CTL_UNDRAIN,
+};
+
+#define POS_CTL_HAS_CLASS    0x1 /* SET: class_name (its priority and in-flight cap too) */
+#define POS_CTL_HAS_PRIORITY 0x2 /* SET: priority, over the class's */
+#define POS_CTL_MAX_DEVICES  64
+
+struct pos_control {
+    uint32_t op; /* enum pos_control_op */
+    uint32_t flags;
+    uint32_t client_id;
+    int32_t priority;
+    int32_t device;
+    uint32_t reserved;
+    char class_name[POS_CLASS_NAME_MAX];
+};
+
+struct pos_control_reply {
+    int32_t status; /* 0, or a negative errno: -EPERM, -ESRCH (no such client), -EINVAL */
+    uint32_t reserved;
+    uint64_t drained;  /* bit D: device D is drained (after the request) */
+    char message[240]; /* one NUL-terminated line for a person: what was done, or why not */
 };
 
 #endif

@@ -175,32 +175,9 @@ static int suite_clean(void)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static int peer_connect(void);
-
-/* Asks posd for its statistics directly (the protocol of include/pos/proto.h): one STATS
- * reply, the device part in DEV, up to MAX clients in CS. Returns the number of clients it
- * carries, -1 on failure. */
 static int posd_stats(struct pos_device_stats *dev, struct pos_client_stats *cs, int max)
 {
-    int s = peer_connect();
-    if (s < 0)
-        return -1;
-    struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_STATS_REQ, 0, 0};
-    static char buf[POS_MSG_MAX];
-    ssize_t n = -1;
-    if (send(s, &h, sizeof h, 0) == (ssize_t)sizeof h)
-        n = recv(s, buf, sizeof buf, 0);
-    close(s);
-    struct pos_stats_reply r;
-    if (n < (ssize_t)(sizeof h + sizeof r))
-        return -1;
-    memcpy(&r, buf + sizeof h, sizeof r);
-    if ((size_t)n != sizeof h + sizeof r + r.nclients * sizeof *cs)
-        return -1;
-    *dev = r.dev;
-    for (uint32_t i = 0; i < r.nclients && (int)i < max; i++)
-        memcpy(&cs[i], buf + sizeof h + sizeof r + i * sizeof *cs, sizeof *cs);
-    return (int)r.nclients;
+    return util_stats(sock_path, dev, cs, max);
 }
 
 /* The device part alone. */
@@ -502,16 +479,7 @@ static void test_fail_open_and_reattach(void)
 
 static int peer_connect(void)
 {
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)sizeof a.sun_path - 1, sock_path);
-    struct timeval tv = {.tv_sec = 10}; /* generous: CI machines can be loaded */
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(s);
-        return -1;
-    }
-    return s;
+    return util_connect(sock_path);
 }
 
 /* True when posd closed S (a recv returns 0, after an optional REJECT message). */
@@ -884,7 +852,7 @@ static void read_stats_as_nobody(int fd)
     struct fake f;
     int seen[2] = {-1, -1};
     if (fake_register(&f) == 0) {
-        struct pos_device_stats dev;
+        struct pos_device_stats dev = {0};
         struct pos_client_stats cs[8];
         seen[0] = posd_stats(&dev, cs, 8);
         seen[1] = 0;

@@ -1,15 +1,20 @@
 /* Small helpers shared by the integration tests: reading a whole file, reading a number out of
- * a program's output, counting a string, the shim's preload, and a posd of the test's own. */
+ * a program's output, counting a string, the shim's preload, a posd of the test's own, and
+ * talking to it through the tools' client library (tools/posclient.c). */
 #ifndef POS_TESTS_INTEGRATION_UTIL_H
 #define POS_TESTS_INTEGRATION_UTIL_H
 
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "tools/posclient.h"
 
 /* Reads PATH into BUF (NUL-terminated, at most CAP-1 bytes). Returns 0 or -1. */
 static inline int util_read_file(const char *path, char *buf, size_t cap)
@@ -92,6 +97,64 @@ static inline void util_posd_stop(pid_t *pid, int sig)
     int st;
     waitpid(*pid, &st, 0);
     *pid = -1;
+}
+
+/* Removes the simulated driver's shared segment of POS_SIM_INSTANCE INSTANCE: its last
+ * process unlinks it at exit, but a test's clients killed by a signal do not. */
+static inline void util_sim_segment_remove(const char *instance)
+{
+    char name[128];
+    snprintf(name, sizeof name, "/pos-sim.%u.%s", (unsigned)getuid(), instance);
+    shm_unlink(name);
+}
+
+/* A connection to posd at SOCK (replies wait up to 10 s: CI machines can be loaded), or -1. */
+static inline int util_connect(const char *sock)
+{
+    struct posclient c;
+    char err[256];
+    return posclient_connect(&c, sock, 10, err, sizeof err) == 0 ? c.fd : -1;
+}
+
+/* Asks posd at SOCK for its statistics: the device part in DEV, up to MAX clients in CS.
+ * Returns the number of clients the reply carries, -1 on failure. */
+static inline int util_stats(const char *sock, struct pos_device_stats *dev,
+                             struct pos_client_stats *cs, int max)
+{
+    static _Alignas(8) char buf[POS_MSG_MAX];
+    struct posclient c;
+    char err[256];
+    size_t got = 0, blen = 0;
+    const void *body = NULL;
+    if (posclient_connect(&c, sock, 10, err, sizeof err) < 0)
+        return -1;
+    int rc = posclient_stats(&c, buf, sizeof buf, &got, err, sizeof err);
+    posclient_close(&c);
+    if (rc < 0 || posclient_check_msg(buf, got, POS_MSG_STATS, &body, &blen, err, sizeof err) < 0)
+        return -1;
+    struct pos_stats_reply r;
+    if (blen < sizeof r)
+        return -1;
+    memcpy(&r, body, sizeof r);
+    if (blen != sizeof r + r.nclients * sizeof *cs)
+        return -1;
+    *dev = r.dev;
+    for (uint32_t i = 0; i < r.nclients && (int)i < max; i++)
+        memcpy(&cs[i], (const char *)body + sizeof r + i * sizeof *cs, sizeof *cs);
+    return (int)r.nclients;
+}
+
+/* One CONTROL request to posd at SOCK; posd's answer in MSG. Returns its status (0 or a
+ * negative errno), or -EIO when no answer came. */
+static inline int util_control(const char *sock, const struct pos_control *req,
+                               struct pos_control_reply *rep, char *msg, size_t cap)
+{
+    struct posclient c;
+    if (posclient_connect(&c, sock, 10, msg, cap) < 0)
+        return -EIO;
+    int rc = posclient_control(&c, req, rep, msg, cap);
+    posclient_close(&c);
+    return rc;
 }
 
 #endif

@@ -183,6 +183,15 @@ static void test_requests_inferred_from_syncs(void)
     /* p50 4 ms, p99 (the slowest of 10) 8 ms, within the histogram's resolution */
     CU_ASSERT(s.req_p50_ns > 3.8 * MS && s.req_p50_ns < 4.2 * MS);
     CU_ASSERT(s.req_p99_ns > 7.6 * MS && s.req_p99_ns < 8.4 * MS);
+    /* the same in powers of two of us (Prometheus buckets): 4000 us in [2^11, 2^12), 8000 us
+     * in [2^12, 2^13); and their exact sum */
+    uint64_t in_buckets = 0;
+    for (int b = 0; b < SCHED_REQ_POW_BUCKETS; b++)
+        in_buckets += s.req_pow[b];
+    CU_ASSERT_EQUAL(in_buckets, 10);
+    CU_ASSERT_EQUAL(s.req_pow[11], 9);
+    CU_ASSERT_EQUAL(s.req_pow[12], 1);
+    CU_ASSERT_EQUAL(s.req_sum_ns, (uint64_t)(9 * 4 + 8) * MS);
     sched_core_free(k);
 }
 

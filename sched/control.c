@@ -1,0 +1,160 @@
+/* posctl's requests (POS_MSG_CONTROL, include/pos/proto.h): one handler per operation in a
+ * table. Changing posd needs root or the posd group (the peer's credentials as the kernel
+ * recorded them at connect); every change is logged with who asked. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sched/posd.h"
+
+/* Each handler does its operation and writes one line for the person who asked into MSG.
+ * Returns 0 or a negative errno. */
+typedef int (*control_fn)(struct posd *d, const struct pos_control *q, char *msg, size_t cap);
+
+static struct posd_client *client_by_id(struct posd *d, uint32_t id)
+{
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (c->used && c->registered && c->id == id)
+            return c;
+    }
+    return NULL;
+}
+
+static int control_status(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+{
+    snprintf(msg, cap, "policy %s", d->policy->name);
+    return 0;
+}
+
+static void list_classes(const struct posd *d, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < d->cfg.nclasses && len < cap; i++)
+        len +=
+            (size_t)snprintf(out + len, cap - len, "%s%s", i ? ", " : "", d->cfg.classes[i].name);
+}
+
+static int control_set(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+{
+    struct posd_client *c = client_by_id(d, q->client_id);
+    if (!c) {
+        snprintf(msg, cap, "no client %u (posctl list shows the clients)", q->client_id);
+        return -ESRCH;
+    }
+    if (!(q->flags & (POS_CTL_HAS_CLASS | POS_CTL_HAS_PRIORITY))) {
+        snprintf(msg, cap, "nothing to set: give a class, a priority or both");
+        return -EINVAL;
+    }
+    struct posd_client_policy pol = c->pol;
+    if (q->flags & POS_CTL_HAS_CLASS) {
+        char name[POS_CLASS_NAME_MAX + 1];
+        snprintf(name, sizeof name, "%.*s", POS_CLASS_NAME_MAX, q->class_name);
+        const struct posd_class *cls = memchr(q->class_name, '\0', sizeof q->class_name)
+                                           ? posd_config_class(&d->cfg, name)
+                                           : NULL;
+        if (!cls) {
+            char classes[160];
+            list_classes(d, classes, sizeof classes);
+            snprintf(msg, cap, "no class '%.16s' in the configuration (classes: %s)", name,
+                     classes);
+            return -EINVAL;
+        }
+        snprintf(pol.class_name, sizeof pol.class_name, "%s", cls->name);
+        pol.priority = cls->priority;
+        pol.max_inflight = cls->max_inflight;
+        pol.min_share = cls->min_share;
+    }
+    if (q->flags & POS_CTL_HAS_PRIORITY)
+        pol.priority = q->priority;
+    c->pol = pol;
+    c->overridden = 1;
+    posd_engine_reconf(d, c);
+    posd_arm_tick(d, posd_engine_tick(d));
+    snprintf(msg, cap,
+             "client %u (pid %d, %s): class %s priority %d until it exits or the configuration "
+             "reloads",
+             c->id, (int)c->ident.pid, c->ident.app, c->pol.class_name, c->pol.priority);
+    return 0;
+}
+
+static int control_reload(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+{
+    return posd_reload(d, msg, cap);
+}
+
+static int set_drained(struct posd *d, const struct pos_control *q, int on, char *msg, size_t cap)
+{
+    if (q->device < 0 || q->device >= POS_CTL_MAX_DEVICES) {
+        snprintf(msg, cap, "bad device %d (want 0 to %d)", q->device, POS_CTL_MAX_DEVICES - 1);
+        return -EINVAL;
+    }
+    uint64_t bit = 1ull << q->device;
+    d->drained = on ? d->drained | bit : d->drained & ~bit;
+    sched_core_set_drained(d->core, d->drained);
+    posd_arm_tick(d, posd_engine_tick(d));
+    if (on)
+        snprintf(msg, cap, "device %d drained: its clients get no new work until posctl undrain %d",
+                 q->device, q->device);
+    else
+        snprintf(msg, cap, "device %d undrained: its clients are scheduled again", q->device);
+    return 0;
+}
+
+static int control_drain(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+{
+    return set_drained(d, q, 1, msg, cap);
+}
+
+static int control_undrain(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+{
+    return set_drained(d, q, 0, msg, cap);
+}
+
+static const struct control_op {
+    uint32_t op;
+    const char *name;
+    int changes; /* needs root or the posd group */
+    control_fn fn;
+} control_ops[] = {
+    {POS_CTL_STATUS, "status", 0, control_status},    {POS_CTL_SET, "set", 1, control_set},
+    {POS_CTL_RELOAD, "reload", 1, control_reload},    {POS_CTL_DRAIN, "drain", 1, control_drain},
+    {POS_CTL_UNDRAIN, "undrain", 1, control_undrain},
+};
+
+int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len)
+{
+    struct pos_control_reply r;
+    memset(&r, 0, sizeof r);
+    struct pos_control q = {0};
+    const struct control_op *op = NULL;
+    if (len == sizeof q) {
+        memcpy(&q, body, sizeof q);
+        for (size_t i = 0; i < sizeof control_ops / sizeof control_ops[0]; i++)
+            if (control_ops[i].op == q.op)
+                op = &control_ops[i];
+    }
+    if (!op) {
+        r.status = -EINVAL;
+        snprintf(r.message, sizeof r.message,
+                 "posd does not know this request (%zu bytes, operation %u): use the posctl "
+                 "that came with this posd",
+                 len, len == sizeof q ? q.op : 0);
+    } else if (op->changes && !posd_peer_privileged(d, c)) {
+        r.status = -EPERM;
+        snprintf(r.message, sizeof r.message,
+                 "permission denied: posctl %s needs root or membership of the group '%s'%s",
+                 op->name, POSD_STATS_GROUP,
+                 d->has_stats_group ? "" : " (no such group on this machine: groupadd it)");
+        posd_log(POSD_LOG_WARN, "control %s by pid %d uid %u refused: not root or group %s",
+                 op->name, (int)c->ident.pid, (unsigned)c->ident.uid, POSD_STATS_GROUP);
+    } else {
+        r.status = op->fn(d, &q, r.message, sizeof r.message);
+        if (op->changes)
+            posd_log(r.status ? POSD_LOG_WARN : POSD_LOG_INFO, "control %s by pid %d uid %u: %s",
+                     op->name, (int)c->ident.pid, (unsigned)c->ident.uid, r.message);
+    }
+    r.drained = d->drained;
+    return posd_client_send(c, POS_MSG_CONTROL_REPLY, &r, sizeof r) < 0 ? -1 : 0;
+}

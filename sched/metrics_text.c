@@ -1,0 +1,222 @@
+/* The Prometheus text exposition of posd's statistics (see metrics_text.h): one table of
+ * device metrics, one of client metrics, and the two histograms. Base units (seconds),
+ * counters end in _total, every family gets its HELP and TYPE once, before its samples. */
+#include "sched/metrics_text.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#define NS 1e-9
+
+/* ---- device ------------------------------------------------------------------------------- */
+
+struct device_metric {
+    const char *name, *type, *help;
+    double (*value)(const struct pos_device_stats *d);
+};
+
+static double dev_uptime(const struct pos_device_stats *d)
+{
+    return (double)d->uptime_ns * NS;
+}
+static double dev_clients(const struct pos_device_stats *d)
+{
+    return d->clients;
+}
+static double dev_submitted(const struct pos_device_stats *d)
+{
+    return (double)d->submitted;
+}
+static double dev_granted(const struct pos_device_stats *d)
+{
+    return (double)d->granted;
+}
+static double dev_completed(const struct pos_device_stats *d)
+{
+    return (double)d->completed;
+}
+static double dev_busy(const struct pos_device_stats *d)
+{
+    return (double)d->busy_ns * NS;
+}
+
+static const struct device_metric device_metrics[] = {
+    {"posd_uptime_seconds", "gauge", "Time since posd started.", dev_uptime},
+    {"posd_clients", "gauge", "Registered clients (visible to the reader).", dev_clients},
+    {"posd_device_submitted_operators_total", "counter",
+     "Operators submitted by every client since posd started, departed clients included.",
+     dev_submitted},
+    {"posd_device_granted_operators_total", "counter",
+     "Operators released to the GPU by a grant since posd started.", dev_granted},
+    {"posd_device_completed_operators_total", "counter",
+     "Operators known complete since posd started.", dev_completed},
+    {"posd_device_busy_seconds_total", "counter",
+     "Time with at least one operator of any client in flight.", dev_busy},
+};
+
+/* ---- clients ------------------------------------------------------------------------------ */
+
+struct client_metric {
+    const char *name, *type, *help;
+    double (*value)(const struct pos_client_stats *c);
+};
+
+#define CLIENT_COUNTER(fn, field)                                                                  \
+    static double fn(const struct pos_client_stats *c)                                             \
+    {                                                                                              \
+        return (double)c->field;                                                                   \
+    }
+#define CLIENT_SECONDS(fn, field)                                                                  \
+    static double fn(const struct pos_client_stats *c)                                             \
+    {                                                                                              \
+        return (double)c->field * NS;                                                              \
+    }
+CLIENT_COUNTER(cl_submitted, submitted)
+CLIENT_COUNTER(cl_granted, granted)
+CLIENT_COUNTER(cl_completed, completed)
+CLIENT_COUNTER(cl_queued, queued)
+CLIENT_COUNTER(cl_in_flight, in_flight)
+CLIENT_COUNTER(cl_syncs, syncs)
+CLIENT_COUNTER(cl_stalls, stalls)
+CLIENT_COUNTER(cl_priority, priority)
+CLIENT_SECONDS(cl_busy, busy_ns)
+CLIENT_SECONDS(cl_sync, sync_ns)
+CLIENT_SECONDS(cl_connected, connected_ns)
+CLIENT_SECONDS(cl_op, op_ns)
+
+static double cl_held(const struct pos_client_stats *c)
+{
+    return (c->flags & POS_CLIENT_HELD) != 0;
+}
+static double cl_override(const struct pos_client_stats *c)
+{
+    return (c->flags & POS_CLIENT_OVERRIDE) != 0;
+}
+
+static const struct client_metric client_metrics[] = {
+    {"posd_client_submitted_operators_total", "counter", "Operators the client submitted.",
+     cl_submitted},
+    {"posd_client_granted_operators_total", "counter",
+     "Operators of the client released by a grant.", cl_granted},
+    {"posd_client_completed_operators_total", "counter", "Operators of the client known complete.",
+     cl_completed},
+    {"posd_client_queued_operators", "gauge", "Operators submitted and not yet granted.",
+     cl_queued},
+    {"posd_client_in_flight_operators", "gauge", "Operators granted and not yet complete.",
+     cl_in_flight},
+    {"posd_client_busy_seconds_total", "counter",
+     "Time with at least one of the client's operators in flight.", cl_busy},
+    {"posd_client_sync_seconds_total", "counter",
+     "Time the client's threads spent in synchronisation calls.", cl_sync},
+    {"posd_client_syncs_total", "counter", "Synchronisation calls of the client.", cl_syncs},
+    {"posd_client_stalls_total", "counter",
+     "Times the client was found with work in flight and no completion for stall_ms.", cl_stalls},
+    {"posd_client_held", "gauge", "1 when the policy held the client at the last decision.",
+     cl_held},
+    {"posd_client_override", "gauge", "1 when posctl set the client's class or priority.",
+     cl_override},
+    {"posd_client_priority", "gauge", "The client's priority (lower is more important).",
+     cl_priority},
+    {"posd_client_connected_seconds", "gauge", "Time since the client registered.", cl_connected},
+    {"posd_client_operator_seconds", "gauge", "posd's running estimate of one operator's GPU time.",
+     cl_op},
+};
+
+/* A label value as the format wants it: backslash, double quote and newline escaped. */
+static void put_label_value(FILE *out, const char *s, size_t max)
+{
+    for (size_t i = 0; i < max && s[i]; i++) {
+        if (s[i] == '\\' || s[i] == '"')
+            fprintf(out, "\\%c", s[i]);
+        else if (s[i] == '\n')
+            fputs("\\n", out);
+        else
+            fputc(s[i], out);
+    }
+}
+
+static void put_labels(FILE *out, const struct pos_client_stats *c, const char *le)
+{
+    fprintf(out, "{device=\"%d\",app=\"", c->device);
+    put_label_value(out, c->app, sizeof c->app);
+    fputs("\",class=\"", out);
+    put_label_value(out, c->class_name, sizeof c->class_name);
+    fprintf(out, "\",pid=\"%d\"", c->pid);
+    if (le)
+        fprintf(out, ",le=\"%s\"", le);
+    fputc('}', out);
+}
+
+/* ---- histograms --------------------------------------------------------------------------- */
+
+/* The upper bound of bucket B of POS_WAIT_BUCKETS in seconds ("+Inf" for the last). Bucket 0
+ * holds values under 2 us, bucket b values under 2^(b+1) us. */
+static void bucket_le(int b, char *buf, size_t cap)
+{
+    if (b == POS_WAIT_BUCKETS - 1)
+        snprintf(buf, cap, "+Inf");
+    else
+        snprintf(buf, cap, "%.9g", (double)(2ull << b) * 1e-6);
+}
+
+static void put_histogram(FILE *out, const char *name, const struct pos_client_stats *c,
+                          const uint64_t *hist, int has_sum, uint64_t sum_ns)
+{
+    uint64_t cum = 0;
+    char le[32];
+    for (int b = 0; b < POS_WAIT_BUCKETS; b++) {
+        cum += hist[b];
+        bucket_le(b, le, sizeof le);
+        fprintf(out, "%s_bucket", name);
+        put_labels(out, c, le);
+        fprintf(out, " %" PRIu64 "\n", cum);
+    }
+    if (has_sum) {
+        fprintf(out, "%s_sum", name);
+        put_labels(out, c, NULL);
+        fprintf(out, " %.9g\n", (double)sum_ns * NS);
+    }
+    fprintf(out, "%s_count", name);
+    put_labels(out, c, NULL);
+    fprintf(out, " %" PRIu64 "\n", cum);
+}
+
+int posd_metrics_text(FILE *out, const struct pos_device_stats *dev,
+                      const struct pos_client_stats *cs, size_t n)
+{
+    fputs("# HELP posd_info posd's scheduling policy.\n# TYPE posd_info gauge\n", out);
+    fputs("posd_info{policy=\"", out);
+    put_label_value(out, dev->policy, sizeof dev->policy);
+    fputs("\"} 1\n", out);
+    for (size_t i = 0; i < sizeof device_metrics / sizeof device_metrics[0]; i++) {
+        const struct device_metric *m = &device_metrics[i];
+        /* posd schedules one device (docs/posd.md, Limits): its totals are device 0's */
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s{device=\"0\"} %.9g\n", m->name, m->help,
+                m->name, m->type, m->name, m->value(dev));
+    }
+    for (size_t i = 0; i < sizeof client_metrics / sizeof client_metrics[0]; i++) {
+        const struct client_metric *m = &client_metrics[i];
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
+        for (size_t j = 0; j < n; j++) {
+            fputs(m->name, out);
+            put_labels(out, &cs[j], NULL);
+            fprintf(out, " %.9g\n", m->value(&cs[j]));
+        }
+    }
+    /* the shim counts its waits in buckets only: no sum to give */
+    fputs("# HELP posd_client_grant_wait_seconds Time launches waited for a grant, in the shim "
+          "(launches that did not wait are not counted).\n"
+          "# TYPE posd_client_grant_wait_seconds histogram\n",
+          out);
+    for (size_t j = 0; j < n; j++)
+        put_histogram(out, "posd_client_grant_wait_seconds", &cs[j], cs[j].wait_hist, 0, 0);
+    fputs("# HELP posd_client_request_duration_seconds Latency of the client's requests as posd "
+          "infers them from synchronisations.\n"
+          "# TYPE posd_client_request_duration_seconds histogram\n",
+          out);
+    for (size_t j = 0; j < n; j++)
+        put_histogram(out, "posd_client_request_duration_seconds", &cs[j], cs[j].req_hist, 1,
+                      cs[j].req_sum_ns);
+    return ferror(out) ? -EIO : 0;
+}

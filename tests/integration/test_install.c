@@ -1,0 +1,146 @@
+/* make install PREFIX=... DESTDIR=... lays out a working installation and make uninstall takes
+ * it away: the installed tools run from there (--help; possim finds the installed models and
+ * scenarios; posapp runs on the installed simulated driver), the man pages render without
+ * warnings, the systemd unit points at the prefix, and nothing is left after uninstall. Runs
+ * make itself, on the build already made (make test builds everything first). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/cunit_main.h"
+#include "tests/integration/util.h"
+
+#define PREFIX "/opt/pos-test"
+
+static char dest[96], sanitize[128];
+
+static int suite_init(void)
+{
+    snprintf(dest, sizeof dest, "/tmp/pos-test-install-%d", (int)getpid());
+    /* the build's own sanitizer setting, so that install does not rebuild */
+    if (util_read_file("build/.sanitize", sanitize, sizeof sanitize) < 0)
+        sanitize[0] = '\0';
+    return 0;
+}
+
+static int suite_clean(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dest);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs CMD through the shell (stderr joined); its output in OUT; returns its exit status. */
+static int sh(const char *cmd, char *out, size_t cap)
+{
+    char line[2048];
+    snprintf(line, sizeof line, "%s 2>&1", cmd);
+    FILE *f = popen(line, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int make(const char *target, char *out, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory %s "
+             "PREFIX=" PREFIX " DESTDIR=%s SANITIZE='%s'",
+             target, dest, sanitize);
+    return sh(cmd, out, cap);
+}
+
+static int exists(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s%s", dest, rel);
+    return access(path, F_OK) == 0;
+}
+
+static void test_install_runs_and_uninstall_removes_it(void)
+{
+    static char out[65536];
+    char cmd[1024];
+    CU_ASSERT_EQUAL_FATAL(make("install", out, sizeof out), 0);
+    static const char *const files[] = {
+        PREFIX "/bin/posd",
+        PREFIX "/bin/posctl",
+        PREFIX "/bin/posstat",
+        PREFIX "/bin/possim",
+        PREFIX "/bin/postrace",
+        PREFIX "/bin/posapp",
+        PREFIX "/lib/pos/libposshim.so",
+        PREFIX "/lib/pos/sim/libcuda.so.1",
+        PREFIX "/share/man/man8/posd.8",
+        PREFIX "/share/man/man8/posctl.8",
+        PREFIX "/share/man/man1/posstat.1",
+        PREFIX "/share/man/man1/possim.1",
+        PREFIX "/share/man/man5/posd.conf.5",
+        PREFIX "/share/man/man7/libposshim.7",
+        PREFIX "/share/pos/models/resnet18.model",
+        PREFIX "/share/pos/possim/mixed.ini",
+        PREFIX "/share/doc/pos/posd.conf.example",
+        PREFIX "/lib/systemd/system/posd.service",
+        "/etc/posd/posd.conf",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        CU_ASSERT(exists(files[i]));
+        if (!exists(files[i]))
+            fprintf(stderr, "\n  not installed: %s", files[i]);
+    }
+    /* the installed tools run from there */
+    static const char *const tools[] = {"posd", "posctl", "posstat", "possim", "postrace"};
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s" PREFIX "/bin/%s --help", dest, tools[i]);
+        CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd / && LD_LIBRARY_PATH=%s" PREFIX "/lib/pos/sim POS_SIM_INSTANCE=test-install-%d "
+             "%s" PREFIX "/bin/posapp --model resnet18 --requests 2",
+             dest, (int)getpid(), dest);
+    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0); /* finds the installed model by itself */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"requests\":2"));
+    snprintf(cmd, sizeof cmd,
+             "cd / && %s" PREFIX "/bin/possim %s" PREFIX "/share/pos/possim/mixed.ini", dest, dest);
+    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "detector"));
+    /* man pages: troff that renders without a warning */
+    snprintf(cmd, sizeof cmd,
+             "for m in %s" PREFIX "/share/man/man*/*; do man --warnings -l -Tutf8 \"$m\" "
+             ">/dev/null || echo FAILED $m; done",
+             dest);
+    if (sh("command -v man", out, sizeof out) == 0) {
+        CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+        CU_ASSERT_STRING_EQUAL(out, "");
+        if (out[0])
+            fprintf(stderr, "\n  man: %s", out);
+    } else {
+        fprintf(stderr, "test_install: no man(1) here: the man pages' rendering skipped\n");
+    }
+    snprintf(cmd, sizeof cmd,
+             "grep -c '^ExecStart=" PREFIX "/bin/posd -f$' %s" PREFIX
+             "/lib/systemd/system/posd.service",
+             dest);
+    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+    /* uninstall leaves no file behind */
+    CU_ASSERT_EQUAL_FATAL(make("uninstall", out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "find %s -type f -o -type l", dest);
+    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "");
+    if (out[0])
+        fprintf(stderr, "\n  left after uninstall:\n%s", out);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("install", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_install_runs_and_uninstall_removes_it);
+}

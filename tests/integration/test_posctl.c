@@ -1,0 +1,377 @@
+/* Integration tests of posctl and posd's CONTROL requests, and of the tools' one-line errors:
+ * a class or priority set at run time changes who is held and lasts until a reload; a drained
+ * device gets no new grants until it is undrained; changes need root or the posd group (the
+ * unprivileged part forks and setuid()s to 65534, so it runs only as root and says so when
+ * skipped); a missing socket, another protocol version and bad options each give one line
+ * and a non-zero exit. Real processes: posd, posapp under the shim, the simulated driver. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pos/proto.h"
+#include "tests/cunit_main.h"
+#include "tests/integration/util.h"
+
+#define OUT_MAX 16384
+#define NOBODY  65534
+
+static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
+static pid_t posd_pid = -1;
+
+static int suite_init(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/pos-test-posctl-%d", (int)getpid());
+    mkdir(dir, 0700);
+    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
+    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
+    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
+    snprintf(instance, sizeof instance, "test-posctl-%d", (int)getpid());
+    FILE *f = fopen(conf_path, "w");
+    if (!f)
+        return -1;
+    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n", f);
+    fclose(f);
+    setenv("LD_LIBRARY_PATH", "build/sim", 1);
+    setenv("POS_SIM_INSTANCE", instance, 1);
+    setenv("POS_SOCKET", sock_path, 1);
+    return access("build/posctl", X_OK) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    util_posd_stop(&posd_pid, SIGKILL);
+    util_sim_segment_remove(instance);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void posd_start(const char *policy)
+{
+    posd_pid = util_posd_start(conf_path, sock_path, log_path, policy);
+    CU_ASSERT_FATAL(posd_pid > 0);
+    CU_ASSERT_FATAL(access(sock_path, F_OK) == 0);
+}
+
+/* Runs CMD (a shell line, stderr joined); its output in OUT; returns its exit status. */
+static int run(const char *cmd, char *out, size_t cap)
+{
+    char line[1024];
+    snprintf(line, sizeof line, "%s 2>&1", cmd);
+    FILE *f = popen(line, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int posctl(const char *args, char *out, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "build/posctl -s %s %s", sock_path, args);
+    return run(cmd, out, cap);
+}
+
+/* A closed-loop posapp under the shim named APP (stdout to /dev/null). */
+static pid_t posapp_start(const char *app, const char *model)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
+        setenv("POS_APP", app, 1);
+        execl("build/posapp", "posapp", "--model", model, "--requests", "1000000", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void posapp_stop(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* Client APP in a STATS reply, waiting up to 5 s for it to register; 0 when it is there. */
+static int find_client(const char *app, struct pos_client_stats *out)
+{
+    for (int k = 0; k < 100; k++) {
+        struct pos_device_stats dev;
+        struct pos_client_stats cs[8];
+        int n = util_stats(sock_path, &dev, cs, 8);
+        for (int i = 0; i < n && i < 8; i++)
+            if (strcmp(cs[i].app, app) == 0) {
+                *out = cs[i];
+                return 0;
+            }
+        usleep(50000);
+    }
+    return -1;
+}
+
+/* Whether APP is seen held (POS_CLIENT_HELD) within about 1 s. */
+static int seen_held(const char *app)
+{
+    for (int k = 0; k < 20; k++) {
+        struct pos_client_stats c;
+        if (find_client(app, &c) == 0 && (c.flags & POS_CLIENT_HELD))
+            return 1;
+        usleep(50000);
+    }
+    return 0;
+}
+
+/* A batch client is held beside a latency client; posctl gives it priority 0 and the other
+ * one is held instead, until a reload puts both back under the configuration's rules. */
+static void test_set_priority_moves_the_hold_until_reload(void)
+{
+    posd_start("priority");
+    pid_t lat = posapp_start("lat1", "resnet50");
+    pid_t bat = posapp_start("batch1", "resnet18");
+    struct pos_client_stats b, l;
+    CU_ASSERT_FATAL(find_client("batch1", &b) == 0 && find_client("lat1", &l) == 0);
+    CU_ASSERT_STRING_EQUAL(b.class_name, "batch");
+    CU_ASSERT(seen_held("batch1"));
+    char out[OUT_MAX], args[128];
+    snprintf(args, sizeof args, "set %u --class realtime --priority 0", b.client_id);
+    CU_ASSERT_EQUAL(posctl(args, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "class realtime priority 0 until it exits"));
+    CU_ASSERT(find_client("batch1", &b) == 0);
+    CU_ASSERT_STRING_EQUAL(b.class_name, "realtime");
+    CU_ASSERT_EQUAL(b.priority, 0);
+    CU_ASSERT(b.flags & POS_CLIENT_OVERRIDE);
+    CU_ASSERT(seen_held("lat1")); /* the core was told, not only the statistics */
+    CU_ASSERT_EQUAL(posctl("list", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "realtime"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "override"));
+    /* a reload drops the override */
+    CU_ASSERT_EQUAL(posctl("reload", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "configuration reloaded"));
+    CU_ASSERT(find_client("batch1", &b) == 0);
+    CU_ASSERT_STRING_EQUAL(b.class_name, "batch");
+    CU_ASSERT(!(b.flags & POS_CLIENT_OVERRIDE));
+    CU_ASSERT(seen_held("batch1"));
+    /* what posd refuses, in one line, exit 1 */
+    snprintf(args, sizeof args, "set %u --class nosuch", b.client_id);
+    CU_ASSERT_EQUAL(posctl(args, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no class 'nosuch'"));
+    CU_ASSERT_EQUAL(posctl("set 9999 --priority 1", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no client 9999"));
+    CU_ASSERT_EQUAL(posctl("show 9999", out, sizeof out), 1);
+    snprintf(args, sizeof args, "show %u", b.client_id);
+    CU_ASSERT_EQUAL(posctl(args, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "app batch1\n"));
+    posapp_stop(lat);
+    posapp_stop(bat);
+    util_posd_stop(&posd_pid, SIGTERM);
+}
+
+/* Operators posd granted to APP so far. */
+static uint64_t granted(const char *app)
+{
+    struct pos_client_stats c;
+    return find_client(app, &c) == 0 ? c.granted : 0;
+}
+
+/* A drained device's client gets no new grants (it keeps running what it had) and is
+ * scheduled again once undrained. */
+static void test_drain_stops_new_grants_until_undrain(void)
+{
+    posd_start("fifo");
+    pid_t app = posapp_start("app1", "resnet18");
+    struct pos_client_stats c;
+    CU_ASSERT_FATAL(find_client("app1", &c) == 0);
+    char out[OUT_MAX];
+    CU_ASSERT_EQUAL(posctl("drain 0", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "device 0 drained"));
+    CU_ASSERT_EQUAL(posctl("status", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "drained: 0\n"));
+    usleep(100000); /* what was granted before completes */
+    uint64_t g0 = granted("app1");
+    usleep(400000);
+    uint64_t g1 = granted("app1");
+    CU_ASSERT_EQUAL(g1, g0);
+    CU_ASSERT(find_client("app1", &c) == 0 && (c.flags & POS_CLIENT_HELD));
+    CU_ASSERT_EQUAL(posctl("undrain 0", out, sizeof out), 0);
+    usleep(300000);
+    uint64_t g2 = granted("app1");
+    CU_ASSERT(g2 > g1 + 10);
+    if (g1 != g0 || g2 <= g1 + 10)
+        fprintf(stderr, "granted: %llu drained, %llu 0.4 s later, %llu undrained\n",
+                (unsigned long long)g0, (unsigned long long)g1, (unsigned long long)g2);
+    CU_ASSERT_EQUAL(posctl("status", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "drained: none"));
+    CU_ASSERT_EQUAL(posctl("drain 64", out, sizeof out), 2); /* no such device: usage */
+    posapp_stop(app);
+    util_posd_stop(&posd_pid, SIGTERM);
+}
+
+/* Runs posctl ARGS as uid NOBODY with supplementary group GID (-1: none); its output in
+ * OUT. Returns its exit status. */
+static int posctl_as(gid_t gid, const char *args, char *out, size_t cap)
+{
+    int p[2];
+    if (pipe(p) < 0)
+        return -1;
+    chmod(dir, 0711);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        gid_t groups[1] = {gid};
+        if (setgroups(gid == (gid_t)-1 ? 0 : 1, groups) < 0 || setgid(NOBODY) < 0 ||
+            setuid(NOBODY) < 0)
+            _exit(99);
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "exec build/posctl -s %s %s", sock_path, args);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n < cap - 1 && (k = read(p[0], out + n, cap - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = '\0';
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Changing posd needs root or the posd group: anyone else gets one line and exit 1, and
+ * nothing changes; status is open to all. */
+static void test_changes_need_root_or_the_posd_group(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr,
+                "test_changes_need_root_or_the_posd_group: needs root (a posctl of uid "
+                "%d beside root's): skipped\n",
+                NOBODY);
+        return;
+    }
+    posd_start("priority");
+    char out[OUT_MAX];
+    static const char *const changes[] = {"drain 0", "undrain 0", "reload", "set 1 --priority 0"};
+    for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
+        CU_ASSERT_EQUAL(posctl_as((gid_t)-1, changes[i], out, sizeof out), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "permission denied"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+    }
+    CU_ASSERT_EQUAL(posctl_as((gid_t)-1, "status", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "drained: none")); /* the drain was refused */
+    /* and root may */
+    CU_ASSERT_EQUAL(posctl("drain 0", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(posctl("undrain 0", out, sizeof out), 0);
+    struct group *g = getgrnam("posd");
+    if (!g) {
+        fprintf(stderr, "test_changes_need_root_or_the_posd_group: no group 'posd' on this "
+                        "machine: the member's part skipped\n");
+    } else {
+        CU_ASSERT_EQUAL(posctl_as(g->gr_gid, "drain 0", out, sizeof out), 0);
+        CU_ASSERT_EQUAL(posctl_as(g->gr_gid, "undrain 0", out, sizeof out), 0);
+    }
+    util_posd_stop(&posd_pid, SIGTERM);
+}
+
+/* A listening socket that answers every request with a REJECT of protocol VERSION (a posd
+ * of another version), in a child; returns its pid. */
+static pid_t other_version_posd(const char *path, uint16_t version)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)sizeof a.sun_path - 1, path);
+    unlink(path);
+    int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 8) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (;;) {
+            int c = accept(s, NULL, NULL);
+            char buf[4096];
+            if (c < 0 || recv(c, buf, sizeof buf, 0) < 0)
+                _exit(1);
+            struct {
+                struct pos_msg_hdr h;
+                char why[32];
+            } m = {{POS_PROTO_MAGIC, version, POS_MSG_REJECT, 32, 0}, "other version"};
+            send(c, &m, sizeof m, 0);
+            close(c);
+        }
+    }
+    close(s);
+    return pid;
+}
+
+/* Every tool: a missing socket, a posd of another protocol version (posctl, posstat), an
+ * unknown option and an unknown command each give one line saying what to do and a non-zero
+ * exit; --help prints the usage (posd, possim, postrace and posapp too). */
+static void test_tools_say_what_to_do_in_one_line(void)
+{
+    static const char *const tools[] = {"build/posctl", "build/posstat"};
+    char out[OUT_MAX], cmd[512], other[192];
+    snprintf(other, sizeof other, "%s/other.sock", dir);
+    pid_t fake = other_version_posd(other, POS_PROTO_VERSION + 1);
+    CU_ASSERT_FATAL(fake > 0);
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        const char *list = strstr(tools[i], "posctl") ? " list" : "";
+        snprintf(cmd, sizeof cmd, "%s -s %s/nosuch.sock%s", tools[i], dir, list);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "no posd socket there: is posd running?"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+        snprintf(cmd, sizeof cmd, "%s -s %s%s", tools[i], other, list);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "speaks protocol version"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "that came with this posd"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+        snprintf(cmd, sizeof cmd, "%s --no-such-option", tools[i]);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "see --help"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+        snprintf(cmd, sizeof cmd, "%s --help", tools[i]);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    }
+    /* the other tools: an unknown option is one line, exit 2; --help is usage, exit 0 */
+    static const char *const others[] = {"build/posd", "build/possim", "build/postrace",
+                                         "build/posapp"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s --no-such-option", others[i]);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "see --help"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+        if (util_count(out, "\n") != 1)
+            fprintf(stderr, "\n  %s: %s", others[i], out);
+        snprintf(cmd, sizeof cmd, "%s --help", others[i]);
+        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    }
+    CU_ASSERT_EQUAL(run("build/posctl frobnicate", out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown command 'frobnicate'"));
+    CU_ASSERT_EQUAL(run("build/posctl", out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no command given"));
+    kill(fake, SIGKILL);
+    waitpid(fake, NULL, 0);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("posctl", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_set_priority_moves_the_hold_until_reload);
+    POS_ADD_TEST(s, test_drain_stops_new_grants_until_undrain);
+    POS_ADD_TEST(s, test_changes_need_root_or_the_posd_group);
+    POS_ADD_TEST(s, test_tools_say_what_to_do_in_one_line);
+}

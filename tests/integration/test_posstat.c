@@ -1,0 +1,207 @@
+/* Integration tests of posstat's views against a real posd with two clients (posapp under the
+ * shim on the simulated driver): -d shows the device block only, -a the clients only, -p the
+ * named processes only, -H puts epoch seconds in the time column, intervals end with an
+ * Average: block, '#' lines carry names and units, -t redraws in place, -o json follows the
+ * same views. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/cunit_main.h"
+#include "tests/integration/util.h"
+
+#define OUT_MAX 65536
+
+static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
+static pid_t posd_pid = -1, apps[2] = {-1, -1};
+
+static pid_t posapp_start(const char *app)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
+        setenv("POS_APP", app, 1);
+        execl("build/posapp", "posapp", "--model", "resnet18", "--requests", "1000000",
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int suite_init(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/pos-test-posstat-%d", (int)getpid());
+    mkdir(dir, 0700);
+    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
+    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
+    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
+    snprintf(instance, sizeof instance, "test-posstat-%d", (int)getpid());
+    FILE *f = fopen(conf_path, "w");
+    if (!f)
+        return -1;
+    fclose(f);
+    setenv("LD_LIBRARY_PATH", "build/sim", 1);
+    setenv("POS_SIM_INSTANCE", instance, 1);
+    setenv("POS_SOCKET", sock_path, 1);
+    posd_pid = util_posd_start(conf_path, sock_path, log_path, "fifo");
+    if (posd_pid < 0 || access(sock_path, F_OK) != 0)
+        return -1;
+    apps[0] = posapp_start("first");
+    apps[1] = posapp_start("second");
+    for (int i = 0; i < 100; i++) { /* both registered */
+        struct pos_device_stats dev;
+        struct pos_client_stats cs[4];
+        if (util_stats(sock_path, &dev, cs, 4) == 2)
+            return 0;
+        usleep(50000);
+    }
+    return -1;
+}
+
+static int suite_clean(void)
+{
+    for (int i = 0; i < 2; i++)
+        if (apps[i] > 0) {
+            kill(apps[i], SIGKILL);
+            waitpid(apps[i], NULL, 0);
+        }
+    util_posd_stop(&posd_pid, SIGTERM);
+    util_sim_segment_remove(instance);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int posstat(const char *args, char *out, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s %s 2>&1", sock_path, args);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Data lines (not '#', not blank) of TEXT. */
+static int data_lines(const char *text)
+{
+    int n = 0;
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        if (*p != '#' && *p != '\n')
+            n++;
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return n;
+}
+
+static void test_device_and_app_views(void)
+{
+    static char out[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat("-d", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "policy"));
+    CU_ASSERT_PTR_NULL(strstr(out, "pid"));
+    CU_ASSERT_EQUAL(data_lines(out), 2); /* the device and its GPU's NVML figures */
+    CU_ASSERT_EQUAL(posstat("-a", out, sizeof out), 0);
+    CU_ASSERT_PTR_NULL(strstr(out, "policy"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "pid"));
+    CU_ASSERT_EQUAL(data_lines(out), 2);
+    CU_ASSERT_EQUAL(posstat("", out, sizeof out), 0); /* both */
+    CU_ASSERT_EQUAL(data_lines(out), 4);
+    CU_ASSERT_EQUAL(posstat("-o json -d", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"device\":"));
+    CU_ASSERT_PTR_NULL(strstr(out, "\"clients\":["));
+    CU_ASSERT_EQUAL(posstat("-o json -a", out, sizeof out), 0);
+    CU_ASSERT_PTR_NULL(strstr(out, "\"device\":"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"clients\":["));
+}
+
+/* The GPU line: '-' for every figure without NVML; NVML's figures when libnvidia-ml.so.1 is
+ * there (a stand-in, tests/fakes/nvml.c, found through LD_LIBRARY_PATH). */
+static void test_gpu_figures_from_nvml_or_dashes(void)
+{
+    static char out[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat("-d", out, sizeof out), 0);
+    const char *gpu = strstr(out, "sm_clk\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gpu);
+    const char *line = strchr(strchr(gpu, '\n') + 1, '\n') + 1; /* after the units line */
+    char time[16];
+    double index = -1;
+    char f[5][16];
+    CU_ASSERT_EQUAL(sscanf(line, "%15s %lf %15s %15s %15s %15s %15s", time, &index, f[0], f[1],
+                           f[2], f[3], f[4]),
+                    7);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_STRING_EQUAL(f[i], "-");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "LD_LIBRARY_PATH=build/tests/fakes build/posstat -s %s -d -o json 2>&1", sock_path);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"gpu\":{\"index\":0,\"util_pct\":42.000,"
+                                       "\"mem_used_mib\":1536.000,\"mem_total_mib\":81920.000,"
+                                       "\"power_w\":123.456,\"sm_clock_mhz\":1980.000}"));
+    if (!strstr(out, "\"util_pct\":42.000"))
+        fprintf(stderr, "\n  %s", out);
+}
+
+static void test_pid_filter_and_epoch_time(void)
+{
+    static char out[OUT_MAX];
+    char args[64];
+    snprintf(args, sizeof args, "-a -H -p %d", (int)apps[1]);
+    CU_ASSERT_EQUAL(posstat(args, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(data_lines(out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, " second "));
+    CU_ASSERT_PTR_NULL(strstr(out, " first "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n# s "));
+    /* the data line starts with the epoch second of the reply */
+    const char *line = strstr(out, " second ");
+    while (line > out && line[-1] != '\n')
+        line--;
+    double t = strtod(line, NULL);
+    CU_ASSERT(t > (double)time(NULL) - 5 && t <= (double)time(NULL) + 1);
+    snprintf(args, sizeof args, "-p %d,%d -a", (int)apps[0], (int)apps[1]);
+    CU_ASSERT_EQUAL(posstat(args, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(data_lines(out), 2);
+    CU_ASSERT_EQUAL(posstat("-p 0", out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad -p '0'"));
+}
+
+static void test_intervals_average_and_live_redraw(void)
+{
+    static char out[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat("-a 0.2 2", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_count(out, "Average:"), 2); /* a line per client */
+    CU_ASSERT_EQUAL(util_count(out, "# time"), 3);   /* two reports and the Average block */
+    CU_ASSERT_EQUAL(util_count(out, "op/s"), 3);     /* each with its units line */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "  -\n"));    /* held has no mean: '-' */
+    CU_ASSERT_EQUAL(posstat("-t -d 0.2 3", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_count(out, "\033[H\033[2J"), 3);
+    CU_ASSERT_EQUAL(util_count(out, "Average:"), 2); /* the device and the GPU lines */
+    CU_ASSERT_EQUAL(posstat("-t -o prom", out, sizeof out), 2);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("posstat", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_device_and_app_views);
+    POS_ADD_TEST(s, test_gpu_figures_from_nvml_or_dashes);
+    POS_ADD_TEST(s, test_pid_filter_and_epoch_time);
+    POS_ADD_TEST(s, test_intervals_average_and_live_redraw);
+}

@@ -1,0 +1,320 @@
+/* posctl: posd's admin tool. Lists and shows clients (a STATS request), sets a client's class
+ * or priority at run time, reloads the configuration, drains and undrains a device (CONTROL
+ * requests, include/pos/proto.h). One table of commands; the protocol is tools/posclient.c. */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tools/posclient.h"
+#include "tools/posstat_format.h"
+
+static const char usage_text[] =
+    "usage: posctl [-s SOCKET] COMMAND [ARGS]\n"
+    "Controls posd at run time (docs/posctl.md).\n"
+    "  list                       the clients: id, pid, uid, app, class, priority, state\n"
+    "  show ID                    everything posd knows of client ID\n"
+    "  set ID [--class NAME] [--priority N]\n"
+    "                             change a client's class and/or priority until it exits or\n"
+    "                             the configuration reloads\n"
+    "  reload                     reload the configuration (as SIGHUP does)\n"
+    "  drain [DEVICE]             grant no new work on DEVICE (default 0), for maintenance\n"
+    "  undrain [DEVICE]           schedule DEVICE's clients again\n"
+    "  status                     the policy and the drained devices\n"
+    "Changing anything needs root or membership of the group posd; list and show show other\n"
+    "users' clients to root and that group only.\n"
+    "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
+    "  -h, --help           this text\n";
+
+static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+static void die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("posctl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(status);
+}
+
+static const char *socket_path;
+
+static void connect_posd(struct posclient *c)
+{
+    char err[512];
+    if (posclient_connect(c, socket_path, 0, err, sizeof err) < 0)
+        die(1, "%s", err);
+}
+
+/* ---- reading: list, show ------------------------------------------------------------------ */
+
+static void snapshot(struct posstat_snapshot *snap)
+{
+    static _Alignas(8) unsigned char reply[POS_MSG_MAX];
+    struct posclient c;
+    char err[512];
+    size_t got;
+    connect_posd(&c);
+    int rc = posclient_stats(&c, reply, sizeof reply, &got, err, sizeof err);
+    posclient_close(&c);
+    if (rc < 0 || posstat_parse_reply(reply, got, snap, err, sizeof err) < 0)
+        die(1, "%s", err);
+}
+
+/* Whether this user is root or in the posd group, as posd will judge (for a note only). */
+static int sees_everyone(void)
+{
+    if (geteuid() == 0)
+        return 1;
+    struct group *g = getgrnam("posd");
+    if (!g)
+        return 0;
+    gid_t groups[NGROUPS_MAX];
+    int n = getgroups(NGROUPS_MAX, groups);
+    for (int i = 0; i < n; i++)
+        if (groups[i] == g->gr_gid)
+            return 1;
+    return getegid() == g->gr_gid;
+}
+
+static const char *state_of(const struct pos_client_stats *s)
+{
+    int held = (s->flags & POS_CLIENT_HELD) != 0, over = (s->flags & POS_CLIENT_OVERRIDE) != 0;
+    return held && over ? "held,override" : held ? "held" : over ? "override" : "-";
+}
+
+static int cmd_list(int argc, char **argv)
+{
+    if (argc != 1)
+        die(2, "list takes no arguments (see --help)");
+    struct posstat_snapshot snap;
+    snapshot(&snap);
+    printf("# %-6s %8s %8s  %-20s %-12s %8s  %s\n", "id", "pid", "uid", "app", "class", "priority",
+           "state");
+    for (uint32_t i = 0; i < snap.nclients; i++) {
+        const struct pos_client_stats *s = &snap.clients[i];
+        printf("  %-6u %8d %8u  %-20s %-12s %8d  %s\n", s->client_id, s->pid, s->uid, s->app,
+               s->class_name, s->priority, state_of(s));
+    }
+    if (snap.dev.clients > snap.nclients)
+        fprintf(stderr, "posctl: %u more clients than posd's reply carries\n",
+                snap.dev.clients - snap.nclients);
+    if (!sees_everyone())
+        fprintf(stderr, "posctl: only your own clients are shown (root and the group posd see "
+                        "all)\n");
+    posstat_snapshot_free(&snap);
+    return 0;
+}
+
+static uint32_t parse_id(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || errno || v == 0 || v > UINT32_MAX || s[0] == '-')
+        die(2, "bad client id '%s' (posctl list shows them)", s);
+    return (uint32_t)v;
+}
+
+static int cmd_show(int argc, char **argv)
+{
+    if (argc != 2)
+        die(2, "show takes one client id (see --help)");
+    uint32_t id = parse_id(argv[1]);
+    struct posstat_snapshot snap;
+    snapshot(&snap);
+    const struct pos_client_stats *s = NULL;
+    for (uint32_t i = 0; i < snap.nclients; i++)
+        if (snap.clients[i].client_id == id)
+            s = &snap.clients[i];
+    if (!s)
+        die(1, "no client %u%s (posctl list shows the clients)", id,
+            sees_everyone() ? "" : " of yours");
+    const struct {
+        const char *name;
+        unsigned long long v;
+    } counters[] = {
+        {"submitted", s->submitted},
+        {"granted", s->granted},
+        {"completed", s->completed},
+        {"in_flight", s->in_flight},
+        {"queued", s->queued},
+        {"busy_ns", s->busy_ns},
+        {"waits", s->waits},
+        {"syncs", s->syncs},
+        {"sync_ns", s->sync_ns},
+        {"requests", s->requests},
+        {"req_p50_ns", s->req_p50_ns},
+        {"req_p99_ns", s->req_p99_ns},
+        {"stalls", s->stalls},
+        {"op_ns", s->op_ns},
+        {"connected_ns", s->connected_ns},
+    };
+    printf("id %u\npid %d\nuid %u\ngid %u\napp %s\nclass %s\npriority %d\nstate %s\n", s->client_id,
+           s->pid, s->uid, s->gid, s->app, s->class_name, s->priority, state_of(s));
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        printf("%s %llu\n", counters[i].name, counters[i].v);
+    posstat_snapshot_free(&snap);
+    return 0;
+}
+
+/* ---- changing: set, reload, drain, undrain; status ---------------------------------------- */
+
+static int control(struct pos_control *q)
+{
+    struct posclient c;
+    struct pos_control_reply r;
+    char msg[512];
+    connect_posd(&c);
+    int rc = posclient_control(&c, q, &r, msg, sizeof msg);
+    posclient_close(&c);
+    if (rc < 0)
+        die(1, "%s", msg);
+    printf("%s\n", msg);
+    if (q->op == POS_CTL_STATUS) {
+        printf("drained:");
+        for (int dev = 0; dev < POS_CTL_MAX_DEVICES; dev++)
+            if (r.drained >> dev & 1)
+                printf(" %d", dev);
+        printf("%s\n", r.drained ? "" : " none");
+    }
+    return 0;
+}
+
+static int cmd_set(int argc, char **argv)
+{
+    if (argc < 2)
+        die(2, "set needs a client id, then --class NAME and/or --priority N (see --help)");
+    struct pos_control q = {.op = POS_CTL_SET, .client_id = parse_id(argv[1])};
+    static const struct option opts[] = {
+        {"class", required_argument, NULL, 'c'},
+        {"priority", required_argument, NULL, 'p'},
+        {NULL, 0, NULL, 0},
+    };
+    /* its options after the id: argv + 1 starts with the id, and getopt starts after it */
+    argc--;
+    argv++;
+    optind = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+        char *end;
+        long v;
+        switch (o) {
+        case 'c':
+            if (!*optarg || strlen(optarg) >= sizeof q.class_name)
+                die(2, "bad class name '%s' (1 to %zu characters)", optarg,
+                    sizeof q.class_name - 1);
+            snprintf(q.class_name, sizeof q.class_name, "%s", optarg);
+            q.flags |= POS_CTL_HAS_CLASS;
+            break;
+        case 'p':
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || errno || v < -1000000 || v > 1000000)
+                die(2, "bad priority '%s' (a whole number; lower is more important)", optarg);
+            q.priority = (int32_t)v;
+            q.flags |= POS_CTL_HAS_PRIORITY;
+            break;
+        case ':':
+            die(2, "option '%s' needs a value (see --help)", argv[optind - 1]);
+        default:
+            die(2, "bad option '%s' for set (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!q.flags)
+        die(2, "set needs --class NAME and/or --priority N (see --help)");
+    return control(&q);
+}
+
+static int cmd_reload(int argc, char **argv)
+{
+    if (argc != 1)
+        die(2, "reload takes no arguments (see --help)");
+    struct pos_control q = {.op = POS_CTL_RELOAD};
+    return control(&q);
+}
+
+static int parse_device(int argc, char **argv)
+{
+    if (argc > 2)
+        die(2, "%s takes at most a device number (see --help)", argv[0]);
+    if (argc < 2)
+        return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(argv[1], &end, 10);
+    if (!*argv[1] || *end || errno || v < 0 || v >= POS_CTL_MAX_DEVICES)
+        die(2, "bad device '%s' (want 0 to %d)", argv[1], POS_CTL_MAX_DEVICES - 1);
+    return (int)v;
+}
+
+static int cmd_drain(int argc, char **argv)
+{
+    struct pos_control q = {.op = POS_CTL_DRAIN, .device = parse_device(argc, argv)};
+    return control(&q);
+}
+
+static int cmd_undrain(int argc, char **argv)
+{
+    struct pos_control q = {.op = POS_CTL_UNDRAIN, .device = parse_device(argc, argv)};
+    return control(&q);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+    if (argc != 1)
+        die(2, "status takes no arguments (see --help)");
+    struct pos_control q = {.op = POS_CTL_STATUS};
+    return control(&q);
+}
+
+/* Kernel profiles (dump, load, reset) join this table with their CONTROL operations. */
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"list", cmd_list},   {"show", cmd_show},       {"set", cmd_set},       {"reload", cmd_reload},
+    {"drain", cmd_drain}, {"undrain", cmd_undrain}, {"status", cmd_status},
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    socket_path = posclient_default_socket();
+    opterr = 0;
+    int o;
+    /* '+': options end at the command; its own options are its own */
+    while ((o = getopt_long(argc, argv, "+:s:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's':
+            socket_path = optarg;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        case ':':
+            die(2, "option '%s' needs a value (see --help)", argv[optind - 1]);
+        default:
+            die(2, "bad option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        die(2, "no command given (list, show, set, reload, drain, undrain, status; see --help)");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, argv[optind]) == 0)
+            return commands[i].run(argc - optind, argv + optind);
+    die(2, "unknown command '%s' (see --help)", argv[optind]);
+}
