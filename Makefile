@@ -6,6 +6,7 @@
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
+#   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #
@@ -244,6 +245,9 @@ bench: all
 bench-e2e: all
 	@bash bench/e2e.sh
 
+bench-pos: all
+	@bash bench/pos.sh
+
 # --- the real-GPU suite (docs/gpu.md) ---------------------------------------------------------
 # build/gpu: posd, posstat, possim, posapp, libposshim.so and posapp's synthetic kernels, built
 # to run on a GPU machine without this project's build dependencies (liburing and libinih
@@ -294,7 +298,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all test demo bench bench-e2e bench-pos gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -54,7 +54,7 @@ POSD_SRCS=$(ls sched/*.c sched/policy/*.c)
 MODEL_SRCS="sim/gpu_model.c sim/device_presets.c sim/model_file.c sim/request.c"
 echo "gpu-build: posd"
 # without libmicrohttpd (its static form drags in GnuTLS): no --metrics; posstat -o prom is there
-$CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS" $POSD_SRCS) "$URING_A" "$INIH_A" -pthread
+$CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS" $POSD_SRCS) "$URING_A" "$INIH_A" -pthread -lm
 echo "gpu-build: posstat"
 $CC -o "$DIR/bin/posstat" $(objs "" tools/posstat.c tools/posstat_format.c tools/posclient.c \
     tools/posstat_nvml.c sched/metrics_text.c) -ldl
@@ -62,7 +62,7 @@ echo "gpu-build: posctl"
 $CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c)
 echo "gpu-build: possim"
 $CC -o "$DIR/bin/possim" $(objs "" tools/possim.c tools/possim_scenario.c tools/possim_sim.c tools/timeline.c \
-    sched/core.c sched/ini_lines.c sched/policy/*.c $MODEL_SRCS tools/posapp_arrival.c \
+    sched/core.c sched/profile.c sched/profile_file.c sched/ini_lines.c sched/policy/*.c $MODEL_SRCS tools/posapp_arrival.c \
     tools/posapp_stats.c) "$INIH_A" -lm
 echo "gpu-build: posapp"
 $CC -o "$DIR/bin/posapp" $(objs "" tools/posapp*.c sim/model_file.c sim/request.c) \
