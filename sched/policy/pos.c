@@ -7,7 +7,9 @@
  * profiles and its past requests) outranks the other. Clients without an SLO rank by class.
  *
  * Decisions, per client C:
- *   - nobody outranks C: it launches freely (FREE);
+ *   - nobody outranks C: it launches freely (FREE), unless C has an SLO and another client of
+ *     its class has one too: then a window of about window_us of work, so that the other's
+ *     next request, should it be more urgent, does not queue behind all of C's kernels;
  *   - clients outrank C but none has work (queued, in flight and not stalled, or idle less
  *     than idle_grace): a window of about window_us of device time (or its class's cap), so
  *     that a request arriving above finds little ahead of it: work conservation;
@@ -200,12 +202,15 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
     for (size_t i = 0; i < n; i++) {
         struct pos_sched_client *c = &v->clients[i];
         const struct pos_pre *pc = &s->pre[i];
-        int outranked = 0, busy_above = 0, contended = 0;
+        int outranked = 0, busy_above = 0, contended = 0, rivals = 0;
         double above = 0, above_max = 0;
         for (size_t k = 0; k < n; k++) {
             const struct pos_sched_client *o = &v->clients[k];
             const struct pos_pre *po = &s->pre[k];
-            if (k == i || o->device != c->device || !outranks(o, po, c, pc, concurrent))
+            if (k == i || o->device != c->device)
+                continue;
+            rivals |= o->priority == c->priority && o->slo_ms > 0;
+            if (!outranks(o, po, c, pc, concurrent))
                 continue;
             outranked = 1;
             above_max += po->max_demand;
@@ -226,9 +231,17 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
         c->mode = POS_GRANT_WINDOW;
         uint64_t cap =
             c->max_inflight ? c->max_inflight : pos_sched_ops_in(c, v->window_ns, v->credits);
-        if (!outranked) {
+        if (!outranked && !(rivals && c->slo_ms > 0)) {
             c->mode = POS_GRANT_FREE;
             c->new_granted = umax(c->granted, c->submitted);
+            continue;
+        }
+        if (!outranked) {
+            /* first now, but a client of its class with an SLO may need to go first at its
+             * next request: a window, so that its request does not queue behind all of this
+             * one's kernels */
+            c->new_granted = pos_sched_window_grant(c, cap);
+            c->window = (uint32_t)cap;
             continue;
         }
         if (!busy_above) {

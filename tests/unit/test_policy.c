@@ -357,7 +357,8 @@ static void test_pos_latest_start_orders_slo_clients(void)
     cl[1].slo_ms = 10;  /* rt = 0 + 8 ms - 18 x 20 us: sooner */
     struct pos_sched_view v = view(2, 1000000);
     pos_decide(&v, &timesliced);
-    CU_ASSERT_EQUAL(cl[1].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT(cl[1].new_granted > 2);
     CU_ASSERT_EQUAL(cl[0].held, 1);
     /* the other request arrived 75 ms earlier: it is now the more urgent one */
     pos_client(0, 10, 20, 2, 0, 8);
@@ -367,8 +368,32 @@ static void test_pos_latest_start_orders_slo_clients(void)
     cl[1].request.start_ns = 75000000;
     v.now = 76000000;
     pos_decide(&v, &timesliced);
-    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+    CU_ASSERT_EQUAL(cl[0].held, 0);
+    CU_ASSERT(cl[0].new_granted > 2);
     CU_ASSERT_EQUAL(cl[1].held, 1);
+}
+
+/* An SLO client first now, with another SLO client of its class present, runs in a window (so
+ * that the other's next request need not queue behind all of its kernels); alone in its class
+ * it runs freely. */
+static void test_pos_slo_rivals_keep_a_window(void)
+{
+    pos_client(0, 10, 40, 2, 0, 8);
+    pos_client(1, 10, 0, 0, 0, 8); /* idle */
+    cl[0].slo_ms = 10;
+    cl[1].slo_ms = 10;
+    struct pos_sched_view v = view(2, 1000000);
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_WINDOW);
+    CU_ASSERT_EQUAL(cl[0].held, 0);
+    CU_ASSERT(cl[0].new_granted > 2 && cl[0].new_granted < 40);
+    CU_ASSERT(cl[0].window > 0);
+    pos_client(0, 10, 40, 2, 0, 8);
+    cl[0].slo_ms = 10;
+    v.nclients = 1;
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[0].mode, POS_GRANT_FREE);
+    CU_ASSERT(cl[0].new_granted >= 40);
 }
 
 /* A held batch client that has had less than its share of the guard period gets a step in
@@ -402,5 +427,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_pos_slowdown_budget);
     POS_ADD_TEST(s, test_pos_work_conserving);
     POS_ADD_TEST(s, test_pos_latest_start_orders_slo_clients);
+    POS_ADD_TEST(s, test_pos_slo_rivals_keep_a_window);
     POS_ADD_TEST(s, test_pos_starvation_guard);
 }
