@@ -127,7 +127,8 @@ $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
-POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c sched/core.c sched/ini_lines.c \
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_search.c sched/core.c \
+    sched/ini_lines.c sched/schedule.c \
     $(wildcard sched/policy/*.c) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
 $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))

@@ -10,10 +10,12 @@
 #include <time.h>
 
 #include "tools/possim_scenario.h"
+#include "tools/possim_search.h"
 #include "tools/possim_sim.h"
 
 static const char usage_text[] =
     "usage: possim [-o text|json] [--seed N] SCENARIO\n"
+    "       possim search [options] SCENARIO   (a static stage schedule: possim search -h)\n"
     "Simulates the clients of SCENARIO on one virtual GPU in virtual time, through posd's own\n"
     "scheduling core and policies (or none), and prints per-client latency and throughput\n"
     "(docs/possim.md). The same scenario and seed give the same output, except the last\n"
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    if (argc > 1 && strcmp(argv[1], "search") == 0)
+        return possim_search_main(argc - 1, argv + 1);
     int json = 0, c;
     uint64_t seed = 1;
     opterr = 0;
