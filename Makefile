@@ -128,7 +128,7 @@ $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c)
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
 POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_search.c sched/core.c \
-    sched/ini_lines.c sched/schedule.c \
+    sched/ini_lines.c sched/schedule.c sched/schedule_file.c \
     $(wildcard sched/policy/*.c) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
 $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
@@ -155,8 +155,8 @@ TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
-SCHED_CORE_SRCS := sched/core.c $(wildcard sched/policy/*.c)
-TEST_DEPS_test_policy         := $(call obj,$(wildcard sched/policy/*.c))
+SCHED_CORE_SRCS := sched/core.c sched/schedule.c $(wildcard sched/policy/*.c)
+TEST_DEPS_test_policy         := $(call obj,sched/schedule.c $(wildcard sched/policy/*.c))
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)

@@ -410,7 +410,7 @@ static int parse_rule_class(struct loader *ld, const struct key_spec *k, const c
 #define HAS(m)      .has_off = offsetof(struct posd_rule, m)
 #define RANGE(a, b) .lo = (a), .hi = (b)
 
-static const char *const policy_words[] = {"fifo", "priority", NULL};
+static const char *const policy_words[] = {"fifo", "priority", "staged", NULL};
 /* in enum posd_log_level order */
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 
@@ -429,6 +429,7 @@ static const struct key_spec policy_keys[] = {
     {"stall_ms", parse_number, CFG(stall_ms), RANGE(1, 60000)},
     {"window_us", parse_number, CFG(window_us), RANGE(1, 1000000)},
     {"idle_grace_us", parse_number, CFG(idle_grace_us), RANGE(0, 1000000)},
+    {"schedule", parse_socket, CFG(schedule)}, /* an absolute path, like the socket's */
 };
 
 static const struct key_spec class_keys[] = {

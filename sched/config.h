@@ -66,6 +66,7 @@ struct posd_config {
     double stall_ms;  /* in flight this long with no completion: no longer outranks anyone */
     double window_us; /* device time a windowed client without a cap may have in flight */
     double idle_grace_us; /* a client idle this briefly still holds less important ones */
+    char schedule[POSD_PATH_MAX]; /* a stage schedule file for policy staged ("": none) */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;

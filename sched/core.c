@@ -71,6 +71,7 @@ void sched_params_defaults(struct sched_params *p)
     p->window_ns = 500000;
     p->idle_grace_ns = 0;
     p->sample_free = 32;
+    p->schedule = NULL;
 }
 
 /* ---- histograms ----------------------------------------------------------------------- */
@@ -271,6 +272,11 @@ int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *pol
 const struct pos_policy_ops *sched_core_policy(const struct sched_core *k)
 {
     return k->policy;
+}
+
+const char *sched_core_policy_note(const struct sched_core *k)
+{
+    return k->policy->note ? k->policy->note(k->pstate) : NULL;
 }
 
 int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,
@@ -589,6 +595,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .device = k->dev,
         .clients = k->view,
         .nclients = n,
+        .schedule = k->p.schedule,
     };
     int64_t next = k->policy->decide(k->pstate, &view);
     if (next <= now)

@@ -36,10 +36,12 @@ struct sched_params {
     int64_t window_ns;       /* work a windowed client may have in flight (no class cap) */
     int64_t idle_grace_ns;   /* a client idle this briefly still holds lower classes */
     uint32_t sample_free;    /* completion marker every N launches for an unconstrained client */
+    const struct pos_schedule *schedule; /* what policies see as view->schedule (the adapter
+                                          * owns it; it must outlive the core's use) */
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, no idle grace, sample 32. */
+ * window 500 us, no idle grace, sample 32, no schedule. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */
@@ -112,6 +114,8 @@ void sched_core_free(struct sched_core *k);
 int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
                           const struct sched_params *p);
 const struct pos_policy_ops *sched_core_policy(const struct sched_core *k);
+/* The policy's note (pos_policy_ops.note), or NULL. */
+const char *sched_core_policy_note(const struct sched_core *k);
 
 /* Clients. A slot is any index below SCHED_MAX_CLIENTS; add resets it completely. */
 int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,

@@ -268,11 +268,16 @@ static void on_signal(struct posd *d)
         }
         struct sched_params params;
         posd_engine_params(&fresh, &params);
+        struct pos_schedule *sched = posd_schedule_open(&fresh, &d->device);
+        params.schedule = sched;
         if (sched_core_set_policy(d->core, p, &params) < 0) {
             posd_log(POSD_LOG_ERROR, "reload refused: policy %s could not start", p->name);
+            posd_schedule_close(sched);
             posd_config_free(&fresh);
             break;
         }
+        posd_schedule_close(d->schedule); /* the core follows the new one */
+        d->schedule = sched;
         posd_config_free(&d->cfg);
         d->cfg = fresh;
         d->policy = p;

@@ -16,8 +16,18 @@
 #define MAX_FIELDS (3 + POS_SCHEDULE_MAX_MODELS)
 
 /* Where the parser is: each directive comes in this order (docs/schedule.md). */
-enum expect { X_HEADER, X_DEVICE, X_PREDICTED, X_MODELS, X_MODEL, X_KEY, X_STAGES, X_STAGE,
-              X_END, X_DONE };
+enum expect {
+    X_HEADER,
+    X_DEVICE,
+    X_PREDICTED,
+    X_MODELS,
+    X_MODEL,
+    X_KEY,
+    X_STAGES,
+    X_STAGE,
+    X_END,
+    X_DONE
+};
 
 struct parser {
     const char *path;
@@ -151,8 +161,7 @@ static int directive(struct parser *p, char **f, int nf)
         if (want_fields(p, nf, 2, "models N") < 0)
             return -EINVAL;
         if (read_uint(f[1], 1, POS_SCHEDULE_MAX_MODELS, &v) < 0)
-            return fail(p, "bad model count '%s' (expected 1..%d)", f[1],
-                        POS_SCHEDULE_MAX_MODELS);
+            return fail(p, "bad model count '%s' (expected 1..%d)", f[1], POS_SCHEDULE_MAX_MODELS);
         s->nmodels = (size_t)v;
         p->model = 0;
         p->want = X_MODEL;
@@ -164,8 +173,7 @@ static int directive(struct parser *p, char **f, int nf)
         if (!valid_name(f[1]))
             return fail(p, "bad model name '%s'", f[1]);
         if (read_uint(f[2], 1, POS_SCHEDULE_MAX_OPS, &v) < 0)
-            return fail(p, "bad operator count '%s' (expected 1..%d)", f[2],
-                        POS_SCHEDULE_MAX_OPS);
+            return fail(p, "bad operator count '%s' (expected 1..%d)", f[2], POS_SCHEDULE_MAX_OPS);
         snprintf(m->name, sizeof m->name, "%s", f[1]);
         m->nops = (uint32_t)v;
         if (!(m->keys = calloc(m->nops, sizeof *m->keys)))
@@ -190,8 +198,7 @@ static int directive(struct parser *p, char **f, int nf)
         if (want_fields(p, nf, 2, "stages N") < 0)
             return -EINVAL;
         if (read_uint(f[1], 1, POS_SCHEDULE_MAX_STAGES, &v) < 0)
-            return fail(p, "bad stage count '%s' (expected 1..%d)", f[1],
-                        POS_SCHEDULE_MAX_STAGES);
+            return fail(p, "bad stage count '%s' (expected 1..%d)", f[1], POS_SCHEDULE_MAX_STAGES);
         s->nstages = (size_t)v;
         s->runs = calloc(s->nstages * s->nmodels, sizeof *s->runs);
         s->stage_us = calloc(s->nstages, sizeof *s->stage_us);
@@ -204,8 +211,7 @@ static int directive(struct parser *p, char **f, int nf)
         return 0;
     case X_STAGE: {
         if (nf != 3 + (int)s->nmodels)
-            return fail(p, "expected 'stage INDEX US' and %zu runs, got %d fields", s->nmodels,
-                        nf);
+            return fail(p, "expected 'stage INDEX US' and %zu runs, got %d fields", s->nmodels, nf);
         if (read_uint(f[1], 0, UINT32_MAX, &v) < 0 || v != p->stage)
             return fail(p, "stage index '%s' out of order (expected %zu)", f[1], p->stage);
         if (read_us(f[2], &s->stage_us[p->stage]) < 0)
@@ -399,8 +405,7 @@ static void track_op(const struct pos_schedule *s, struct pos_schedule_track *t,
     }
     uint64_t pos = op->seq - t->req_start;
     for (size_t m = 0; m < s->nmodels; m++)
-        if ((t->cand >> m & 1) &&
-            (pos >= s->models[m].nops || s->models[m].keys[pos] != op->key))
+        if ((t->cand >> m & 1) && (pos >= s->models[m].nops || s->models[m].keys[pos] != op->key))
             t->cand &= ~(1u << m);
 }
 
@@ -540,16 +545,17 @@ static int start_align(struct pos_schedule_state *st, const struct pos_schedule 
 
 /* Is model M's client where the schedule expects it? Its operators seen from the round's
  * start are its model's keys, and no request started inside the round's. */
-static int on_position(const struct pos_schedule_state *st, const struct pos_schedule *s,
-                       size_t m, const struct pos_sched_client *c)
+static int on_position(const struct pos_schedule_state *st, const struct pos_schedule *s, size_t m,
+                       const struct pos_sched_client *c)
 {
     const struct pos_schedule_track *t = &st->track[c->slot];
     uint64_t base = st->base[m];
     if (t->cursor < base)
         return 1; /* it has not started the round's request yet */
-    if (t->req_start != base || t->gap)
-        return 0;
-    return (t->cand >> m & 1) != 0;
+    /* in the round's request, or done with it and waiting at the next round's */
+    uint64_t next = base + s->models[m].nops;
+    int at = t->req_start == base || (t->req_start == next && c->completed_upto + 1 >= next);
+    return at && !t->gap && (t->cand >> m & 1) != 0;
 }
 
 static int64_t min64(int64_t a, int64_t b)

@@ -38,9 +38,9 @@ struct pos_schedule {
     size_t nmodels;
     struct pos_schedule_model models[POS_SCHEDULE_MAX_MODELS];
     size_t nstages;
-    uint32_t *runs;     /* [nstages * nmodels]: operators model m runs in stage k */
-    double *stage_us;   /* [nstages]: each stage's predicted cost */
-    uint32_t *run_end;  /* [nstages * nmodels]: model m's operators through stage k */
+    uint32_t *runs;    /* [nstages * nmodels]: operators model m runs in stage k */
+    double *stage_us;  /* [nstages]: each stage's predicted cost */
+    uint32_t *run_end; /* [nstages * nmodels]: model m's operators through stage k */
 };
 
 /* Parses TEXT (LEN bytes), the contents of the schedule file PATH. Returns 0, or -EINVAL with
@@ -80,11 +80,11 @@ struct pos_schedule_state {
     const struct pos_schedule *s; /* what the state was built for; a new one resets it */
     int phase;                    /* enum pos_schedule_phase */
     size_t stage;
-    uint32_t bind[POS_SCHEDULE_MAX_MODELS];   /* model -> client id */
-    uint64_t base[POS_SCHEDULE_MAX_MODELS];   /* seq of op 0 of its round's request */
+    uint32_t bind[POS_SCHEDULE_MAX_MODELS];      /* model -> client id */
+    uint64_t base[POS_SCHEDULE_MAX_MODELS];      /* seq of op 0 of its round's request */
     int64_t changed_ns[POS_SCHEDULE_MAX_MODELS]; /* last decision that saw it busy */
-    int64_t idle_ns;              /* a model idle this long with its run unfinished unmatches */
-    int64_t next_ns;              /* when the follower wants to decide again (INT64_MAX: none) */
+    int64_t idle_ns; /* a model idle this long with its run unfinished unmatches */
+    int64_t next_ns; /* when the follower wants to decide again (INT64_MAX: none) */
     uint64_t rounds, matches, unmatches;
     const char *why; /* why it is not following (a static string), NULL while it follows */
     struct pos_schedule_track track[POS_SCHEDULE_MAX_SLOTS];

@@ -35,6 +35,7 @@ const char possim_scenario_help[] =
     "  window_us = 500         ; device time a windowed client without a cap may have in\n"
     "                          ; flight, by posd's estimate of its operators\n"
     "  idle_grace_us = 0       ; a client idle this briefly still holds lower classes\n"
+    "  schedule = FILE         ; a stage schedule (possim search -w) for policy staged\n"
     "  [posd]                  ; what posd learns, and when\n"
     "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
     "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
@@ -93,6 +94,7 @@ static const struct key_spec sched_keys[] = {
     {"credits", V_U32, SC(credits), 1, 1 << 20, 0},
     {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1},
     {"idle_grace_us", V_DOUBLE, SC(idle_grace_us), 0, 1e9, 0},
+    {"schedule", V_SPECIAL, 0, 0, 0, 0},
 };
 static const struct key_spec posd_keys[] = {
     {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
@@ -307,6 +309,12 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         }
         snprintf(sc->policy, sizeof sc->policy, "%s", value);
         sc->no_core = strcmp(value, "none") == 0;
+        return 0;
+    }
+    if (p->kind == SECT_SCHED && strcmp(key, "schedule") == 0) {
+        if (!*value || strlen(value) >= sizeof sc->schedule)
+            return refuse(p, "expected a schedule file (docs/schedule.md)");
+        snprintf(sc->schedule, sizeof sc->schedule, "%s", value);
         return 0;
     }
     struct possim_client_spec *c = p->client;

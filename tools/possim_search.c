@@ -44,8 +44,8 @@ void search_plan_free(struct search_plan *pl)
     memset(pl, 0, sizeof *pl);
 }
 
-static int64_t stage_cost(const struct search_problem *p, struct search_plan *pl,
-                          const uint32_t *u, const uint32_t *r)
+static int64_t stage_cost(const struct search_problem *p, struct search_plan *pl, const uint32_t *u,
+                          const uint32_t *r)
 {
     pl->evals++;
     return p->cost(p->arg, u, r);
@@ -68,7 +68,8 @@ int search_sequential(const struct search_problem *p, struct search_plan *out)
     return 0;
 }
 
-/* ---- stage enumeration ------------------------------------------------------------------------ */
+/* ---- stage enumeration ------------------------------------------------------------------------
+ */
 
 /* The stages possible from progress U: every vector of runs with each run at most max_run
  * (several models), then, with solo_any, the longer runs of one model alone. R holds the
@@ -166,7 +167,8 @@ static void prefix_free(const struct search_problem *p, int64_t **pre)
     free(pre);
 }
 
-/* ---- greedy ----------------------------------------------------------------------------------- */
+/* ---- greedy -----------------------------------------------------------------------------------
+ */
 
 /* Stage by stage, the stage whose runs' solo time summed over its cost is highest (the most
  * overlap per unit of time), the larger on a tie. */
@@ -217,7 +219,8 @@ int search_greedy(const struct search_problem *p, const struct search_limits *li
     return rc;
 }
 
-/* ---- dynamic programming ------------------------------------------------------------------------ */
+/* ---- dynamic programming ------------------------------------------------------------------------
+ */
 
 /* Over progress vectors u (units done per model), dp[u] = the least cost of stages that bring
  * every model from 0 to u, as a stage is a vector of runs from u. States are numbered in mixed
@@ -332,7 +335,8 @@ out:
     return rc;
 }
 
-/* ---- the mix on the virtual GPU ------------------------------------------------------------------ */
+/* ---- the mix on the virtual GPU
+ * ------------------------------------------------------------------ */
 
 struct cache_entry {
     uint16_t key[2 * SEARCH_MAX_MODELS]; /* (start, len) in operators per model */
@@ -578,7 +582,7 @@ struct search_mix *search_mix_new(const struct possim_scenario *sc, uint32_t uni
         return NULL;
     }
     x->dev = sc->dev;
-    snprintf(x->device_name, sizeof x->device_name, "%s", sc->device_name);
+    snprintf(x->device_name, sizeof x->device_name, "%.63s", sc->device_name);
     sim_gpu_init(x->g, &x->dev, 0);
     x->n = sc->nclients;
     for (size_t i = 0; i < x->n; i++) {
@@ -635,7 +639,8 @@ void search_mix_free(struct search_mix *x)
     free(x);
 }
 
-/* ---- schedules ------------------------------------------------------------------------------------ */
+/* ---- schedules
+ * ------------------------------------------------------------------------------------ */
 
 int search_plan_schedule(const struct search_mix *x, const struct search_plan *plan,
                          struct pos_schedule *out)
@@ -704,7 +709,8 @@ int search_write_schedule(FILE *f, const struct pos_schedule *s, const char *com
     return ferror(f) ? -EIO : 0;
 }
 
-/* ---- the command ---------------------------------------------------------------------------------- */
+/* ---- the command
+ * ---------------------------------------------------------------------------------- */
 
 static const char search_usage[] =
     "usage: possim search [options] SCENARIO\n"
@@ -757,10 +763,14 @@ struct method_row {
 int possim_search_main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"method", required_argument, NULL, 'm'},   {"units", required_argument, NULL, 'u'},
-        {"max-run", required_argument, NULL, 'r'},  {"no-bound", no_argument, NULL, 'n'},
-        {"barrier-us", required_argument, NULL, 'b'}, {"write", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"method", required_argument, NULL, 'm'},
+        {"units", required_argument, NULL, 'u'},
+        {"max-run", required_argument, NULL, 'r'},
+        {"no-bound", no_argument, NULL, 'n'},
+        {"barrier-us", required_argument, NULL, 'b'},
+        {"write", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int methods = M_SEQ | M_GREEDY | M_DP, c;
     uint32_t units = 0;
@@ -903,9 +913,10 @@ int possim_search_main(int argc, char **argv)
         int rc = search_plan_schedule(keep, &rows[best].plan, &s);
         FILE *f = rc < 0 ? NULL : fopen(write, "w");
         char comment[512];
-        snprintf(comment, sizeof comment,
-                 "possim search %s: method %s, units %u, max_run %u, barrier %.1f us (simulated)",
-                 sc->path, rows[best].name, units, lim.max_run, barrier_us);
+        snprintf(
+            comment, sizeof comment,
+            "possim search %.300s: method %s, units %u, max_run %u, barrier %.1f us (simulated)",
+            sc->path, rows[best].name, units, lim.max_run, barrier_us);
         if (!f || search_write_schedule(f, &s, comment) < 0 || fclose(f) != 0) {
             fprintf(stderr, "possim search: cannot write %s: %s\n", write, strerror(errno));
             status = 1;

@@ -19,14 +19,15 @@
 
 #define SEARCH_MAX_MODELS 8
 
-/* ---- the problem, abstracted from the device -------------------------------------------------- */
+/* ---- the problem, abstracted from the device --------------------------------------------------
+ */
 
 /* The cost of a stage in which model m runs its units START[m] .. START[m] + LEN[m] - 1, in ns. */
 typedef int64_t (*search_cost_fn)(void *arg, const uint32_t *start, const uint32_t *len);
 
 struct search_problem {
-    size_t n;                           /* models */
-    uint32_t units[SEARCH_MAX_MODELS];  /* each model's chain of units */
+    size_t n;                          /* models */
+    uint32_t units[SEARCH_MAX_MODELS]; /* each model's chain of units */
     search_cost_fn cost;
     void *arg;
     /* optional lower bounds: solo[m][u] <= the time unit u of model m takes in any stage; a
@@ -36,19 +37,19 @@ struct search_problem {
 };
 
 struct search_limits {
-    uint32_t max_run;  /* units one model runs in a stage of several models (0: no limit) */
-    int bound;         /* prune by lower bounds (exact while co-running never speeds a run) */
-    int solo_any;      /* stages of one model may be any length (sequential stays reachable) */
+    uint32_t max_run; /* units one model runs in a stage of several models (0: no limit) */
+    int bound;        /* prune by lower bounds (exact while co-running never speeds a run) */
+    int solo_any;     /* stages of one model may be any length (sequential stays reachable) */
 };
 
 struct search_plan {
     size_t nstages;
-    uint32_t *runs;   /* [nstages * n] units */
-    int64_t *cost_ns; /* [nstages] without the barrier */
-    int64_t total_ns; /* with the barriers */
-    uint64_t evals;   /* cost calls */
-    uint64_t states;  /* DP states reached */
-    uint64_t pruned;  /* transitions cut by the bounds */
+    uint32_t *runs;        /* [nstages * n] units */
+    int64_t *cost_ns;      /* [nstages] without the barrier */
+    int64_t total_ns;      /* with the barriers */
+    uint64_t evals;        /* cost calls */
+    uint64_t states;       /* DP states reached */
+    uint64_t pruned;       /* transitions cut by the bounds */
     uint64_t bound_misses; /* stages that came in under their lower bound */
 };
 
@@ -59,14 +60,15 @@ int search_dp(const struct search_problem *p, const struct search_limits *lim,
               struct search_plan *out);
 void search_plan_free(struct search_plan *pl);
 
-/* ---- the mix on the virtual GPU --------------------------------------------------------------- */
+/* ---- the mix on the virtual GPU ---------------------------------------------------------------
+ */
 
 struct search_model {
     char name[64];
     char client[POSSIM_NAME_MAX];
     uint32_t batch;
     struct sim_request req;
-    uint64_t *keys;       /* [req.nops] */
+    uint64_t *keys; /* [req.nops] */
     uint32_t nunits;
     uint32_t *unit_start; /* [nunits + 1]: unit u is ops unit_start[u] .. unit_start[u+1]-1 */
     int64_t *unit_solo;   /* [nunits]: each unit alone on the device, ns (a lower bound) */

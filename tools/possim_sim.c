@@ -30,6 +30,7 @@
 #include "pos/client_shm.h"
 #include "pos/op_record.h"
 #include "sched/core.h"
+#include "sched/schedule_file.h"
 #include "sim/gpu_model.h"
 #include "sim/model_file.h"
 #include "sim/request.h"
@@ -245,6 +246,7 @@ struct sim {
     struct sched_core *core; /* NULL: policy none */
     struct pos_sched_device dev;
     struct sched_grant grants[SCHED_MAX_CLIENTS];
+    struct pos_schedule schedule; /* [sched] schedule, what the policy sees */
     struct vclient *c;
     size_t n, ndone;
     struct heap heap;
@@ -1053,6 +1055,15 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
         p.credits = sc->credits;
         p.window_ns = us_ns(sc->window_us);
         p.idle_grace_ns = us_ns(sc->idle_grace_us);
+        if (sc->schedule[0]) {
+            char msg[512];
+            int rc = pos_schedule_load(sc->schedule, &s.schedule, msg, sizeof msg);
+            if (rc < 0) {
+                sim_fail(&s, rc, "%s", msg);
+                goto out;
+            }
+            p.schedule = &s.schedule;
+        }
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
             sim_fail(&s, -EINVAL, "unknown policy '%s'", sc->policy);
@@ -1098,12 +1109,15 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
     out->busy_fraction = makespan > 0 ? s.g->stats.busy_ns / (double)makespan : NAN;
     out->decisions = s.decisions;
     out->events = s.events;
+    const char *note = s.core ? sched_core_policy_note(s.core) : NULL;
+    snprintf(out->policy_note, sizeof out->policy_note, "%s", note ? note : "");
 out:
     for (size_t i = 0; s.c && i < s.n; i++)
         client_free(&s.c[i]);
     free(s.c);
     free(s.heap.e);
     sched_core_free(s.core);
+    pos_schedule_free(&s.schedule);
     free(s.g);
     if (s.rc)
         possim_result_free(out);
@@ -1158,6 +1172,8 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
     fprintf(f, "# makespan_s %.6f busy %.4f launches %llu decisions %llu events %llu\n",
             r->makespan_s, r->busy_fraction, (unsigned long long)r->launches,
             (unsigned long long)r->decisions, (unsigned long long)r->events);
+    if (r->policy_note[0])
+        fprintf(f, "# policy note: %s\n", r->policy_note);
     if (cpu_s > 0)
         fprintf(f, "# speed %.0f launches per cpu second (%.3f cpu s)\n",
                 (double)r->launches / cpu_s, cpu_s);

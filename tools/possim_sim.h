@@ -39,6 +39,7 @@ struct possim_result {
     uint64_t launches;
     uint64_t decisions; /* sched_core_decide calls */
     uint64_t events;    /* events the simulator handled */
+    char policy_note[160]; /* the policy's note at the end ("": none) */
     size_t nclients;
     struct possim_client_result clients[POSSIM_MAX_CLIENTS];
 };

@@ -58,11 +58,12 @@ static void test_registry(void)
 {
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("fifo"));
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("priority"));
+    CU_ASSERT_PTR_NOT_NULL(pos_policy_find("staged"));
     CU_ASSERT_PTR_NULL(pos_policy_find("edf"));
     int n = 0;
     for (int i = 0; pos_policies[i]; i++, n++)
         CU_ASSERT_PTR_NOT_NULL(pos_policies[i]->summary);
-    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(n, 3);
 }
 
 static void test_fifo_lets_everything_go(void)
