@@ -586,8 +586,11 @@ int pos_schedule_decide(struct pos_schedule_state *st, const struct pos_schedule
         const struct pos_sched_client *c = client_by_id(v, st->bind[m]);
         if (!on_position(st, s, m, c))
             return unmatch(st, "a client is not at the schedule's position");
-        if (c->submitted != c->completed_upto)
-            st->changed_ns[m] = v->now; /* busy, as far as this decision sees */
+        /* busy, or it launched since the last decision */
+        if (c->submitted != c->completed_upto || c->submitted != st->seen_sub[m]) {
+            st->seen_sub[m] = c->submitted;
+            st->changed_ns[m] = v->now;
+        }
     }
     if (st->phase == POS_SCHEDULE_ALIGN) {
         int aligned = 1;

@@ -82,7 +82,8 @@ struct pos_schedule_state {
     size_t stage;
     uint32_t bind[POS_SCHEDULE_MAX_MODELS];      /* model -> client id */
     uint64_t base[POS_SCHEDULE_MAX_MODELS];      /* seq of op 0 of its round's request */
-    int64_t changed_ns[POS_SCHEDULE_MAX_MODELS]; /* last decision that saw it busy */
+    uint64_t seen_sub[POS_SCHEDULE_MAX_MODELS];  /* its launches at the last decision */
+    int64_t changed_ns[POS_SCHEDULE_MAX_MODELS]; /* last decision that saw it busy or launch */
     int64_t idle_ns; /* a model idle this long with its run unfinished unmatches */
     int64_t next_ns; /* when the follower wants to decide again (INT64_MAX: none) */
     uint64_t rounds, matches, unmatches;
