@@ -162,6 +162,7 @@ TEST_DEPS_test_schedule       := $(call obj,sched/schedule.c $(wildcard sched/po
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
+TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
 
 .SECONDEXPANSION:

@@ -576,7 +576,7 @@ int pos_schedule_decide(struct pos_schedule_state *st, const struct pos_schedule
         if (bind_mix(st, s, v) < 0 || start_align(st, s, v) < 0)
             return 0;
     } else {
-        if (v->nclients != s->nmodels)
+        if (v->nclients > s->nmodels)
             return unmatch(st, "a client joined the mix");
         for (size_t m = 0; m < s->nmodels; m++)
             if (!client_by_id(v, st->bind[m]))
