@@ -235,6 +235,7 @@ static void test_dp_matches_brute_force_on_the_device_model(void)
 static void test_stage_cost_does_not_depend_on_history(void)
 {
     const char *modes[] = {"mps", "timeslice"};
+    int64_t solo[2];
     for (int i = 0; i < 2; i++) {
         load_scenario(modes[i], "");
         char err[512];
@@ -246,8 +247,13 @@ static void test_stage_cost_does_not_depend_on_history(void)
         search_mix_stage_ns(x, st2, ln2);
         search_mix_stage_ns(x, st2, ln2);
         CU_ASSERT_EQUAL(search_mix_stage_ns(x, st, ln), first);
+        /* one model alone: one context, which never switches, in either mode, however many
+         * stages of several contexts ran before */
+        uint32_t one[SEARCH_MAX_MODELS] = {0, 3, 0}, zero[SEARCH_MAX_MODELS] = {0};
+        solo[i] = search_mix_stage_ns(x, zero, one);
         search_mix_free(x);
     }
+    CU_ASSERT_EQUAL(solo[0], solo[1]);
 }
 
 static void test_timeslice_stage_only_serialises(void)

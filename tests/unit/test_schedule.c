@@ -323,9 +323,11 @@ static void test_follower_grants_to_the_end_of_each_stage_run(void)
         /* nothing beyond it was released */
         for (size_t m = 0; m < 2; m++)
             CU_ASSERT(fc[m].released_upto <= run_end(m));
-        /* the device completes one client's work at a time: a stage waits for both */
-        size_t i = (size_t)k % 2;
-        complete(i);
+        /* the device completes a's work at every step and b's at every third: a stage
+         * waits for both */
+        complete(0);
+        if (k % 3 == 2)
+            complete(1);
         now += 1000;
         CU_ASSERT_EQUAL_FATAL(decide(now), 1);
         /* a stage ends only when every run of it completed */
@@ -442,6 +444,7 @@ static void test_follower_lets_go_of_an_idle_client(void)
     }
     CU_ASSERT_EQUAL(r, 0);
     CU_ASSERT(now - t0 >= st.idle_ns); /* not before it was idle that long */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st.why);
     CU_ASSERT_STRING_EQUAL(st.why, "a client of the mix went idle inside a stage");
     pos_schedule_free(&sched);
 }
