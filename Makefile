@@ -6,6 +6,7 @@
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
+#   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #
@@ -220,6 +221,10 @@ bench: all
 bench-e2e: all
 	@bash bench/e2e.sh
 
+# static schedule search and its schedules followed in possim (docs/results/search.md)
+bench-search: all
+	@bash bench/search.sh
+
 # --- the real-GPU suite (docs/gpu.md) ---------------------------------------------------------
 # build/gpu: posd, posstat, possim, posapp, libposshim.so and posapp's synthetic kernels, built
 # to run on a GPU machine without this project's build dependencies (liburing and libinih
@@ -262,7 +267,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all test demo bench bench-e2e bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
