@@ -366,8 +366,10 @@ void pos_schedule_state_init(struct pos_schedule_state *st, const struct pos_sch
     st->idle_ns = 5000000;
     st->next_ns = INT64_MAX;
     st->why = s ? "no complete request of every client seen yet" : "no schedule";
-    for (size_t i = 0; i < POS_SCHEDULE_MAX_SLOTS; i++)
+    for (size_t i = 0; i < POS_SCHEDULE_MAX_SLOTS; i++) {
         st->track[i].last_model = -1;
+        st->track[i].model = -1;
+    }
 }
 
 static uint32_t all_models(const struct pos_schedule *s)
@@ -407,6 +409,13 @@ static void track_op(const struct pos_schedule *s, struct pos_schedule_track *t,
     for (size_t m = 0; m < s->nmodels; m++)
         if ((t->cand >> m & 1) && (pos >= s->models[m].nops || s->models[m].keys[pos] != op->key))
             t->cand &= ~(1u << m);
+    /* while following, every operator from the round's start must be its model's, request
+     * after request, however the requests were told apart */
+    if (t->model >= 0 && op->seq >= t->anchor) {
+        const struct pos_schedule_model *md = &s->models[t->model];
+        if (md->keys[(op->seq - t->anchor) % md->nops] != op->key)
+            t->off = 1;
+    }
 }
 
 void pos_schedule_observe(struct pos_schedule_state *st, const struct pos_schedule *s,
@@ -423,12 +432,14 @@ void pos_schedule_observe(struct pos_schedule_state *st, const struct pos_schedu
         t->cursor = c->completed_upto;
         t->gap = 1;
         t->req = UINT64_MAX;
+        t->model = -1;
     }
     for (uint64_t seq = t->cursor + 1; seq <= c->submitted; seq++) {
         const struct pos_sched_op *op = pos_sched_op_at(c, seq);
         if (!op) {
             /* forgotten unseen (presumed complete): the request it was in is unknown */
             t->gap = 1;
+            t->off |= t->model >= 0 && seq >= t->anchor;
             t->cursor = seq;
             continue;
         }
@@ -462,6 +473,10 @@ static int unmatch(struct pos_schedule_state *st, const char *why)
     st->phase = POS_SCHEDULE_UNMATCHED;
     st->why = why;
     st->next_ns = INT64_MAX;
+    for (size_t i = 0; i < POS_SCHEDULE_MAX_SLOTS; i++) {
+        st->track[i].model = -1;
+        st->track[i].off = 0;
+    }
     return 0;
 }
 
@@ -536,6 +551,10 @@ static int start_align(struct pos_schedule_state *st, const struct pos_schedule 
         }
         st->base[m] = b + 1;
         st->changed_ns[m] = v->now;
+        struct pos_schedule_track *t = &st->track[c->slot];
+        t->model = (int)m;
+        t->anchor = st->base[m];
+        t->off = 0;
     }
     st->phase = POS_SCHEDULE_ALIGN;
     st->matches++;
@@ -543,19 +562,11 @@ static int start_align(struct pos_schedule_state *st, const struct pos_schedule 
     return 0;
 }
 
-/* Is model M's client where the schedule expects it? Its operators seen from the round's
- * start are its model's keys, and no request started inside the round's. */
-static int on_position(const struct pos_schedule_state *st, const struct pos_schedule *s, size_t m,
-                       const struct pos_sched_client *c)
+/* Is model M's client where the schedule expects it? Every operator of it from the first
+ * round's start was seen, and each is its model's at its place in the model's requests. */
+static int on_position(const struct pos_schedule_state *st, const struct pos_sched_client *c)
 {
-    const struct pos_schedule_track *t = &st->track[c->slot];
-    uint64_t base = st->base[m];
-    if (t->cursor < base)
-        return 1; /* it has not started the round's request yet */
-    /* in the round's request, or done with it and waiting at the next round's */
-    uint64_t next = base + s->models[m].nops;
-    int at = t->req_start == base || (t->req_start == next && c->completed_upto + 1 >= next);
-    return at && !t->gap && (t->cand >> m & 1) != 0;
+    return !st->track[c->slot].off;
 }
 
 static int64_t min64(int64_t a, int64_t b)
@@ -584,7 +595,7 @@ int pos_schedule_decide(struct pos_schedule_state *st, const struct pos_schedule
     }
     for (size_t m = 0; m < s->nmodels; m++) {
         const struct pos_sched_client *c = client_by_id(v, st->bind[m]);
-        if (!on_position(st, s, m, c))
+        if (!on_position(st, c))
             return unmatch(st, "a client is not at the schedule's position");
         /* busy, or it launched since the last decision */
         if (c->submitted != c->completed_upto || c->submitted != st->seen_sub[m]) {

@@ -68,6 +68,9 @@ struct pos_schedule_track {
     int ended;          /* it ended (a synchronisation covered it all) */
     int last_model;     /* rep of the model its last whole request was; -1: unknown */
     uint64_t last_end;  /* last seq of that request */
+    int model;          /* the model it is bound to while following; -1: none */
+    uint64_t anchor;    /* ... from this seq on, op k must be keys[(k - anchor) % nops] */
+    int off;            /* ... and one was not (or was never seen) */
 };
 
 enum pos_schedule_phase {

@@ -209,10 +209,10 @@ struct vclient {
     uint64_t seq;      /* its last launch number */
     uint64_t wait_seq; /* the launch waiting for a grant */
     int64_t wait_since;
-    int wait_step;       /* that wait is for a window step (the cap over its own prefix) */
-    int helping;         /* ... and the thread spins doing the collector's pass itself */
-    int64_t step_avg_ns; /* moving average of its helped window-step waits (wait_avg_ns) */
-    uint64_t step_waits; /* its window-step waits so far */
+    int wait_step;         /* that wait is for a window step (the cap over its own prefix) */
+    int helping;           /* ... and the thread spins doing the collector's pass itself */
+    int64_t step_avg_ns;   /* moving average of its helped window-step waits (wait_avg_ns) */
+    uint64_t step_waits;   /* its window-step waits so far */
     uint32_t waiters;      /* threads asleep on a grant, as posd reads it */
     uint64_t dev_done_seq; /* every launch <= this is complete, as the host knows */
     uint32_t until_marker, shim_sample;
@@ -502,8 +502,8 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         c->wait_seq = seq;
         c->wait_since = t;
         c->wait_step = c->pub_window && c->pub_mode == POS_GRANT_WINDOW;
-        c->helping = c->wait_step && (c->step_avg_ns < s->help_when_ns ||
-                                      c->step_waits++ % HELP_PROBE == 0);
+        c->helping =
+            c->wait_step && (c->step_avg_ns < s->help_when_ns || c->step_waits++ % HELP_PROBE == 0);
         c->waits++;
         wake_at(s, c, t + (c->helping ? s->help_spin_ns : s->spin_ns));
         return;
@@ -1244,6 +1244,10 @@ void possim_write_json(FILE *f, const struct possim_scenario *sc, const struct p
                 c->killed ? "true" : "false");
     }
     fputc(']', f);
+    if (r->policy_note[0]) {
+        fputs(",\"policy_note\":", f);
+        json_str(f, r->policy_note);
+    }
     if (cpu_s > 0) {
         json_num(f, "cpu_s", cpu_s, 3);
         json_num(f, "launches_per_cpu_s", (double)r->launches / cpu_s, 0);
