@@ -7,6 +7,7 @@
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
+#   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #
@@ -141,8 +142,10 @@ $(POSTRACE): $(call obj,tools/postrace.c tools/timeline.c)
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
-SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c $(wildcard sched/policy/*.c)
-POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/timeline.c sched/ini_lines.c \
+SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c sched/schedule.c \
+    sched/schedule_file.c $(wildcard sched/policy/*.c)
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_search.c \
+    tools/timeline.c sched/ini_lines.c \
     $(SCHED_CORE_SRCS) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c
 $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
@@ -172,9 +175,11 @@ TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
 TEST_DEPS_test_policy         := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_profile        := $(call obj,sched/profile.c sched/profile_file.c)
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
+TEST_DEPS_test_schedule       := $(call obj,sched/schedule.c $(wildcard sched/policy/*.c))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
+TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
 
 .SECONDEXPANSION:
@@ -248,6 +253,10 @@ bench-e2e: all
 bench-pos: all
 	@bash bench/pos.sh
 
+# static schedule search and its schedules followed in possim (docs/results/search.md)
+bench-search: all
+	@bash bench/search.sh
+
 # --- the real-GPU suite (docs/gpu.md) ---------------------------------------------------------
 # build/gpu: posd, posstat, possim, posapp, libposshim.so and posapp's synthetic kernels, built
 # to run on a GPU machine without this project's build dependencies (liburing and libinih
@@ -298,7 +307,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e bench-pos gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all test demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

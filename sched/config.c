@@ -413,7 +413,7 @@ static int parse_rule_class(struct loader *ld, const struct key_spec *k, const c
 #define HAS(m)      .has_off = offsetof(struct posd_rule, m)
 #define RANGE(a, b) .lo = (a), .hi = (b)
 
-static const char *const policy_words[] = {"fifo", "priority", "pos", NULL};
+static const char *const policy_words[] = {"fifo", "priority", "pos", "staged", NULL};
 /* in enum posd_log_level order */
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 
@@ -436,6 +436,7 @@ static const struct key_spec policy_keys[] = {
     {"profile_min", parse_u32, CFG(profile_min), RANGE(0, 100000)},
     {"corun_budget", parse_number, CFG(corun_budget), RANGE(1, 100)},
     {"profiles", parse_path, CFG(profiles)},
+    {"schedule", parse_path, CFG(schedule)}, /* an absolute path, like the socket's */
 };
 
 static const struct key_spec class_keys[] = {

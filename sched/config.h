@@ -72,6 +72,7 @@ struct posd_config {
     uint32_t profile_min; /* kernel shapes with fewer samples get a marker per launch */
     double corun_budget;  /* pos: co-run slowdown a more important kernel may show */
     char profiles[POSD_PATH_MAX]; /* an offline profile file imported at start ("" none) */
+    char schedule[POSD_PATH_MAX]; /* a stage schedule file for policy staged ("": none) */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;

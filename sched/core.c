@@ -84,6 +84,7 @@ void sched_params_defaults(struct sched_params *p)
     p->sample_free = 32;
     p->profile_min = 32;
     p->corun_budget = 1.2;
+    p->schedule = NULL;
 }
 
 /* ---- histograms ----------------------------------------------------------------------- */
@@ -307,6 +308,11 @@ void sched_core_set_profiles(struct sched_core *k, struct pos_profiles *prof)
 const struct pos_policy_ops *sched_core_policy(const struct sched_core *k)
 {
     return k->policy;
+}
+
+const char *sched_core_policy_note(const struct sched_core *k)
+{
+    return k->policy->note ? k->policy->note(k->pstate) : NULL;
 }
 
 int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,
@@ -707,6 +713,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .nclients = n,
         .profiles = k->prof,
         .corun_budget = k->p.corun_budget,
+        .schedule = k->p.schedule,
     };
     int64_t next = k->policy->decide(k->pstate, &view);
     if (next <= now)

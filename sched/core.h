@@ -40,10 +40,12 @@ struct sched_params {
     uint32_t profile_min;    /* kernel profiles: a client launching a kernel shape with fewer
                               * solo samples than this puts a marker behind every launch for a
                               * while (0: profiles learn only from the markers there are) */
+    const struct pos_schedule *schedule; /* what policies see as view->schedule (the adapter
+                                          * owns it; it must outlive the core's use) */
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2. */
+ * window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2, no schedule. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */
@@ -127,6 +129,8 @@ void sched_core_set_profiles(struct sched_core *k, struct pos_profiles *prof);
 int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
                           const struct sched_params *p);
 const struct pos_policy_ops *sched_core_policy(const struct sched_core *k);
+/* The policy's note (pos_policy_ops.note), or NULL. */
+const char *sched_core_policy_note(const struct sched_core *k);
 
 /* Clients. A slot is any index below SCHED_MAX_CLIENTS; add resets it completely. */
 int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,

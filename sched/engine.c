@@ -108,6 +108,8 @@ int posd_engine_init(struct posd *d)
     struct sched_params p;
     posd_engine_params(&d->cfg, &p);
     d->device.index = 0;
+    d->schedule = posd_schedule_open(&d->cfg, &d->device);
+    p.schedule = d->schedule;
     d->core = sched_core_new(&p, &d->device, d->policy, posd_now());
     if (!d->core || pos_prof_init(&d->prof, 0) < 0)
         return -ENOMEM;
@@ -337,6 +339,7 @@ int64_t posd_engine_tick(struct posd *d)
             posd_client_close(d, c, "wrote out-of-range values into its shared memory");
     }
     int64_t next = sched_core_decide(d->core, now, d->grants);
+    posd_log_policy_note(d);
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
         if (c->used && c->registered)

@@ -135,11 +135,20 @@ struct posd {
     char state_dir[POSD_PATH_MAX]; /* fixed at start ($POSD_STATE_DIR, else state_dir) */
     int64_t prof_save_at;      /* the next periodic save */
     int prof_save_failed;      /* a failed save was logged (once until one succeeds) */
+    struct pos_schedule *schedule; /* [policy] schedule, loaded (NULL: none) */
+    char policy_note[160];         /* the policy's note last logged */
     struct sched_grant grants[POSD_MAX_CLIENTS];
     struct posd_client clients[POSD_MAX_CLIENTS];
 };
 
 int64_t posd_now(void);
+
+/* schedule_posd.c: [policy] schedule, loaded for the core (NULL: none set, or it cannot be
+ * used: logged), and the policy's note logged when it changes. */
+struct pos_schedule *posd_schedule_open(const struct posd_config *cfg,
+                                        const struct pos_sched_device *dev);
+void posd_schedule_close(struct pos_schedule *s);
+void posd_log_policy_note(struct posd *d);
 
 /* log.c */
 void posd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

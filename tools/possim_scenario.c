@@ -39,6 +39,7 @@ const char possim_scenario_help[] =
     "                          ; every launch (profiling); 0: learn from the markers there are\n"
     "  profiles = FILE         ; kernel profiles to start from (docs/policy.md format)\n"
     "  corun_budget = 1.2      ; pos: co-run slowdown a more important kernel may show\n"
+    "  schedule = FILE         ; a stage schedule (possim search -w) for policy staged\n"
     "  [posd]                  ; what posd learns, and when\n"
     "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
     "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
@@ -102,6 +103,7 @@ static const struct key_spec sched_keys[] = {
     {"profile_min", V_U32, SC(profile_min), 0, 1 << 20, 0},
     {"corun_budget", V_DOUBLE, SC(corun_budget), 1, 100, 0},
     {"profiles", V_SPECIAL, 0, 0, 0, 0},
+    {"schedule", V_SPECIAL, 0, 0, 0, 0},
 };
 static const struct key_spec posd_keys[] = {
     {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
@@ -323,6 +325,12 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         if (!*value || strlen(value) >= sizeof sc->profiles_in)
             return refuse(p, "expected the path of a kernel profile file");
         snprintf(sc->profiles_in, sizeof sc->profiles_in, "%s", value);
+        return 0;
+    }
+    if (p->kind == SECT_SCHED && strcmp(key, "schedule") == 0) {
+        if (!*value || strlen(value) >= sizeof sc->schedule)
+            return refuse(p, "expected a schedule file (docs/schedule.md)");
+        snprintf(sc->schedule, sizeof sc->schedule, "%s", value);
         return 0;
     }
     struct possim_client_spec *c = p->client;

@@ -46,6 +46,7 @@ struct possim_scenario {
     double notify_us; /* an op's completion reaches the host this late */
     /* [sched] */
     char policy[32]; /* a pos_policy_find name, or "none" */
+    char schedule[POSSIM_PATH_MAX]; /* a schedule file (docs/schedule.md) the policy sees, "" */
     int no_core;     /* policy none: no scheduler at all */
     double tick_us, stall_ms, guard_period_ms, min_share, window_us, idle_grace_us;
     uint32_t credits;

@@ -34,6 +34,7 @@
 #include "pos/op_record.h"
 #include "sched/core.h"
 #include "sched/profile.h"
+#include "sched/schedule_file.h"
 #include "sim/gpu_model.h"
 #include "sim/model_file.h"
 #include "sim/request.h"
@@ -213,10 +214,10 @@ struct vclient {
     uint64_t seq;      /* its last launch number */
     uint64_t wait_seq; /* the launch waiting for a grant */
     int64_t wait_since;
-    int wait_step;       /* that wait is for a window step (the cap over its own prefix) */
-    int helping;         /* ... and the thread spins doing the collector's pass itself */
-    int64_t step_avg_ns; /* moving average of its helped window-step waits (wait_avg_ns) */
-    uint64_t step_waits; /* its window-step waits so far */
+    int wait_step;         /* that wait is for a window step (the cap over its own prefix) */
+    int helping;           /* ... and the thread spins doing the collector's pass itself */
+    int64_t step_avg_ns;   /* moving average of its helped window-step waits (wait_avg_ns) */
+    uint64_t step_waits;   /* its window-step waits so far */
     uint32_t waiters;      /* threads asleep on a grant, as posd reads it */
     uint64_t dev_done_seq; /* every launch <= this is complete, as the host knows */
     uint32_t until_marker, shim_sample;
@@ -251,6 +252,7 @@ struct sim {
     struct pos_profiles prof; /* the core's kernel profiles */
     struct pos_sched_device dev;
     struct sched_grant grants[SCHED_MAX_CLIENTS];
+    struct pos_schedule schedule; /* [sched] schedule, what the policy sees */
     struct vclient *c;
     size_t n, ndone;
     struct heap heap;
@@ -523,8 +525,8 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         c->wait_seq = seq;
         c->wait_since = t;
         c->wait_step = c->pub_window && c->pub_mode == POS_GRANT_WINDOW;
-        c->helping = c->wait_step && (c->step_avg_ns < s->help_when_ns ||
-                                      c->step_waits++ % HELP_PROBE == 0);
+        c->helping =
+            c->wait_step && (c->step_avg_ns < s->help_when_ns || c->step_waits++ % HELP_PROBE == 0);
         c->waits++;
         wake_at(s, c, t + (c->helping ? s->help_spin_ns : s->spin_ns));
         return;
@@ -1171,6 +1173,15 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
         p.idle_grace_ns = us_ns(sc->idle_grace_us);
         p.profile_min = sc->profile_min;
         p.corun_budget = sc->corun_budget;
+        if (sc->schedule[0]) {
+            char msg[512];
+            int rc = pos_schedule_load(sc->schedule, &s.schedule, msg, sizeof msg);
+            if (rc < 0) {
+                sim_fail(&s, rc, "%s", msg);
+                goto out;
+            }
+            p.schedule = &s.schedule;
+        }
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
             sim_fail(&s, -EINVAL, "unknown policy '%s'", sc->policy);
@@ -1238,6 +1249,8 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
         sim_fail(&s, -ENOMEM, "out of memory");
         goto out;
     }
+    const char *note = s.core ? sched_core_policy_note(s.core) : NULL;
+    snprintf(out->policy_note, sizeof out->policy_note, "%s", note ? note : "");
 out:
     for (size_t i = 0; s.c && i < s.n; i++)
         client_free(&s.c[i]);
@@ -1245,6 +1258,7 @@ out:
     free(s.heap.e);
     sched_core_free(s.core);
     pos_prof_free(&s.prof);
+    pos_schedule_free(&s.schedule);
     free(s.g);
     if (s.rc)
         possim_result_free(out);
@@ -1323,6 +1337,8 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
                 k->sd_ns / 1e3, (unsigned long long)k->n, (unsigned long long)k->co_n,
                 k->co_ratio, err);
     }
+    if (r->policy_note[0])
+        fprintf(f, "# policy note: %s\n", r->policy_note);
     if (cpu_s > 0)
         fprintf(f, "# speed %.0f launches per cpu second (%.3f cpu s), %.3f us per decision\n",
                 (double)r->launches / cpu_s, cpu_s, r->decide_us);
@@ -1393,6 +1409,10 @@ void possim_write_json(FILE *f, const struct possim_scenario *sc, const struct p
                 c->killed ? "true" : "false");
     }
     fputc(']', f);
+    if (r->policy_note[0]) {
+        fputs(",\"policy_note\":", f);
+        json_str(f, r->policy_note);
+    }
     if (cpu_s > 0) {
         json_num(f, "cpu_s", cpu_s, 3);
         json_num(f, "launches_per_cpu_s", (double)r->launches / cpu_s, 0);

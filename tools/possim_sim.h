@@ -53,6 +53,7 @@ struct possim_result {
     uint64_t decisions; /* sched_core_decide calls */
     uint64_t events;    /* events the simulator handled */
     double decide_us;   /* real (not virtual) time of one sched_core_decide call, mean */
+    char policy_note[160]; /* the policy's note at the end ("": none) */
     size_t nclients;
     struct possim_client_result clients[POSSIM_MAX_CLIENTS];
     struct possim_kcheck *kcheck; /* with profile_check: every kernel of every client */

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct pos_schedule;
+
 /* One operator. */
 struct pos_sched_op {
     uint64_t seq;       /* the client's launch number, from 1 */
@@ -98,6 +100,8 @@ struct pos_sched_view {
     size_t nclients;
     const struct pos_profiles *profiles; /* kernel profiles (NULL: none) */
     double corun_budget; /* pos: the co-run slowdown a kernel above may show (1.2 = 20%) */
+    const struct pos_schedule *schedule; /* a static schedule to follow (sched/schedule.h), or
+                                          * NULL: posd.conf's [policy] schedule, loaded */
 };
 
 static inline uint64_t pos_sched_inflight(const struct pos_sched_client *c)
@@ -141,6 +145,9 @@ struct pos_policy_ops {
     /* Optional: operator OP of C completed (exactly, or bounded by a synchronisation). */
     void (*on_complete)(void *state, const struct pos_sched_client *c,
                         const struct pos_sched_op *op);
+    /* Optional: one line on what the policy is doing, which the adapter logs when it changes
+     * (e.g. whether a schedule is followed); NULL: nothing to say. */
+    const char *(*note)(void *state);
 };
 
 /* The policy named NAME, or NULL. */

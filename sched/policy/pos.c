@@ -26,13 +26,17 @@
  *     whole requests back to back by slack;
  *   - held clients keep the starvation guard (min_share of every guard period);
  *   - a grant is never taken back, and grants are prefixes of launch order (the core's rules).
+ * With a searched stage schedule loaded ([policy] schedule) and exactly its mix running, pos
+ * follows it (sched/schedule.c) and returns to these online decisions when the mix changes.
  * Pure code: the same object runs in posd and possim. docs/policy.md documents it. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
 #include "sched/profile.h"
+#include "sched/schedule.h"
 
 #define POS_MAX_TRACKED 256
 #define LOOKAHEAD       16  /* next operators of a client looked at for their SM demand */
@@ -63,6 +67,8 @@ struct pos_pre {
 
 struct pos_state {
     const struct pos_sched_device *dev;
+    struct pos_schedule_state st; /* a searched schedule ([policy] schedule), when it applies */
+    char note[160];
     struct pos_track t[POS_MAX_TRACKED];
     struct pos_pre pre[SCHED_MAX_VIEW];
 };
@@ -73,6 +79,7 @@ static int pos_init(void **state, const struct pos_sched_device *dev)
     if (!s)
         return -12; /* -ENOMEM */
     s->dev = dev;
+    pos_schedule_state_init(&s->st, NULL);
     *state = s;
     return 0;
 }
@@ -194,6 +201,9 @@ static uint64_t umax(uint64_t a, uint64_t b)
 static int64_t pos_decide(void *state, struct pos_sched_view *v)
 {
     struct pos_state *s = state;
+    /* exactly the mix of a searched schedule: follow it (sched/schedule.c) */
+    if (v->schedule && pos_schedule_decide(&s->st, v->schedule, v))
+        return s->st.next_ns;
     int64_t next = INT64_MAX;
     size_t n = v->nclients < SCHED_MAX_VIEW ? v->nclients : SCHED_MAX_VIEW;
     for (size_t i = 0; i < n; i++)
@@ -279,6 +289,30 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
     return next;
 }
 
+/* Operators are forgotten once complete: the schedule follower sees each one before. */
+static void pos_on_complete(void *state, const struct pos_sched_client *c,
+                            const struct pos_sched_op *op)
+{
+    struct pos_state *s = state;
+    (void)op;
+    pos_schedule_observe(&s->st, s->st.s, c);
+}
+
+static const char *pos_note(void *state)
+{
+    struct pos_state *s = state;
+    if (!s->st.s)
+        return NULL;
+    if (!s->st.why)
+        snprintf(s->note, sizeof s->note, "pos: following the schedule (%zu models, %zu stages)",
+                 s->st.s->nmodels, s->st.s->nstages);
+    else
+        snprintf(s->note, sizeof s->note,
+                 "pos: schedule not followed (online decisions): %s; %llu rounds followed",
+                 s->st.why, (unsigned long long)s->st.rounds);
+    return s->note;
+}
+
 const struct pos_policy_ops pos_policy_pos = {
     .name = "pos",
     .summary = "co-locates lower classes beside busy higher ones where their kernels fit in the "
@@ -287,4 +321,6 @@ const struct pos_policy_ops pos_policy_pos = {
     .init = pos_init,
     .fini = pos_fini,
     .decide = pos_decide,
+    .on_complete = pos_on_complete,
+    .note = pos_note,
 };

@@ -62,7 +62,8 @@ echo "gpu-build: posctl"
 $CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c)
 echo "gpu-build: possim"
 $CC -o "$DIR/bin/possim" $(objs "" tools/possim.c tools/possim_scenario.c tools/possim_sim.c tools/timeline.c \
-    sched/core.c sched/profile.c sched/profile_file.c sched/ini_lines.c sched/policy/*.c $MODEL_SRCS tools/posapp_arrival.c \
+    tools/possim_search.c sched/core.c sched/profile.c sched/profile_file.c sched/ini_lines.c \
+    sched/schedule.c sched/schedule_file.c sched/policy/*.c $MODEL_SRCS tools/posapp_arrival.c \
     tools/posapp_stats.c) "$INIH_A" -lm
 echo "gpu-build: posapp"
 $CC -o "$DIR/bin/posapp" $(objs "" tools/posapp*.c sim/model_file.c sim/request.c) \

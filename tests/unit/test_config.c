@@ -565,7 +565,7 @@ static const struct error_case {
     /* bytes a terminal would act on are shown escaped, never raw */
     {"[daemon]\npolicy = \x1b[2J\x1b]0;owned\x07\xff\n", NULL, 0, 2,
      "bad value '\\x1b[2J\\x1b]0;owned\\x07\\xff' for 'policy' in [daemon]: expected fifo, "
-     "priority or pos"},
+     "priority, pos or staged"},
     {"[da\remon]\n", NULL, 0, 1,
      "unknown section [da\\x0demon] (use [daemon], [policy], [class NAME] or [rule NAME])"},
     {"[bogus]\n", NULL, 0, 1,
@@ -615,10 +615,10 @@ static const struct error_case {
      "bad value 'run/posd.sock' for 'socket' in [daemon]: expected an absolute path of at most "
      "107 characters"},
     {"[daemon]\npolicy = rr\n", NULL, 0, 2,
-     "bad value 'rr' for 'policy' in [daemon]: expected fifo, priority or pos"},
+     "bad value 'rr' for 'policy' in [daemon]: expected fifo, priority, pos or staged"},
     {"[daemon]\npolicy = fifo # not a comment\n", NULL, 0, 2,
-     "bad value 'fifo # not a comment' for 'policy' in [daemon]: expected fifo, priority or "
-     "pos"},
+     "bad value 'fifo # not a comment' for 'policy' in [daemon]: expected fifo, priority, "
+     "pos or staged"},
     {"[daemon]\nlog_level = verbose\n", NULL, 0, 2,
      "bad value 'verbose' for 'log_level' in [daemon]: expected error, warn, info or debug"},
     {"[daemon]\ndefault_class = Fast!\n", NULL, 0, 2,

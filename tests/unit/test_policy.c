@@ -64,6 +64,7 @@ static void test_registry(void)
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("fifo"));
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("priority"));
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("pos"));
+    CU_ASSERT_PTR_NOT_NULL(pos_policy_find("staged"));
     CU_ASSERT_PTR_NULL(pos_policy_find("edf"));
     int n = 0;
     for (int i = 0; pos_policies[i]; i++, n++) {

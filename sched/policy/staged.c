@@ -1,0 +1,75 @@
+/* staged: follows a static stage schedule (sched/schedule.h, found by `possim search`) while
+ * exactly its mix is running, and decides as priority does otherwise (another mix, a client off
+ * the schedule's position, no schedule loaded). The schedule is posd.conf's [policy] schedule
+ * (possim: [sched] schedule), which the adapter loads and the view carries. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sched/policy/policy.h"
+#include "sched/schedule.h"
+
+extern const struct pos_policy_ops pos_policy_priority;
+
+struct staged {
+    struct pos_schedule_state st;
+    char note[160];
+};
+
+static int staged_init(void **state, const struct pos_sched_device *dev)
+{
+    (void)dev;
+    struct staged *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    pos_schedule_state_init(&s->st, NULL);
+    *state = s;
+    return 0;
+}
+
+static void staged_fini(void *state)
+{
+    free(state);
+}
+
+static int64_t staged_decide(void *state, struct pos_sched_view *v)
+{
+    struct staged *s = state;
+    if (v->schedule && pos_schedule_decide(&s->st, v->schedule, v))
+        return s->st.next_ns;
+    return pos_policy_priority.decide(NULL, v);
+}
+
+/* Operators are forgotten once complete: the follower sees each one before. */
+static void staged_on_complete(void *state, const struct pos_sched_client *c,
+                               const struct pos_sched_op *op)
+{
+    struct staged *s = state;
+    (void)op;
+    pos_schedule_observe(&s->st, s->st.s, c);
+}
+
+static const char *staged_note(void *state)
+{
+    struct staged *s = state;
+    if (!s->st.s)
+        snprintf(s->note, sizeof s->note, "staged: no schedule followed yet (priority decides)");
+    else if (!s->st.why)
+        snprintf(s->note, sizeof s->note, "staged: following the schedule (%zu models, %zu stages)",
+                 s->st.s->nmodels, s->st.s->nstages);
+    else
+        snprintf(s->note, sizeof s->note,
+                 "staged: schedule not followed (priority decides): %s; %llu rounds followed",
+                 s->st.why, (unsigned long long)s->st.rounds);
+    return s->note;
+}
+
+const struct pos_policy_ops pos_policy_staged = {
+    .name = "staged",
+    .summary = "follow a searched stage schedule while exactly its mix runs ([policy] schedule); "
+               "priority otherwise",
+    .init = staged_init,
+    .fini = staged_fini,
+    .decide = staged_decide,
+    .on_complete = staged_on_complete,
+    .note = staged_note,
+};
