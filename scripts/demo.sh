@@ -2,7 +2,7 @@
 # make demo: three inference processes share one GPU — a latency-critical detector (resnet18,
 # SLO 10 ms) and two batch models (inception_v1, mobilenet_v1), closed loop, the POS paper's
 # heterogeneous mix. Each alone; then all three without a scheduler (time-sliced); then under
-# posd with fifo (accounting only) and with the priority policy, the batch models matched to
+# posd with fifo (accounting only), the priority policy and pos, the batch models matched to
 # the batch class by a rule. Unmodified processes: LD_PRELOAD of the shim is all they get.
 # Simulated Jetson Xavier NX unless POS_SIM_DEVICE says otherwise; results are simulated.
 set -euo pipefail
@@ -20,6 +20,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 fi
 export LD_LIBRARY_PATH=$PWD/build/sim POS_SIM_DEVICE=${POS_SIM_DEVICE:-xavier-nx}
 export POS_SIM_INSTANCE=demo-$$ POS_SIM_MODE=timeslice POS_SOCKET=$T/posd.sock
+export POSD_STATE_DIR=$T/state # posd's kernel profiles stay in the demo's own directory
 cat >"$T/posd.conf" <<'EOF'
 [rule detector]
 match_app = detector
@@ -76,7 +77,7 @@ echo "all three at once, no scheduler (time-sliced GPU):"
 header
 run_mix ""
 echo
-for policy in fifo priority; do
+for policy in fifo priority pos; do
     build/posd -f -c "$T/posd.conf" -p $policy 2>>"$T/posd.log" &
     posd_pid=$!
     for _ in $(seq 100); do [ -S "$POS_SOCKET" ] && break; sleep 0.02; done
@@ -88,4 +89,6 @@ for policy in fifo priority; do
     echo
 done
 echo "Under priority, posd holds the batch models while the detector has work and lets them"
-echo "use the gaps; see docs/posd.md and docs/results/posd.md. Figures: simulated GPU."
+echo "use the gaps; pos does the same on this time-sliced GPU and, under MPS, runs them beside"
+echo "the detector where their kernels fit (docs/policy.md, docs/results/pos.md). Figures:"
+echo "simulated GPU."

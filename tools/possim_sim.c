@@ -1106,6 +1106,7 @@ static int profile_check(struct sim *s, struct possim_result *out)
             struct possim_kcheck *k = &out->kcheck[out->nkcheck++];
             snprintf(k->client, sizeof k->client, "%s", c->spec->name);
             snprintf(k->kernel, sizeof k->kernel, "%s", ro->name);
+            k->key = c->keys[j];
             k->blocks = (uint32_t)sim_request_op_blocks(ro);
             k->truth_ns = kernel_truth_ns(&s->sc->dev, scratch, ro);
             const struct pos_kprof *p = pos_prof_find(&s->prof, 0, c->keys[j], ro->grid, ro->block);
@@ -1324,16 +1325,17 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
             r->makespan_s, r->busy_fraction, (unsigned long long)r->launches,
             (unsigned long long)r->decisions, (unsigned long long)r->events);
     if (r->nkcheck)
-        fprintf(f, "# profile-check %-10s %-28s %7s %10s %10s %8s %6s %6s %8s %8s\n", "client",
-                "kernel", "blocks", "model_us", "posd_us", "sd_us", "n", "co_n", "co_ratio",
-                "err_pct");
+        fprintf(f, "# profile-check %-10s %-28s %16s %7s %10s %10s %8s %6s %6s %8s %8s\n",
+                "client", "kernel", "key", "blocks", "model_us", "posd_us", "sd_us", "n", "co_n",
+                "co_ratio", "err_pct");
     for (size_t i = 0; i < r->nkcheck; i++) {
         const struct possim_kcheck *k = &r->kcheck[i];
         char err[32];
         fmt_num(err, sizeof err, k->n ? 100.0 * (k->learned_ns - k->truth_ns) / k->truth_ns : NAN,
                 2);
-        fprintf(f, "  kcheck %-14s %-28s %7u %10.2f %10.2f %8.2f %6llu %6llu %8.3f %8s\n",
-                k->client, k->kernel, k->blocks, k->truth_ns / 1e3, k->learned_ns / 1e3,
+        fprintf(f, "  kcheck %-14s %-28s %016llx %7u %10.2f %10.2f %8.2f %6llu %6llu %8.3f %8s\n",
+                k->client, k->kernel, (unsigned long long)k->key, k->blocks, k->truth_ns / 1e3,
+                k->learned_ns / 1e3,
                 k->sd_ns / 1e3, (unsigned long long)k->n, (unsigned long long)k->co_n,
                 k->co_ratio, err);
     }

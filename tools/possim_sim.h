@@ -37,6 +37,7 @@ struct possim_client_result {
 struct possim_kcheck {
     char client[POSSIM_NAME_MAX];
     char kernel[160];
+    uint64_t key; /* posd's kernel key of it */
     uint32_t blocks;
     double truth_ns;   /* the device model's: back to back behind itself on an idle device */
     double learned_ns; /* the core's profile: solo mean (0: none) */
