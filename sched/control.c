@@ -2,14 +2,19 @@
  * table. Changing posd needs root or the posd group (the peer's credentials as the kernel
  * recorded them at connect); every change is logged with who asked. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "sched/ini_lines.h"
 #include "sched/posd.h"
 
 /* Each handler does its operation and writes one line for the person who asked into MSG.
  * Returns 0 or a negative errno. */
-typedef int (*control_fn)(struct posd *d, const struct pos_control *q, char *msg, size_t cap);
+typedef int (*control_fn)(struct posd *d, const struct posd_client *asker,
+                          const struct pos_control *q, char *msg, size_t cap);
 
 static struct posd_client *client_by_id(struct posd *d, uint32_t id)
 {
@@ -21,7 +26,8 @@ static struct posd_client *client_by_id(struct posd *d, uint32_t id)
     return NULL;
 }
 
-static int control_status(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+static int control_status(struct posd *d, const struct posd_client *asker, const struct pos_control *q,
+                          char *msg, size_t cap)
 {
     snprintf(msg, cap, "policy %s", d->policy->name);
     return 0;
@@ -36,7 +42,8 @@ static void list_classes(const struct posd *d, char *out, size_t cap)
             (size_t)snprintf(out + len, cap - len, "%s%s", i ? ", " : "", d->cfg.classes[i].name);
 }
 
-static int control_set(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+static int control_set(struct posd *d, const struct posd_client *asker, const struct pos_control *q,
+                          char *msg, size_t cap)
 {
     struct posd_client *c = client_by_id(d, q->client_id);
     if (!c) {
@@ -79,7 +86,8 @@ static int control_set(struct posd *d, const struct pos_control *q, char *msg, s
     return 0;
 }
 
-static int control_reload(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+static int control_reload(struct posd *d, const struct posd_client *asker, const struct pos_control *q,
+                          char *msg, size_t cap)
 {
     return posd_reload(d, msg, cap);
 }
@@ -102,14 +110,86 @@ static int set_drained(struct posd *d, const struct pos_control *q, int on, char
     return 0;
 }
 
-static int control_drain(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+static int control_drain(struct posd *d, const struct posd_client *asker, const struct pos_control *q,
+                          char *msg, size_t cap)
 {
     return set_drained(d, q, 1, msg, cap);
 }
 
-static int control_undrain(struct posd *d, const struct pos_control *q, char *msg, size_t cap)
+static int control_undrain(struct posd *d, const struct posd_client *asker, const struct pos_control *q,
+                          char *msg, size_t cap)
 {
     return set_drained(d, q, 0, msg, cap);
+}
+
+/* ---- kernel profiles ---------------------------------------------------------------------- */
+
+static int control_profiles_save(struct posd *d, const struct posd_client *asker,
+                                 const struct pos_control *q, char *msg, size_t cap)
+{
+    return posd_engine_profiles_write(d, msg, cap);
+}
+
+static int control_profiles_reset(struct posd *d, const struct posd_client *asker,
+                                  const struct pos_control *q, char *msg, size_t cap)
+{
+    return posd_engine_profiles_reset(d, msg, cap);
+}
+
+/* May the asker read the file of ST? posd reads it as root: the file's own permission bits
+ * decide for the asker's uid and gid (root may read anything). */
+static int asker_may_read(const struct posd_client *asker, const struct stat *st)
+{
+    if (asker->ident.uid == 0)
+        return 1;
+    if (st->st_uid == asker->ident.uid)
+        return (st->st_mode & S_IRUSR) != 0;
+    if (st->st_gid == asker->ident.gid)
+        return (st->st_mode & S_IRGRP) != 0;
+    return (st->st_mode & S_IROTH) != 0;
+}
+
+static int control_profiles_load(struct posd *d, const struct posd_client *asker,
+                                 const struct pos_control *q, char *msg, size_t cap)
+{
+    if (!memchr(q->path, '\0', sizeof q->path) || q->path[0] != '/') {
+        snprintf(msg, cap, "the profile file must be an absolute path");
+        return -EINVAL;
+    }
+    char path[4 * sizeof q->path];
+    ini_escape(path, sizeof path, q->path); /* the asker's bytes, printable */
+    int fd = open(q->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        snprintf(msg, cap, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode) || !asker_may_read(asker, &st)) {
+        close(fd);
+        snprintf(msg, cap, "%s: %s", path,
+                 S_ISREG(st.st_mode) ? "you may not read it" : "not a regular file");
+        return S_ISREG(st.st_mode) ? -EACCES : -EINVAL;
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        snprintf(msg, cap, "out of memory");
+        return -ENOMEM;
+    }
+    size_t before = d->prof.count;
+    char err[512];
+    int rc = pos_prof_load_file(&d->prof, &d->device, f, path, err, sizeof err);
+    fclose(f);
+    if (rc < 0) {
+        snprintf(msg, cap, "refused, nothing loaded: %s", err);
+        return rc;
+    }
+    snprintf(msg, cap, "loaded %s: %zu kernel profiles now (%zu new)", path, d->prof.count,
+             d->prof.count - before);
+    return 0;
 }
 
 static const struct control_op {
@@ -121,6 +201,9 @@ static const struct control_op {
     {POS_CTL_STATUS, "status", 0, control_status},    {POS_CTL_SET, "set", 1, control_set},
     {POS_CTL_RELOAD, "reload", 1, control_reload},    {POS_CTL_DRAIN, "drain", 1, control_drain},
     {POS_CTL_UNDRAIN, "undrain", 1, control_undrain},
+    {POS_CTL_PROFILES_SAVE, "profiles save", 1, control_profiles_save},
+    {POS_CTL_PROFILES_LOAD, "profiles load", 1, control_profiles_load},
+    {POS_CTL_PROFILES_RESET, "profiles reset", 1, control_profiles_reset},
 };
 
 int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len)
@@ -150,7 +233,7 @@ int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t
         posd_log(POSD_LOG_WARN, "control %s by pid %d uid %u refused: not root or group %s",
                  op->name, (int)c->ident.pid, (unsigned)c->ident.uid, POSD_STATS_GROUP);
     } else {
-        r.status = op->fn(d, &q, r.message, sizeof r.message);
+        r.status = op->fn(d, c, &q, r.message, sizeof r.message);
         if (op->changes)
             posd_log(r.status ? POSD_LOG_WARN : POSD_LOG_INFO, "control %s by pid %d uid %u: %s",
                      op->name, (int)c->ident.pid, (unsigned)c->ident.uid, r.message);

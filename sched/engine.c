@@ -77,6 +77,37 @@ static void load_profiles(struct posd *d)
     }
 }
 
+int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap)
+{
+    char path[POSD_PATH_MAX + 16];
+    profiles_path(d, path, sizeof path);
+    if (mkdir(d->state_dir, 0755) < 0 && errno != EEXIST) {
+        int e = errno;
+        snprintf(msg, cap, "%s: %s (state_dir in [daemon])", d->state_dir, strerror(e));
+        return -e;
+    }
+    int n = pos_prof_save(&d->prof, &d->device, path, msg, cap);
+    if (n >= 0)
+        snprintf(msg, cap, "%d kernel profiles saved to %s", n, path);
+    return n < 0 ? n : 0;
+}
+
+int posd_engine_profiles_reset(struct posd *d, char *msg, size_t cap)
+{
+    char path[POSD_PATH_MAX + 16];
+    profiles_path(d, path, sizeof path);
+    size_t n = d->prof.count;
+    pos_prof_reset(&d->prof);
+    if (unlink(path) < 0 && errno != ENOENT) {
+        int e = errno;
+        snprintf(msg, cap, "%zu kernel profiles forgotten, but %s stays: %s", n, path,
+                 strerror(e));
+        return -e;
+    }
+    snprintf(msg, cap, "%zu kernel profiles forgotten (%s removed)", n, path);
+    return 0;
+}
+
 int64_t posd_engine_save_profiles(struct posd *d, int periodic)
 {
     int64_t now = posd_now();
@@ -85,17 +116,10 @@ int64_t posd_engine_save_profiles(struct posd *d, int periodic)
     d->prof_save_at = now + POSD_PROFILE_SAVE_NS;
     if (d->prof.count == 0)
         return d->prof_save_at;
-    char path[POSD_PATH_MAX + 16], err[768];
-    profiles_path(d, path, sizeof path);
-    if (mkdir(d->state_dir, 0755) < 0 && errno != EEXIST && !d->prof_save_failed) {
-        posd_log(POSD_LOG_WARN, "kernel profiles not saved: %s: %s (state_dir in [daemon])",
-                 d->state_dir, strerror(errno));
-        d->prof_save_failed = 1;
-        return d->prof_save_at;
-    }
-    if (pos_prof_save(&d->prof, &d->device, path, err, sizeof err) < 0) {
+    char msg[768];
+    if (posd_engine_profiles_write(d, msg, sizeof msg) < 0) {
         if (!d->prof_save_failed)
-            posd_log(POSD_LOG_WARN, "kernel profiles not saved: %s (state_dir in [daemon])", err);
+            posd_log(POSD_LOG_WARN, "kernel profiles not saved: %s", msg);
         d->prof_save_failed = 1;
     } else {
         d->prof_save_failed = 0;

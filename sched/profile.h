@@ -15,6 +15,7 @@
 #define POS_SCHED_PROFILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "sched/policy/policy.h"
@@ -71,8 +72,8 @@ double pos_kprof_sd(const struct pos_kprof *k);
 double pos_kprof_sm_demand(const struct pos_sched_device *dev, const uint32_t grid[3],
                            const uint32_t block[3], uint32_t smem);
 
-/* Writes P to PATH atomically (a temporary file renamed over it), for device DEV. Returns 0 or
- * a negative errno with what failed in ERR. */
+/* Writes P to PATH atomically (a temporary file renamed over it), for device DEV: the profiles
+ * that have samples. Returns how many it wrote, or a negative errno with what failed in ERR. */
 int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *dev,
                   const char *path, char *err, size_t errlen);
 
@@ -83,5 +84,8 @@ int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *d
  * untouched. */
 int pos_prof_load(struct pos_profiles *p, const struct pos_sched_device *dev, const char *path,
                   char *err, size_t errlen);
+/* The same from an open file F, named NAME in messages (F stays open). */
+int pos_prof_load_file(struct pos_profiles *p, const struct pos_sched_device *dev, FILE *f,
+                       const char *name, char *err, size_t errlen);
 
 #endif

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,7 +59,7 @@ int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *d
         unlink(tmp);
         return -e;
     }
-    return 0;
+    return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 static int parse_u32s(const char *s, uint32_t v[3])
@@ -88,6 +89,14 @@ int pos_prof_load(struct pos_profiles *p, const struct pos_sched_device *dev, co
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
+    int rc = pos_prof_load_file(p, dev, f, path, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int pos_prof_load_file(struct pos_profiles *p, const struct pos_sched_device *dev, FILE *f,
+                       const char *path, char *err, size_t errlen)
+{
     struct pos_kprof *in = NULL;
     size_t nin = 0, capin = 0;
     char line[1024];
@@ -240,6 +249,5 @@ bad:
     snprintf(err, errlen, "%s:%d: %s", path, lineno, what);
 out:
     free(in);
-    fclose(f);
     return rc;
 }

@@ -26,6 +26,9 @@ static const char usage_text[] =
     "  drain [DEVICE]             grant no new work on DEVICE (default 0), for maintenance\n"
     "  undrain [DEVICE]           schedule DEVICE's clients again\n"
     "  status                     the policy and the drained devices\n"
+    "  profiles save              write posd's kernel profiles to its state file now\n"
+    "  profiles load FILE         import a kernel profile file (one you may read)\n"
+    "  profiles reset             forget every kernel profile (and the state file)\n"
     "Changing anything needs root or membership of the group posd; list and show show other\n"
     "users' clients to root and that group only.\n"
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
@@ -277,13 +280,35 @@ static int cmd_status(int argc, char **argv)
     return control(&q);
 }
 
-/* Kernel profiles (dump, load, reset) join this table with their CONTROL operations. */
+static int cmd_profiles(int argc, char **argv)
+{
+    struct pos_control q = {0};
+    if (argc == 2 && strcmp(argv[1], "save") == 0) {
+        q.op = POS_CTL_PROFILES_SAVE;
+    } else if (argc == 2 && strcmp(argv[1], "reset") == 0) {
+        q.op = POS_CTL_PROFILES_RESET;
+    } else if (argc == 3 && strcmp(argv[1], "load") == 0) {
+        q.op = POS_CTL_PROFILES_LOAD;
+        char *abs = realpath(argv[2], NULL);
+        if (!abs)
+            die(1, "%s: %s", argv[2], strerror(errno));
+        if (strlen(abs) >= sizeof q.path)
+            die(2, "%s: path too long (at most %zu characters)", abs, sizeof q.path - 1);
+        snprintf(q.path, sizeof q.path, "%s", abs);
+        free(abs);
+    } else {
+        die(2, "profiles needs save, reset or load FILE (see --help)");
+    }
+    return control(&q);
+}
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"list", cmd_list},   {"show", cmd_show},       {"set", cmd_set},       {"reload", cmd_reload},
     {"drain", cmd_drain}, {"undrain", cmd_undrain}, {"status", cmd_status},
+    {"profiles", cmd_profiles},
 };
 
 int main(int argc, char **argv)
@@ -312,7 +337,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        die(2, "no command given (list, show, set, reload, drain, undrain, status; see --help)");
+        die(2, "no command given (list, show, set, reload, drain, undrain, status, profiles; see "
+               "--help)");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(commands[i].name, argv[optind]) == 0)
             return commands[i].run(argc - optind, argv + optind);

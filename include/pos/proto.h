@@ -130,8 +130,7 @@ struct pos_stats_reply {
 
 /* What a CONTROL request asks. Changes are accepted from root and members of the group posd
  * alone (SO_PEERCRED, SO_PEERGROUPS); anyone else gets status -EPERM. POS_CTL_STATUS changes
- * nothing and is open to all. Kernel profiles (dump, load, reset) will be ops of their own
- * here when they land. */
+ * nothing and is open to all. */
 enum pos_control_op {
     POS_CTL_STATUS = 1, /* nothing: the reply's drained mask */
     POS_CTL_SET,        /* client_id's class and/or priority (flags), until it exits or the
@@ -139,6 +138,9 @@ enum pos_control_op {
     POS_CTL_RELOAD,     /* reload the configuration, as SIGHUP does */
     POS_CTL_DRAIN,      /* grant no new work on device */
     POS_CTL_UNDRAIN,
+    POS_CTL_PROFILES_SAVE,  /* write the kernel profiles to posd's state file now */
+    POS_CTL_PROFILES_LOAD,  /* import the profile file at path (which the asker may read) */
+    POS_CTL_PROFILES_RESET, /* forget every kernel profile, and the state file */
 };
 
 #define POS_CTL_HAS_CLASS    0x1 /* SET: class_name (its priority and in-flight cap too) */
@@ -153,6 +155,7 @@ struct pos_control {
     int32_t device;
     uint32_t reserved;
     char class_name[POS_CLASS_NAME_MAX];
+    char path[256]; /* PROFILES_LOAD: an absolute path, NUL-terminated */
 };
 
 struct pos_control_reply {

@@ -83,6 +83,13 @@ static int posctl(const char *args, char *out, size_t cap)
     return run(cmd, out, cap);
 }
 
+static int posctl_load(const char *file, char *out, size_t cap)
+{
+    char args[300];
+    snprintf(args, sizeof args, "profiles load %s", file);
+    return posctl(args, out, cap);
+}
+
 /* A closed-loop posapp under the shim named APP (stdout to /dev/null). */
 static pid_t posapp_start(const char *app, const char *model)
 {
@@ -265,7 +272,9 @@ static void test_changes_need_root_or_the_posd_group(void)
     }
     posd_start("priority");
     char out[OUT_MAX];
-    static const char *const changes[] = {"drain 0", "undrain 0", "reload", "set 1 --priority 0"};
+    static const char *const changes[] = {"drain 0",        "undrain 0",      "reload",
+                                          "set 1 --priority 0", "profiles save", "profiles reset",
+                                          "profiles load /etc/hostname"};
     for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
         CU_ASSERT_EQUAL(posctl_as((gid_t)-1, changes[i], out, sizeof out), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "permission denied"));
@@ -285,6 +294,69 @@ static void test_changes_need_root_or_the_posd_group(void)
         CU_ASSERT_EQUAL(posctl_as(g->gr_gid, "undrain 0", out, sizeof out), 0);
     }
     util_posd_stop(&posd_pid, SIGTERM);
+}
+
+/* Kernel profiles through posctl: a client's run leaves profiles that `profiles save` writes
+ * to posd's state file; `reset` forgets them and removes it; `load` imports a saved copy (and
+ * refuses a broken file whole, with its FILE:LINE). */
+static void test_profiles_save_reset_load(void)
+{
+    char state[200], file[240], copy[240], bad[240], out[OUT_MAX], cmd[1024];
+    snprintf(state, sizeof state, "%s/state", dir);
+    snprintf(file, sizeof file, "%s/profiles", state);
+    snprintf(copy, sizeof copy, "%s/profiles.copy", dir);
+    snprintf(bad, sizeof bad, "%s/profiles.bad", dir);
+    char *was = getenv("POSD_STATE_DIR") ? strdup(getenv("POSD_STATE_DIR")) : NULL;
+    setenv("POSD_STATE_DIR", state, 1);
+    posd_start("pos");
+    pid_t app = fork();
+    if (app == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
+        execl("build/posapp", "posapp", "--model", "resnet18", "--requests", "30", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(app, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_EQUAL(posctl("profiles save", out, sizeof out), 0);
+    unsigned n = 0;
+    CU_ASSERT_EQUAL(sscanf(out, "%u kernel profiles saved to", &n), 1);
+    CU_ASSERT(n > 5); /* resnet18 has 23 kernels; most are sampled in 30 requests */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, file));
+    snprintf(cmd, sizeof cmd, "grep -c '^k ' %s && cp %s %s", file, file, copy);
+    CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL((unsigned)atoi(out), n);
+    CU_ASSERT_EQUAL(posctl("profiles reset", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "forgotten"));
+    CU_ASSERT_NOT_EQUAL(access(file, F_OK), 0);
+    CU_ASSERT_EQUAL(posctl("profiles save", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0 kernel profiles saved"));
+    /* a broken file: refused whole */
+    snprintf(cmd, sizeof cmd, "head -n 3 %s > %s", copy, bad);
+    CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(posctl_load(bad, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused, nothing loaded"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "truncated"));
+    CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+    CU_ASSERT_EQUAL(posctl("profiles save", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0 kernel profiles saved"));
+    /* the copy: every profile back */
+    CU_ASSERT_EQUAL(posctl_load(copy, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "new)"));
+    CU_ASSERT_EQUAL(posctl("profiles save", out, sizeof out), 0);
+    unsigned m = 0;
+    CU_ASSERT_EQUAL(sscanf(out, "%u kernel profiles saved to", &m), 1);
+    CU_ASSERT_EQUAL(m, n);
+    CU_ASSERT_EQUAL(posctl("profiles bogus", out, sizeof out), 2);
+    util_posd_stop(&posd_pid, SIGTERM);
+    if (was) {
+        setenv("POSD_STATE_DIR", was, 1);
+        free(was);
+    } else {
+        unsetenv("POSD_STATE_DIR");
+    }
 }
 
 /* A listening socket that answers every request with a REJECT of protocol VERSION (a posd
@@ -374,4 +446,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_drain_stops_new_grants_until_undrain);
     POS_ADD_TEST(s, test_changes_need_root_or_the_posd_group);
     POS_ADD_TEST(s, test_tools_say_what_to_do_in_one_line);
+    POS_ADD_TEST(s, test_profiles_save_reset_load);
 }

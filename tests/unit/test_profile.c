@@ -119,7 +119,7 @@ static void test_file_round_trip(void)
     pos_prof_get(&p, 5, 43, G2, B, 1); /* no samples: not written */
     char path[256], err[512];
     path_of(path, sizeof path, "rt");
-    CU_ASSERT_EQUAL_FATAL(pos_prof_save(&p, &DEV, path, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(pos_prof_save(&p, &DEV, path, err, sizeof err), 2);
     CU_ASSERT_EQUAL_FATAL(pos_prof_load(&q, &DEV, path, err, sizeof err), 0);
     CU_ASSERT_EQUAL(q.count, 2);
     const struct pos_kprof *qa = pos_prof_find(&q, 1000, 0xfeedbeef12345678ull, G1, B);
