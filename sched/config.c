@@ -38,7 +38,7 @@ void posd_config_defaults(struct posd_config *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->socket, sizeof c->socket, "%s", POS_DEFAULT_SOCKET);
-    snprintf(c->policy, sizeof c->policy, "priority");
+    snprintf(c->policy, sizeof c->policy, "pos");
     snprintf(c->default_class, sizeof c->default_class, "latency");
     c->tick_us = 200;
     c->credits = 1024;

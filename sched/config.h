@@ -104,7 +104,7 @@ struct posd_client_policy {
     char rule[POSD_NAME_MAX]; /* last rule that matched, "" if none */
 };
 
-/* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "priority", default class
+/* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "pos", default class
  * "latency", classes realtime (0), latency (10), batch (20, no in-flight cap), tick 200 us,
  * credits 1024, guard period 200 ms, min share 0.01, stall 50 ms. */
 void posd_config_defaults(struct posd_config *c);

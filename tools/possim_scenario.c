@@ -26,7 +26,7 @@ const char possim_scenario_help[] =
     "  notify_us = 0           ; an op's completion reaches the host this late (a marker\n"
     "                          ; lands, a synchronisation returns)\n"
     "  [sched]\n"
-    "  policy = priority       ; fifo, priority (any policy posd knows) or none: no scheduler\n"
+    "  policy = pos            ; fifo, priority, pos, staged (any policy posd knows) or none\n"
     "  tick_us = 200           ; decision period while a client waits or is windowed\n"
     "  stall_ms = 50           ; in flight this long with no completion: stalled\n"
     "  guard_period_ms = 200   ; starvation-guard period\n"
@@ -549,7 +549,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     snprintf(sc->path, sizeof sc->path, "%s", path);
     sim_preset_get("xavier-nx", &sc->dev);
     snprintf(sc->device_name, sizeof sc->device_name, "xavier-nx");
-    snprintf(sc->policy, sizeof sc->policy, "priority");
+    snprintf(sc->policy, sizeof sc->policy, "pos");
     sc->tick_us = 200;
     sc->stall_ms = 50;
     sc->guard_period_ms = 200;

@@ -153,7 +153,7 @@ static void test_defaults(void)
     struct posd_config c;
     posd_config_defaults(&c);
     CU_ASSERT_STRING_EQUAL(c.socket, POS_DEFAULT_SOCKET);
-    CU_ASSERT_STRING_EQUAL(c.policy, "priority");
+    CU_ASSERT_STRING_EQUAL(c.policy, "pos");
     CU_ASSERT_STRING_EQUAL(c.default_class, "latency");
     CU_ASSERT_EQUAL(c.tick_us, 200);
     CU_ASSERT_EQUAL(c.credits, 1024);
@@ -852,7 +852,7 @@ static void test_failed_load_keeps_config(void)
     put_dropin(&f, "10-bad.conf", "[rule s]\nmatch_app = b*\n", NULL);
     put_main(&f, "[daemon]\ncredits = 5\n");
     CU_ASSERT_EQUAL(posd_config_load(f.main, 0, f.dropins, &c, err, sizeof err), 0);
-    CU_ASSERT_STRING_EQUAL(c.policy, "priority");
+    CU_ASSERT_STRING_EQUAL(c.policy, "pos");
     CU_ASSERT_EQUAL(c.tick_us, 200);
     CU_ASSERT_EQUAL(c.credits, 5);
     CU_ASSERT_PTR_NULL(posd_config_class(&c, "gold"));
