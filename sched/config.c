@@ -413,6 +413,8 @@ static int parse_rule_class(struct loader *ld, const struct key_spec *k, const c
 static const char *const policy_words[] = {"fifo", "priority", NULL};
 /* in enum posd_log_level order */
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
+/* in enum posd_telemetry_mode order */
+static const char *const telemetry_words[] = {"auto", "on", "off", NULL};
 
 static const struct key_spec daemon_keys[] = {
     {"socket", parse_socket, CFG(socket)},
@@ -421,6 +423,9 @@ static const struct key_spec daemon_keys[] = {
     {"tick_us", parse_u32, CFG(tick_us), RANGE(10, 100000)},
     {"credits", parse_u32, CFG(credits), RANGE(1, 1000000)},
     {"log_level", parse_word_index, CFG(log_level), .words = log_words},
+    {"telemetry", parse_word_index, CFG(telemetry), .words = telemetry_words},
+    {"telemetry_driver", parse_socket, CFG(telemetry_driver)},
+    {"telemetry_sample_ms", parse_u32, CFG(telemetry_sample_ms), RANGE(0, 60000)},
 };
 
 static const struct key_spec policy_keys[] = {

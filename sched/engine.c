@@ -117,6 +117,7 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
                 return -1;
         } else {
             struct pos_submission s = *slotp; /* one copy: every field read once */
+            c->tele.launch_tid = s.tid;       /* telemetry follows its launching threads */
             struct pos_sched_op op = {
                 .seq = seq,
                 .kernel_id = s.kernel_id,
@@ -390,6 +391,8 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     for (int b = 0; b < POS_WAIT_BUCKETS; b++)
         s->wait_hist[b] = atomic_load_explicit(&c->shm->wait_hist[b], memory_order_relaxed);
     s->connected_ns = (uint64_t)(now - c->connected_at);
+    s->runq_delay_ns = c->tele.runq_delay_ns;
+    s->offcpu_ns_per_s = c->tele.offcpu_ns_per_s;
 }
 
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid)
@@ -419,5 +422,12 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t u
         r->nclients++;
         len += sizeof *cs;
     }
-    return len;
+    /* unmanaged processes: pids and commands of any user, so only to those who see all */
+    struct pos_unmanaged_stats *us = (struct pos_unmanaged_stats *)((uint8_t *)buf + len);
+    size_t room = (cap - len) / sizeof *us;
+    size_t n = posd_telemetry_unmanaged(d, us, all ? room : 0);
+    r->dev.telemetry = posd_telemetry_parts();
+    r->dev.unmanaged = (uint32_t)n;
+    r->nunmanaged = all ? (uint32_t)(n < room ? n : room) : 0;
+    return len + r->nunmanaged * sizeof *us;
 }

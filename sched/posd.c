@@ -138,9 +138,14 @@ int main(int argc, char **argv)
         posd_unlink_socket(d);
         return 1;
     }
+    if (posd_telemetry_start(d) < 0) {
+        posd_unlink_socket(d);
+        return 1;
+    }
     posd_log(POSD_LOG_INFO, "listening on %s, policy %s, %zu rules", d->socket_path,
              d->policy->name, d->cfg.nrules);
     int rc = posd_loop(d);
+    posd_telemetry_stop(d);
     posd_unlink_socket(d);
     posd_config_free(&d->cfg);
     return rc < 0 ? 1 : 0;

@@ -40,11 +40,12 @@ struct output_format {
     const char *name;
     const char *separator; /* printed between two reports */
     int (*render)(FILE *out, const struct posstat_report *r);
+    int (*render_unmanaged)(FILE *out, const struct posstat_report *r); /* -u */
 };
 
 static const struct output_format output_formats[] = {
-    {"text", "\n", posstat_render_text},
-    {"json", "", posstat_render_json},
+    {"text", "\n", posstat_render_text, posstat_render_unmanaged_text},
+    {"json", "", posstat_render_json, posstat_render_json},
 };
 
 struct options {
@@ -52,21 +53,24 @@ struct options {
     const struct output_format *format;
     double interval_s;   /* 0: one report of totals */
     unsigned long count; /* reports; 0: until interrupted */
+    int unmanaged;       /* -u: the processes using the GPU without the shim */
 };
 
 static const char usage_text[] =
-    "usage: posstat [-s SOCKET] [-o text|json] [interval [count]]\n"
+    "usage: posstat [-s SOCKET] [-o text|json] [-u] [interval [count]]\n"
     "Shows what posd is scheduling: the device, then one line per client (docs/posstat.md).\n"
     "Without an interval it prints totals since each client registered and exits. With one,\n"
     "it prints rates over each interval (seconds, fractional allowed), COUNT times or until\n"
     "interrupted, then an Average: block over all intervals.\n"
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
     "  -o, --output FORMAT  text (default) or json: one JSON object per line\n"
+    "  -u, --unmanaged      processes using the GPU without the shim (eBPF telemetry)\n"
     "  -h, --help           this text\n";
 
 static const struct option long_options[] = {
     {"socket", required_argument, NULL, 's'},
     {"output", required_argument, NULL, 'o'},
+    {"unmanaged", no_argument, NULL, 'u'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -109,13 +113,16 @@ static void parse_options(int argc, char **argv, struct options *o)
                           .format = &output_formats[0]};
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":s:o:h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":s:o:uh", long_options, NULL)) != -1) {
         switch (c) {
         case 's':
             o->socket = optarg;
             break;
         case 'o':
             o->format = find_format(optarg);
+            break;
+        case 'u':
+            o->unmanaged = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -233,7 +240,9 @@ static int emit(const struct options *o, const struct posstat_report *r, int fir
 {
     if (!first)
         fputs(o->format->separator, stdout);
-    if (o->format->render(stdout, r) < 0 || fflush(stdout) != 0) {
+    int (*render)(FILE *, const struct posstat_report *) =
+        o->unmanaged ? o->format->render_unmanaged : o->format->render;
+    if (render(stdout, r) < 0 || fflush(stdout) != 0) {
         fprintf(stderr, "posstat: cannot write the report: %s\n", strerror(errno));
         return -1;
     }

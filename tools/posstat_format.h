@@ -16,6 +16,8 @@ struct posstat_snapshot {
     uint32_t nclients;
     struct pos_client_stats *clients;
     double time; /* wall clock when it arrived, seconds since the epoch; set by the caller */
+    uint32_t nunmanaged;
+    struct pos_unmanaged_stats *unmanaged; /* owned */
 };
 
 /* Checks a received message (header included) and copies it into *snap.
@@ -45,6 +47,7 @@ struct posstat_device_row {
     double submitted_per_s, granted_per_s, completed_per_s;
     double busy_pct;
     double submitted, granted, completed; /* totals since posd started (JSON only) */
+    double unmanaged; /* GPU processes that are not clients (NaN without discovery) */
 };
 
 struct posstat_client_row {
@@ -63,6 +66,19 @@ struct posstat_client_row {
     double op_us;                            /* posd's estimate of one operator's GPU time */
     double stalls;
     int held; /* 1 yes, 0 no, -1 not available */
+    /* eBPF telemetry, posd's figures of the last second (NaN without it) */
+    double runq_us;         /* mean wake-up to running delay of its threads */
+    double offcpu_ms_per_s; /* off-CPU time of its launching threads */
+};
+
+/* A process using the GPU without being a client. */
+struct posstat_unmanaged_row {
+    int32_t pid;
+    char comm[sizeof(((struct pos_unmanaged_stats *)0)->comm)];
+    double contexts;
+    char devices[40]; /* "0,1" */
+    double launches_per_s; /* NaN unless posd sampled it */
+    double seen_s;         /* since its first driver call */
 };
 
 struct posstat_report {
@@ -72,6 +88,8 @@ struct posstat_report {
     uint32_t nclients;
     uint32_t clients_not_shown; /* posd counts more clients than its reply carries */
     struct posstat_client_row *clients;
+    uint32_t nunmanaged;
+    struct posstat_unmanaged_row *unmanaged;
 };
 
 /* Builds the report of CUR against PREV (NULL: totals since each client registered). A client
@@ -111,5 +129,8 @@ void posstat_average_free(struct posstat_average *a);
  * Both return 0 or -EIO when OUT failed. */
 int posstat_render_text(FILE *out, const struct posstat_report *r);
 int posstat_render_json(FILE *out, const struct posstat_report *r);
+/* posstat -u: the device line, then one line per unmanaged process (JSON: the same object as
+ * posstat_render_json, which always has "unmanaged"). */
+int posstat_render_unmanaged_text(FILE *out, const struct posstat_report *r);
 
 #endif

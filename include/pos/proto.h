@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  2
+#define POS_PROTO_VERSION  3
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
@@ -72,7 +72,13 @@ struct pos_device_stats {
     char policy[16];
     uint64_t submitted, granted, completed; /* since posd started, departed clients too */
     uint64_t busy_ns; /* time with at least one operator of any client in flight */
+    uint32_t telemetry; /* POS_TELE_* of the eBPF telemetry running (0: none, docs/telemetry.md) */
+    uint32_t unmanaged; /* processes using the GPU that are not clients (POS_TELE_DISCOVERY) */
 };
+
+#define POS_TELE_EXITS     0x1 /* client exits seen at once */
+#define POS_TELE_CPU       0x2 /* run-queue delay and off-CPU time of clients */
+#define POS_TELE_DISCOVERY 0x4 /* processes that use the GPU without the shim */
 
 struct pos_client_stats {
     uint32_t client_id;
@@ -96,11 +102,28 @@ struct pos_client_stats {
     uint64_t sync_lag_n; /* synchronisation reports, and how long after the call returned */
     uint64_t sync_lag_p50_ns, sync_lag_p99_ns; /* posd read them */
     uint64_t op_ns; /* posd's running estimate of one of its operators' GPU time */
+    /* eBPF telemetry over its last second (0 without POS_TELE_CPU) */
+    uint64_t runq_delay_ns;   /* mean wake-up to running delay of its threads */
+    uint64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
 };
+
+/* A process that uses the GPU driver without being a client (seen by eBPF uprobes). */
+struct pos_unmanaged_stats {
+    int32_t pid;
+    uint32_t contexts; /* contexts it created or retained */
+    uint32_t devices;  /* bit D: a context on device D */
+    uint32_t flags;    /* POS_UNMANAGED_* */
+    uint64_t seen_ns;  /* since its first driver call */
+    uint64_t launches_per_s; /* when POS_UNMANAGED_SAMPLED: launches a second in the window */
+    char comm[16];
+};
+
+#define POS_UNMANAGED_SAMPLED 0x1
 
 #define POS_CLIENT_HELD 0x1 /* held by policy at the last decision */
 
-/* STATS reply: a pos_device_stats, then nclients pos_client_stats. Root and members of the
+/* STATS reply: a pos_device_stats, then nclients pos_client_stats, then nunmanaged
+ * pos_unmanaged_stats (only to root and the group posd: pids and commands of anyone). Root and members of the
  * group posd get every client; anyone else only those of their own uid, and dev.clients counts
  * those alone (the device totals stay machine-wide). When more clients are
  * registered than fit in POS_MSG_MAX, dev.clients is larger than nclients: the reply carries
@@ -109,8 +132,8 @@ struct pos_client_stats {
 struct pos_stats_reply {
     struct pos_device_stats dev;
     uint32_t nclients;
-    uint32_t reserved;
-    /* struct pos_client_stats clients[nclients] */
+    uint32_t nunmanaged;
+    /* struct pos_client_stats clients[nclients], struct pos_unmanaged_stats [nunmanaged] */
 };
 
 #endif

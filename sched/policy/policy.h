@@ -80,6 +80,10 @@ struct pos_sched_client {
     uint32_t window; /* WINDOW mode: operators it may keep in flight beyond its completed prefix
                       * on its own, as the shim learns completions (0 = only new_granted) */
     int held;        /* held back by the policy at this decision */
+    /* read-only telemetry of posd's eBPF programs over their last second (0 without them,
+     * and in possim): the CPU side of its launching */
+    int64_t runq_delay_ns;   /* mean wake-up to running delay of its threads */
+    int64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
 };
 
 struct pos_sched_view {
@@ -92,6 +96,7 @@ struct pos_sched_view {
     const struct pos_sched_device *device;
     struct pos_sched_client *clients;
     size_t nclients;
+    uint32_t unmanaged; /* processes using this device without being clients (telemetry) */
 };
 
 static inline uint64_t pos_sched_inflight(const struct pos_sched_client *c)
