@@ -241,6 +241,9 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
+TEST_DEPS_test_telemetry := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) \
+    $(call obj,tools/posstat_format.c)
+SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* posd's kernel side (CO-RE; loaded by sched/telemetry.c): the exits of registered clients,
- * the run-queue delay and off-CPU time of their threads (raw tracepoints filtered in the kernel
- * to the tgids posd keeps in the clients map), and the processes that call the GPU driver
+ * the run-queue delay and off-CPU time of their launching threads (raw tracepoints filtered in
+ * the kernel to the threads posd keeps in the launchers map), and the processes that call the GPU driver
  * without being clients (uprobes on libcuda.so.1's initialisation and context entry points). */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -86,13 +86,24 @@ int handle_exit(struct bpf_raw_tracepoint_args *ctx)
     return 0;
 }
 
-/* A client's thread becomes runnable: its run-queue wait starts. */
+/* Whether P is a launching thread of a client (posd adds them to launchers; the tgid check
+ * keeps a recycled tid of another process out). */
+static int is_launcher(struct task_struct *p, __u32 *tid, __u32 *tgid)
+{
+    *tid = BPF_CORE_READ(p, pid);
+    __u32 *owner = bpf_map_lookup_elem(&launchers, tid);
+    if (!owner)
+        return 0;
+    *tgid = BPF_CORE_READ(p, tgid);
+    return *owner == *tgid;
+}
+
+/* A launching thread becomes runnable: its run-queue wait starts. */
 static int mark_runnable(struct task_struct *p)
 {
-    __u32 tgid = BPF_CORE_READ(p, tgid);
-    if (!bpf_map_lookup_elem(&clients, &tgid))
+    __u32 tid, tgid;
+    if (!is_launcher(p, &tid, &tgid))
         return 0;
-    __u32 tid = BPF_CORE_READ(p, pid);
     __u64 now = bpf_ktime_get_ns();
     struct pos_tele_thread *t = bpf_map_lookup_elem(&threads, &tid);
     if (t) {
@@ -119,10 +130,9 @@ int handle_wakeup_new(struct bpf_raw_tracepoint_args *ctx)
 /* The thread leaving the CPU: off-CPU from now; still runnable if it was preempted. */
 static void switched_out(struct task_struct *prev, __u64 now, int preempt, long prev_state)
 {
-    __u32 tgid = BPF_CORE_READ(prev, tgid);
-    if (!bpf_map_lookup_elem(&clients, &tgid))
+    __u32 tid, tgid;
+    if (!is_launcher(prev, &tid, &tgid))
         return;
-    __u32 tid = BPF_CORE_READ(prev, pid);
     /* a wake-up seen while it was still on the CPU must not count as a wait */
     struct pos_tele_thread t = {
         .runnable_since = preempt || prev_state == 0 ? now : 0,
@@ -133,13 +143,12 @@ static void switched_out(struct task_struct *prev, __u64 now, int preempt, long 
 
 static void switched_in(struct task_struct *next, __u64 now)
 {
-    __u32 tgid = BPF_CORE_READ(next, tgid);
-    struct pos_tele_cpu *cpu = bpf_map_lookup_elem(&clients, &tgid);
-    if (!cpu)
+    __u32 tid, tgid;
+    if (!is_launcher(next, &tid, &tgid))
         return;
-    __u32 tid = BPF_CORE_READ(next, pid);
+    struct pos_tele_cpu *cpu = bpf_map_lookup_elem(&clients, &tgid);
     struct pos_tele_thread *t = bpf_map_lookup_elem(&threads, &tid);
-    if (!t)
+    if (!cpu || !t)
         return;
     if (t->runnable_since && now > t->runnable_since) {
         __u64 d = now - t->runnable_since;
@@ -148,8 +157,7 @@ static void switched_in(struct task_struct *next, __u64 now)
         if (d > cpu->runq_max_ns)
             cpu->runq_max_ns = d; /* a lost race loses one maximum, not a sum */
     }
-    __u32 *owner = bpf_map_lookup_elem(&launchers, &tid);
-    if (t->off_since && now > t->off_since && owner && *owner == tgid) {
+    if (t->off_since && now > t->off_since) {
         __sync_fetch_and_add(&cpu->offcpu_ns, now - t->off_since);
         __sync_fetch_and_add(&cpu->offcpu_n, 1);
     }

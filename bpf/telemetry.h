@@ -34,9 +34,9 @@ struct pos_tele_event {
 /* clients map value: what the kernel side counts for one registered client (cumulative; posd
  * takes differences). */
 struct pos_tele_cpu {
-    __u64 runq_ns;     /* wake-up (or preemption) to running, summed over its threads */
+    __u64 runq_ns;     /* wake-up (or preemption) to running, summed over its launching threads */
     __u64 runq_n;      /* such waits */
-    __u64 runq_max_ns; /* the longest (posd resets it when it reads) */
+    __u64 runq_max_ns; /* the longest since it registered */
     __u64 offcpu_ns;   /* switched out to switched in, of its launching threads */
     __u64 offcpu_n;
 };

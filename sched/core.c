@@ -41,7 +41,7 @@ struct core_client {
     uint64_t requests, request_ops;
     struct core_hist lat, sync_lag;
     int64_t added_at;
-    int64_t runq_delay_ns, offcpu_ns_per_s; /* telemetry, as the adapter gave it */
+    int64_t runq_delay_ns, runq_ns_per_s, offcpu_ns_per_s; /* telemetry, as the adapter gave it */
 };
 
 struct sched_core {
@@ -520,6 +520,7 @@ static void fill_view(const struct core_client *c, struct pos_sched_client *v, i
     v->mode = c->mode;
     v->new_granted = c->granted;
     v->runq_delay_ns = c->runq_delay_ns;
+    v->runq_ns_per_s = c->runq_ns_per_s;
     v->offcpu_ns_per_s = c->offcpu_ns_per_s;
 }
 
@@ -694,12 +695,13 @@ void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_dev
 /* ---- telemetry ------------------------------------------------------------------------------ */
 
 void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_delay_ns,
-                                 int64_t offcpu_ns_per_s)
+                                 int64_t runq_ns_per_s, int64_t offcpu_ns_per_s)
 {
     struct core_client *c = client(k, slot);
     if (!c)
         return;
     c->runq_delay_ns = runq_delay_ns;
+    c->runq_ns_per_s = runq_ns_per_s;
     c->offcpu_ns_per_s = offcpu_ns_per_s;
 }
 

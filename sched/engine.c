@@ -392,6 +392,7 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
         s->wait_hist[b] = atomic_load_explicit(&c->shm->wait_hist[b], memory_order_relaxed);
     s->connected_ns = (uint64_t)(now - c->connected_at);
     s->runq_delay_ns = c->tele.runq_delay_ns;
+    s->runq_ns_per_s = c->tele.runq_ns_per_s;
     s->offcpu_ns_per_s = c->tele.offcpu_ns_per_s;
 }
 

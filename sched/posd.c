@@ -126,6 +126,9 @@ int main(int argc, char **argv)
         return 1;
     }
     memcpy(d->socket_path, path, strlen(path) + 1);
+    /* before the socket: once it exists, whatever telemetry sees is seen */
+    if (posd_telemetry_start(d) < 0)
+        return 1;
     if (posd_listen(d) < 0)
         return 1;
     if (!foreground && detach() < 0) {
@@ -135,10 +138,6 @@ int main(int argc, char **argv)
     d->started_at = posd_now();
     if (posd_engine_init(d) < 0) {
         posd_log(POSD_LOG_ERROR, "out of memory");
-        posd_unlink_socket(d);
-        return 1;
-    }
-    if (posd_telemetry_start(d) < 0) {
         posd_unlink_socket(d);
         return 1;
     }

@@ -69,6 +69,7 @@ struct posd_tele_client {
     uint64_t runq_ns, runq_n, offcpu_ns; /* the kernel's counters at the last refresh */
     int64_t read_at;                     /* when they were read (0: never) */
     uint64_t runq_delay_ns;              /* mean wake-up to running delay, last interval */
+    uint64_t runq_ns_per_s;              /* time its launching threads waited to run, per second */
     uint64_t offcpu_ns_per_s;            /* off-CPU time of its launching threads per second */
 };
 

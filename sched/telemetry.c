@@ -175,6 +175,21 @@ static int is_client(const struct posd *d, uint32_t tgid)
     return 0;
 }
 
+/* Whether TGID has the shim mapped: its first driver call comes before it registers, so it
+ * is about to become a client rather than an unmanaged process worth a line in the log. */
+static int has_shim(uint32_t tgid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%u/maps", tgid);
+    FILE *f = fopen(path, "re");
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, "/libposshim.so") != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
 static int on_event(void *ctx, void *data, size_t len)
 {
     struct posd *d = ctx;
@@ -192,8 +207,8 @@ static int on_event(void *ctx, void *data, size_t len)
         if (is_client(d, e.tgid))
             bpf_map__delete_elem(T.skel->maps.gpu, &e.tgid, sizeof e.tgid, 0);
         else
-            posd_log(POSD_LOG_INFO, "unmanaged GPU process: pid %u (%s) calls the driver "
-                                    "without the shim",
+            posd_log(has_shim(e.tgid) ? POSD_LOG_DEBUG : POSD_LOG_INFO,
+                     "unmanaged GPU process: pid %u (%s) calls the driver without being a client",
                      e.tgid, e.comm);
         break;
     case POS_TELE_EV_GPU_EXIT:
@@ -252,16 +267,20 @@ static void refresh_client(struct posd *d, struct posd_client *c, int64_t now)
         return;
     if (c->tele.read_at && now > c->tele.read_at) {
         uint64_t n = k.runq_n - c->tele.runq_n;
+        double span = (double)(now - c->tele.read_at);
         c->tele.runq_delay_ns = n ? (k.runq_ns - c->tele.runq_ns) / n : 0;
-        c->tele.offcpu_ns_per_s = (uint64_t)((double)(k.offcpu_ns - c->tele.offcpu_ns) * 1e9 /
-                                             (double)(now - c->tele.read_at));
+        c->tele.runq_ns_per_s = (uint64_t)((double)(k.runq_ns - c->tele.runq_ns) * 1e9 / span);
+        posd_log(POSD_LOG_DEBUG, "telemetry: client %u: %llu waits of %llu ns in %.0f ms", c->id,
+                 (unsigned long long)n, (unsigned long long)(k.runq_ns - c->tele.runq_ns),
+                 span / 1e6);
+        c->tele.offcpu_ns_per_s = (uint64_t)((double)(k.offcpu_ns - c->tele.offcpu_ns) * 1e9 / span);
     }
     c->tele.runq_ns = k.runq_ns;
     c->tele.runq_n = k.runq_n;
     c->tele.offcpu_ns = k.offcpu_ns;
     c->tele.read_at = now;
     sched_core_client_telemetry(d->core, (int)(c - d->clients), (int64_t)c->tele.runq_delay_ns,
-                                (int64_t)c->tele.offcpu_ns_per_s);
+                                (int64_t)c->tele.runq_ns_per_s, (int64_t)c->tele.offcpu_ns_per_s);
 }
 
 static void refresh(struct posd *d, int fd, void *arg)
@@ -328,11 +347,17 @@ static int load(struct posd *d, char *why, size_t len)
         snprintf(why, len, "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
         return -1;
     }
-    int rc = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL);
-    if (rc <= 0) {
-        int e = rc < 0 ? -rc : 0;
-        snprintf(why, len, "%s%s", e ? strerror(e) : "the kernel has no BPF ring buffer (5.8+)",
-                 privilege_hint(e));
+    /* the smallest map says whether bpf() is allowed at all (the feature probes below
+     * answer "not supported" for "not permitted") */
+    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NULL, 4, 4, 1, NULL);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(why, len, "bpf(): %s%s", strerror(e), privilege_hint(e));
+        return -1;
+    }
+    close(fd);
+    if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) <= 0) {
+        snprintf(why, len, "the kernel has no BPF ring buffer (5.8+)");
         return -1;
     }
     T.quiet = 1; /* a failed load is said once below */

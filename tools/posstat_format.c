@@ -288,6 +288,7 @@ static void client_row(struct posstat_client_row *row, const struct pos_client_s
     row->held = (c->flags & POS_CLIENT_HELD) != 0;
     int cpu = (telemetry & POS_TELE_CPU) != 0;
     row->runq_us = cpu ? (double)c->runq_delay_ns / 1e3 : NAN;
+    row->runq_ms_per_s = cpu ? (double)c->runq_ns_per_s / 1e6 : NAN;
     row->offcpu_ms_per_s = cpu ? (double)c->offcpu_ns_per_s / 1e6 : NAN;
 }
 
@@ -473,6 +474,7 @@ static const struct column client_columns[] = {
     {"req_p99", "ms", "req_p99_ms", 8, CELL_RATE, 1, CLI(req_p99_ms)},
     {"held", "", "held", -4, CELL_BOOL, 0, CLI(held)},
     {"runq", "us", "runq_us", 7, CELL_RATE, 1, CLI(runq_us)},
+    {"runq", "ms/s", "runq_ms_per_s", 7, CELL_RATE, 1, CLI(runq_ms_per_s)},
     {"offcpu", "ms/s", "offcpu_ms_per_s", 7, CELL_RATE, 1, CLI(offcpu_ms_per_s)},
     {NULL, NULL, "sync_lag_p50_us", 0, CELL_RATE, 0, CLI(sync_lag_p50_us)},
     {NULL, NULL, "sync_lag_p99_us", 0, CELL_RATE, 0, CLI(sync_lag_p99_us)},

@@ -67,7 +67,8 @@ struct posstat_client_row {
     double stalls;
     int held; /* 1 yes, 0 no, -1 not available */
     /* eBPF telemetry, posd's figures of the last second (NaN without it) */
-    double runq_us;         /* mean wake-up to running delay of its threads */
+    double runq_us;         /* mean wake-up to running delay of its launching threads */
+    double runq_ms_per_s;   /* time its launching threads waited to run */
     double offcpu_ms_per_s; /* off-CPU time of its launching threads */
 };
 

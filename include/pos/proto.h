@@ -103,7 +103,8 @@ struct pos_client_stats {
     uint64_t sync_lag_p50_ns, sync_lag_p99_ns; /* posd read them */
     uint64_t op_ns; /* posd's running estimate of one of its operators' GPU time */
     /* eBPF telemetry over its last second (0 without POS_TELE_CPU) */
-    uint64_t runq_delay_ns;   /* mean wake-up to running delay of its threads */
+    uint64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
+    uint64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
     uint64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
 };
 

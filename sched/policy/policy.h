@@ -82,7 +82,8 @@ struct pos_sched_client {
     int held;        /* held back by the policy at this decision */
     /* read-only telemetry of posd's eBPF programs over their last second (0 without them,
      * and in possim): the CPU side of its launching */
-    int64_t runq_delay_ns;   /* mean wake-up to running delay of its threads */
+    int64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
+    int64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
     int64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
 };
 

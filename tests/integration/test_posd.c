@@ -195,7 +195,8 @@ static int posd_stats(struct pos_device_stats *dev, struct pos_client_stats *cs,
     if (n < (ssize_t)(sizeof h + sizeof r))
         return -1;
     memcpy(&r, buf + sizeof h, sizeof r);
-    if ((size_t)n != sizeof h + sizeof r + r.nclients * sizeof *cs)
+    if ((size_t)n != sizeof h + sizeof r + r.nclients * sizeof *cs +
+                         r.nunmanaged * sizeof(struct pos_unmanaged_stats))
         return -1;
     *dev = r.dev;
     for (uint32_t i = 0; i < r.nclients && (int)i < max; i++)
