@@ -317,7 +317,10 @@ int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot
 
     if (prev && posd_restarted(&prev->dev, &cur->dev))
         prev = NULL;
-    *r = (struct posstat_report){.kind = kind, .time = cur->time, .nclients = cur->nclients};
+    *r = (struct posstat_report){.kind = kind,
+                                 .time = cur->time,
+                                 .nclients = cur->nclients,
+                                 .telemetry = cur->dev.telemetry};
     if (cur->dev.clients > cur->nclients)
         r->clients_not_shown = cur->dev.clients - cur->nclients;
     if (cur->nclients) {
@@ -439,10 +442,14 @@ struct column {
     enum cell_kind kind;
     int decimals; /* CELL_RATE in text */
     size_t offset;
+    uint32_t needs; /* POS_TELE_* parts the value comes from: text shows it only with them */
 };
 
-#define DEV(field) offsetof(struct posstat_device_row, field)
-#define CLI(field) offsetof(struct posstat_client_row, field)
+/* the offset of a field, and the telemetry parts it needs (TDEV, TCLI) */
+#define DEV(field)         offsetof(struct posstat_device_row, field), 0
+#define CLI(field)         offsetof(struct posstat_client_row, field), 0
+#define TDEV(field, parts) offsetof(struct posstat_device_row, field), (parts)
+#define TCLI(field, parts) offsetof(struct posstat_client_row, field), (parts)
 
 static const struct column device_columns[] = {
     {"policy", "", "policy", -10, CELL_NAME, 0, DEV(policy)},
@@ -455,7 +462,7 @@ static const struct column device_columns[] = {
     {NULL, NULL, "submitted", 0, CELL_WHOLE, 0, DEV(submitted)},
     {NULL, NULL, "granted", 0, CELL_WHOLE, 0, DEV(granted)},
     {NULL, NULL, "completed", 0, CELL_WHOLE, 0, DEV(completed)},
-    {"unmgd", "procs", "unmanaged", 6, CELL_LEVEL, 0, DEV(unmanaged)},
+    {"unmgd", "procs", "unmanaged", 6, CELL_LEVEL, 0, TDEV(unmanaged, POS_TELE_DISCOVERY)},
 };
 
 static const struct column client_columns[] = {
@@ -473,9 +480,9 @@ static const struct column client_columns[] = {
     {"req_p50", "ms", "req_p50_ms", 8, CELL_RATE, 1, CLI(req_p50_ms)},
     {"req_p99", "ms", "req_p99_ms", 8, CELL_RATE, 1, CLI(req_p99_ms)},
     {"held", "", "held", -4, CELL_BOOL, 0, CLI(held)},
-    {"runq", "us", "runq_us", 7, CELL_RATE, 1, CLI(runq_us)},
-    {"runq", "ms/s", "runq_ms_per_s", 7, CELL_RATE, 1, CLI(runq_ms_per_s)},
-    {"offcpu", "ms/s", "offcpu_ms_per_s", 7, CELL_RATE, 1, CLI(offcpu_ms_per_s)},
+    {"runq", "us", "runq_us", 7, CELL_RATE, 1, TCLI(runq_us, POS_TELE_CPU)},
+    {"runq", "ms/s", "runq_ms_per_s", 7, CELL_RATE, 1, TCLI(runq_ms_per_s, POS_TELE_CPU)},
+    {"offcpu", "ms/s", "offcpu_ms_per_s", 7, CELL_RATE, 1, TCLI(offcpu_ms_per_s, POS_TELE_CPU)},
     {NULL, NULL, "sync_lag_p50_us", 0, CELL_RATE, 0, CLI(sync_lag_p50_us)},
     {NULL, NULL, "sync_lag_p99_us", 0, CELL_RATE, 0, CLI(sync_lag_p99_us)},
     {NULL, NULL, "op_us", 0, CELL_RATE, 0, CLI(op_us)},
@@ -483,7 +490,7 @@ static const struct column client_columns[] = {
     {NULL, NULL, "span_s", 0, CELL_RATE, 0, CLI(span_s)},
 };
 
-#define UNM(field) offsetof(struct posstat_unmanaged_row, field)
+#define UNM(field) offsetof(struct posstat_unmanaged_row, field), POS_TELE_DISCOVERY
 
 static const struct column unmanaged_columns[] = {
     {"pid", "", "pid", 7, CELL_I32, 0, UNM(pid)},
@@ -599,13 +606,19 @@ static void text_cell(char *dst, size_t size, const struct column *c, const void
     }
 }
 
-static void text_headers(FILE *out, const struct column *cols, size_t ncols)
+/* Whether text shows column C when posd runs the telemetry parts TELEMETRY. */
+static int text_shows(const struct column *c, uint32_t telemetry)
+{
+    return c->title && (c->needs & telemetry) == c->needs;
+}
+
+static void text_headers(FILE *out, const struct column *cols, size_t ncols, uint32_t telemetry)
 {
     struct line names = {.len = 0}, units = {.len = 0};
     line_add(&names, "%-8s", "# time");
     line_add(&units, "%-8s", "#");
     for (size_t i = 0; i < ncols; i++) {
-        if (!cols[i].title)
+        if (!text_shows(&cols[i], telemetry))
             continue;
         line_add(&names, "  %*s", cols[i].width, cols[i].title);
         line_add(&units, "  %*s", cols[i].width, cols[i].unit);
@@ -615,12 +628,13 @@ static void text_headers(FILE *out, const struct column *cols, size_t ncols)
 }
 
 static void text_row(FILE *out, const char *when, const struct column *cols, size_t ncols,
-                     const void *row, enum posstat_report_kind kind)
+                     const void *row, const struct posstat_report *r)
 {
     struct line l = {.len = 0};
+    enum posstat_report_kind kind = r->kind;
     line_add(&l, "%-8s", when);
     for (size_t i = 0; i < ncols; i++) {
-        if (!cols[i].title)
+        if (!text_shows(&cols[i], r->telemetry))
             continue;
         char cell[64];
         text_cell(cell, sizeof cell, &cols[i], row, kind);
@@ -644,12 +658,13 @@ int posstat_render_unmanaged_text(FILE *out, const struct posstat_report *r)
 {
     char when[16];
     report_when(r, when, sizeof when);
-    text_headers(out, device_columns, NCOLS(device_columns));
-    text_row(out, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
-    text_headers(out, unmanaged_columns, NCOLS(unmanaged_columns));
+    text_headers(out, device_columns, NCOLS(device_columns), r->telemetry);
+    text_row(out, when, device_columns, NCOLS(device_columns), &r->dev, r);
+    text_headers(out, unmanaged_columns, NCOLS(unmanaged_columns), r->telemetry);
     for (uint32_t i = 0; i < r->nunmanaged; i++)
-        text_row(out, when, unmanaged_columns, NCOLS(unmanaged_columns), &r->unmanaged[i],
-                 r->kind);
+        text_row(out, when, unmanaged_columns, NCOLS(unmanaged_columns), &r->unmanaged[i], r);
+    if (!(r->telemetry & POS_TELE_DISCOVERY))
+        fprintf(out, "# posd does not run GPU process discovery (eBPF telemetry, see its log)\n");
     if (r->dev.unmanaged > r->nunmanaged)
         fprintf(out, "# %.0f unmanaged processes, %u shown (root and the group posd see them)\n",
                 r->dev.unmanaged, r->nunmanaged);
@@ -660,11 +675,11 @@ int posstat_render_text(FILE *out, const struct posstat_report *r)
 {
     char when[16];
     report_when(r, when, sizeof when);
-    text_headers(out, device_columns, NCOLS(device_columns));
-    text_row(out, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
-    text_headers(out, client_columns, NCOLS(client_columns));
+    text_headers(out, device_columns, NCOLS(device_columns), r->telemetry);
+    text_row(out, when, device_columns, NCOLS(device_columns), &r->dev, r);
+    text_headers(out, client_columns, NCOLS(client_columns), r->telemetry);
     for (uint32_t i = 0; i < r->nclients; i++)
-        text_row(out, when, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+        text_row(out, when, client_columns, NCOLS(client_columns), &r->clients[i], r);
     if (r->clients_not_shown)
         fprintf(out, "# %u more clients in posd than its reply carries\n", r->clients_not_shown);
     return ferror(out) ? -EIO : 0;

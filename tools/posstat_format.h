@@ -91,6 +91,7 @@ struct posstat_report {
     struct posstat_client_row *clients;
     uint32_t nunmanaged;
     struct posstat_unmanaged_row *unmanaged;
+    uint32_t telemetry; /* POS_TELE_* parts posd runs: text shows their columns only */
 };
 
 /* Builds the report of CUR against PREV (NULL: totals since each client registered). A client
@@ -126,7 +127,9 @@ int posstat_average_report(struct posstat_report *r, const struct posstat_averag
 void posstat_average_free(struct posstat_average *a);
 
 /* Text: '#' lines naming the columns and their units, a device line, a line per client; the
- * first column is the local time HH:MM:SS, or "Average:". JSON: one object on one line.
+ * first column is the local time HH:MM:SS, or "Average:"; telemetry columns only when posd
+ * runs that part. JSON: one object on one line, every member always (null when not
+ * available), the unmanaged processes in "unmanaged".
  * Both return 0 or -EIO when OUT failed. */
 int posstat_render_text(FILE *out, const struct posstat_report *r);
 int posstat_render_json(FILE *out, const struct posstat_report *r);
