@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,35 @@ static const struct {
 };
 #define NCALLS (sizeof driver_calls / sizeof driver_calls[0])
 
+/* The launch entry points a sampling window probes, in one process only. */
+static const char *const launch_calls[] = {
+    "cuLaunchKernel",  "cuLaunchKernel_ptsz", "cuLaunchKernelEx",   "cuLaunchKernelEx_ptsz",
+    "cuGraphLaunch",   "cuGraphLaunch_ptsz",  "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel_ptsz",
+};
+#define NLAUNCH (sizeof launch_calls / sizeof launch_calls[0])
+
+/* Launch-rate sampling of unmanaged processes ([daemon] telemetry_sample_ms): at most
+ * SAMPLE_SLOTS windows open at once, each process sampled again SAMPLE_EVERY_NS after its last
+ * window; RATES remembers the last rate of SAMPLE_RATES processes. */
+#define SAMPLE_SLOTS    2
+#define SAMPLE_EVERY_NS 10000000000LL
+#define SAMPLE_RATES    64
+
+struct sample {
+    uint32_t pid; /* 0: slot free */
+    int64_t since;
+    uint64_t launches; /* the map's count when the window opened */
+    struct bpf_link *links[NLAUNCH];
+    int nlinks;
+};
+
+struct rate {
+    uint32_t pid;
+    uint64_t per_s;
+    int64_t at; /* when its window closed */
+};
+
 static struct {
     struct telemetry_bpf *skel;
     struct ring_buffer *rb;
@@ -51,6 +81,9 @@ static struct {
     int clients; /* registered clients followed (the timer runs while there are some) */
     int quiet;   /* libbpf's messages go to debug: an entry point a driver lacks is no news */
     char driver[PATH_MAX];
+    int64_t sample_ns; /* telemetry_sample_ms; 0: no sampling */
+    struct sample samples[SAMPLE_SLOTS];
+    struct rate rates[SAMPLE_RATES];
 } T = {.timer_fd = -1};
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -283,6 +316,96 @@ static void refresh_client(struct posd *d, struct posd_client *c, int64_t now)
                                 (int64_t)c->tele.runq_ns_per_s, (int64_t)c->tele.offcpu_ns_per_s);
 }
 
+/* ---- launch-rate sampling ------------------------------------------------------------------ */
+
+static struct rate *rate_of(uint32_t pid, int create)
+{
+    struct rate *oldest = &T.rates[0];
+    for (int i = 0; i < SAMPLE_RATES; i++) {
+        if (T.rates[i].pid == pid)
+            return &T.rates[i];
+        if (T.rates[i].at < oldest->at)
+            oldest = &T.rates[i];
+    }
+    if (!create)
+        return NULL;
+    *oldest = (struct rate){.pid = pid};
+    return oldest;
+}
+
+static uint64_t launches_of(uint32_t pid)
+{
+    struct pos_tele_gpu g;
+    return bpf_map__lookup_elem(T.skel->maps.gpu, &pid, sizeof pid, &g, sizeof g, 0) == 0
+               ? g.launches
+               : 0;
+}
+
+static void close_window(struct sample *w, int64_t now)
+{
+    uint64_t n = launches_of(w->pid) - w->launches;
+    struct rate *r = rate_of(w->pid, 1);
+    r->per_s = now > w->since ? (uint64_t)((double)n * 1e9 / (double)(now - w->since)) : 0;
+    r->at = now;
+    for (int i = 0; i < w->nlinks; i++)
+        bpf_link__destroy(w->links[i]);
+    *w = (struct sample){0};
+}
+
+/* Opens a window on PID: uprobes on the launch entry points in that process alone (the
+ * kernel installs them in its address space only), counted in its gpu map entry. */
+static void open_window(struct sample *w, uint32_t pid, int64_t now)
+{
+    *w = (struct sample){.pid = pid, .since = now, .launches = launches_of(pid)};
+    T.quiet = 1;
+    for (size_t i = 0; i < NLAUNCH; i++) {
+        LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = launch_calls[i],
+                    .bpf_cookie = POS_TELE_CALL_LAUNCH);
+        struct bpf_link *l = bpf_program__attach_uprobe_opts(T.skel->progs.handle_driver_call,
+                                                             (pid_t)pid, T.driver, 0, &o);
+        if (l)
+            w->links[w->nlinks++] = l;
+    }
+    T.quiet = 0;
+}
+
+static int sampling(uint32_t pid)
+{
+    for (int i = 0; i < SAMPLE_SLOTS; i++)
+        if (T.samples[i].pid == pid)
+            return 1;
+    return 0;
+}
+
+/* Closes the windows that are due and opens one on each free slot for the unmanaged process
+ * sampled longest ago (or never). */
+static void sample_launches(int64_t now)
+{
+    for (int i = 0; i < SAMPLE_SLOTS; i++) {
+        struct sample *w = &T.samples[i];
+        if (w->pid && (now - w->since >= T.sample_ns || kill((pid_t)w->pid, 0) < 0))
+            close_window(w, now);
+    }
+    for (int i = 0; i < SAMPLE_SLOTS; i++) {
+        if (T.samples[i].pid)
+            continue;
+        __u32 key, *prev = NULL, best = 0;
+        int64_t best_at = now - SAMPLE_EVERY_NS;
+        while (bpf_map__get_next_key(T.skel->maps.gpu, prev, &key, sizeof key) == 0) {
+            prev = &key;
+            struct rate *r = rate_of(key, 0);
+            int64_t at = r ? r->at : 0;
+            if (!sampling(key) && at <= best_at) {
+                best = key;
+                best_at = at;
+            }
+        }
+        if (!best)
+            return;
+        open_window(&T.samples[i], best, now);
+    }
+}
+
 static void refresh(struct posd *d, int fd, void *arg)
 {
     uint64_t ticks;
@@ -294,6 +417,8 @@ static void refresh(struct posd *d, int fd, void *arg)
             refresh_client(d, &d->clients[i], now);
     sched_core_set_unmanaged(d->core,
                              T.parts & POS_TELE_DISCOVERY ? unmanaged_on(d->device.index) : 0);
+    if (T.sample_ns)
+        sample_launches(now);
 }
 
 static void set_timer(int64_t period_ns)
@@ -315,6 +440,9 @@ static const char *privilege_hint(int err)
 
 static void unload(void)
 {
+    for (int i = 0; i < SAMPLE_SLOTS; i++)
+        if (T.samples[i].pid)
+            close_window(&T.samples[i], 0);
     for (int i = 0; i < T.nlinks; i++)
         bpf_link__destroy(T.links[i]);
     T.nlinks = 0;
@@ -396,6 +524,10 @@ static int load(struct posd *d, char *why, size_t len)
         snprintf(why, len, "cannot watch its ring buffer: %s", strerror(errno));
         return -1;
     }
+    /* sampling wakes posd every second, clients or not: the admin asked for it */
+    T.sample_ns = T.parts & POS_TELE_DISCOVERY ? (int64_t)d->cfg.telemetry_sample_ms * 1000000 : 0;
+    if (T.sample_ns)
+        set_timer(REFRESH_NS);
     return 0;
 }
 
@@ -418,7 +550,8 @@ int posd_telemetry_start(struct posd *d)
     posd_log(POSD_LOG_INFO, "telemetry on:%s%s%s%s%s", T.parts & POS_TELE_EXITS ? " exits" : "",
              T.parts & POS_TELE_CPU ? ", run-queue and off-CPU time of clients" : "",
              T.parts & POS_TELE_DISCOVERY ? ", GPU processes using " : "",
-             T.parts & POS_TELE_DISCOVERY ? T.driver : "", "");
+             T.parts & POS_TELE_DISCOVERY ? T.driver : "",
+             T.sample_ns ? ", launch-rate sampling of unmanaged processes" : "");
     return 0;
 }
 
@@ -443,7 +576,7 @@ void posd_telemetry_client_add(struct posd *d, struct posd_client *c)
     bpf_map__update_elem(T.skel->maps.clients, &tgid, sizeof tgid, &zero, sizeof zero,
                          BPF_NOEXIST);
     bpf_map__delete_elem(T.skel->maps.gpu, &tgid, sizeof tgid, 0); /* managed from now */
-    if (T.clients++ == 0)
+    if (T.clients++ == 0 && !T.sample_ns)
         set_timer(REFRESH_NS);
 }
 
@@ -461,7 +594,7 @@ void posd_telemetry_client_remove(struct posd *d, struct posd_client *c)
                   d->clients[i].ident.pid == c->ident.pid;
     if (!others)
         bpf_map__delete_elem(T.skel->maps.clients, &tgid, sizeof tgid, 0);
-    if (--T.clients == 0)
+    if (--T.clients == 0 && !T.sample_ns)
         set_timer(0); /* an idle posd wakes for nothing */
 }
 
@@ -485,6 +618,11 @@ size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out,
             u->contexts = g.contexts;
             u->devices = g.devices;
             u->seen_ns = now > (int64_t)g.first_ns ? (uint64_t)(now - (int64_t)g.first_ns) : 0;
+            struct rate *r = rate_of(key, 0);
+            if (r && r->at) {
+                u->launches_per_s = r->per_s;
+                u->flags |= POS_UNMANAGED_SAMPLED;
+            }
             memcpy(u->comm, g.comm, sizeof u->comm);
             u->comm[sizeof u->comm - 1] = '\0';
         }

@@ -32,10 +32,13 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+static unsigned sample_ms; /* telemetry_sample_ms of the next posd */
+
 static void write_conf(const char *telemetry)
 {
     FILE *f = fopen(conf, "w");
-    fprintf(f, "[daemon]\ntelemetry = %s\ntelemetry_driver = %s\n", telemetry, driver);
+    fprintf(f, "[daemon]\ntelemetry = %s\ntelemetry_driver = %s\ntelemetry_sample_ms = %u\n",
+            telemetry, driver, sample_ms);
     fclose(f);
 }
 
@@ -253,6 +256,7 @@ static void test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives(v
     CU_ASSERT(u.contexts >= 1);
     CU_ASSERT(u.devices & 1);
     CU_ASSERT_STRING_EQUAL(u.comm, "posapp");
+    CU_ASSERT_FALSE(u.flags & POS_UNMANAGED_SAMPLED); /* sampling is off by default */
     kill(app, SIGKILL);
     int64_t t1 = now_ns();
     reap(app, 0);
@@ -262,6 +266,33 @@ static void test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives(v
     CU_ASSERT_EQUAL(unmanaged_entry(app, &u), 0);
     fprintf(stderr, "unmanaged: listed %.1f ms after its fork, gone %.1f ms after kill -9\n",
             (double)appeared / 1e6, (double)(now_ns() - t1) / 1e6);
+    posd_stop();
+}
+
+static void test_a_sampling_window_measures_an_unmanaged_launch_rate(void)
+{
+    if (!telemetry_here(__func__))
+        return;
+    sample_ms = 500;
+    posd_start("on");
+    sample_ms = 0;
+    char out[160], text[4096];
+    snprintf(out, sizeof out, "%s/posapp.json", dir);
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--duration", "4",
+                                "--requests",   "1000000", NULL};
+    pid_t app = spawn(argv, 0, -1, out);
+    usleep(3000000); /* a window opens at the first refresh after its cuInit and closes 0.5 s on */
+    struct pos_unmanaged_stats u = {0};
+    CU_ASSERT_EQUAL(unmanaged_entry(app, &u), 1);
+    CU_ASSERT(u.flags & POS_UNMANAGED_SAMPLED);
+    reap(app, 0);
+    CU_ASSERT_FATAL(util_read_file(out, text, sizeof text) == 0);
+    const char *makespan = strstr(text, "\"makespan_s\":");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(makespan);
+    double own = (double)util_number(text, "launches") / strtod(makespan + 13, NULL);
+    fprintf(stderr, "sampled %llu launches/s, posapp's own mean %.0f/s\n",
+            (unsigned long long)u.launches_per_s, own);
+    CU_ASSERT((double)u.launches_per_s > 0.5 * own && (double)u.launches_per_s < 1.5 * own);
     posd_stop();
 }
 
@@ -432,6 +463,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_exit_frees_a_client_whose_socket_outlives_it);
     POS_ADD_TEST(s, test_without_telemetry_a_held_socket_keeps_the_client);
     POS_ADD_TEST(s, test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives);
+    POS_ADD_TEST(s, test_a_sampling_window_measures_an_unmanaged_launch_rate);
     POS_ADD_TEST(s, test_a_client_is_not_listed_unmanaged);
     POS_ADD_TEST(s, test_runq_delay_shows_a_cpu_shared_with_busy_loops);
     POS_ADD_TEST(s, test_telemetry_off_runs_without_it_and_says_so);
