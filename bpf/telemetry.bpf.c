@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* posd's kernel side (CO-RE; loaded by sched/telemetry.c): the exits of registered clients,
  * the run-queue delay and off-CPU time of their launching threads (raw tracepoints filtered in
- * the kernel to the threads posd keeps in the launchers map), and the processes that call the GPU driver
- * without being clients (uprobes on libcuda.so.1's initialisation and context entry points). */
+ * the kernel to the threads posd keeps in the launchers map), and the processes that call the GPU
+ * driver without being clients (uprobes on libcuda.so.1's initialisation and context entry points).
+ */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>

@@ -44,8 +44,13 @@ static const struct {
 
 /* The launch entry points a sampling window probes, in one process only. */
 static const char *const launch_calls[] = {
-    "cuLaunchKernel",  "cuLaunchKernel_ptsz", "cuLaunchKernelEx",   "cuLaunchKernelEx_ptsz",
-    "cuGraphLaunch",   "cuGraphLaunch_ptsz",  "cuLaunchCooperativeKernel",
+    "cuLaunchKernel",
+    "cuLaunchKernel_ptsz",
+    "cuLaunchKernelEx",
+    "cuLaunchKernelEx_ptsz",
+    "cuGraphLaunch",
+    "cuGraphLaunch_ptsz",
+    "cuLaunchCooperativeKernel",
     "cuLaunchCooperativeKernel_ptsz",
 };
 #define NLAUNCH (sizeof launch_calls / sizeof launch_calls[0])
@@ -152,9 +157,14 @@ static int find_driver(const struct posd_config *cfg, char *out, size_t len)
         closedir(dd);
     if (found || driver_in_conf("/etc/ld.so.conf", out, len))
         return 1;
-    static const char *const defaults[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-                                           "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-                                           "/lib64", "/usr/lib64", "/lib", "/usr/lib"};
+    static const char *const defaults[] = {"/lib/x86_64-linux-gnu",
+                                           "/usr/lib/x86_64-linux-gnu",
+                                           "/lib/aarch64-linux-gnu",
+                                           "/usr/lib/aarch64-linux-gnu",
+                                           "/lib64",
+                                           "/usr/lib64",
+                                           "/lib",
+                                           "/usr/lib"};
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
         if (driver_in(defaults[i], out, len))
             return 1;
@@ -169,11 +179,11 @@ static int attach_driver(void)
     for (size_t i = 0; i < NCALLS; i++) {
         LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = driver_calls[i].name,
                     .bpf_cookie = driver_calls[i].call);
-        struct bpf_link *l = bpf_program__attach_uprobe_opts(T.skel->progs.handle_driver_call, -1,
-                                                             T.driver, 0, &o);
+        struct bpf_link *l =
+            bpf_program__attach_uprobe_opts(T.skel->progs.handle_driver_call, -1, T.driver, 0, &o);
         if (!l) {
-            posd_log(POSD_LOG_DEBUG, "telemetry: no uprobe on %s in %s: %s",
-                     driver_calls[i].name, T.driver, strerror(errno));
+            posd_log(POSD_LOG_DEBUG, "telemetry: no uprobe on %s in %s: %s", driver_calls[i].name,
+                     T.driver, strerror(errno));
             continue;
         }
         T.links[T.nlinks++] = l;
@@ -306,7 +316,8 @@ static void refresh_client(struct posd *d, struct posd_client *c, int64_t now)
         posd_log(POSD_LOG_DEBUG, "telemetry: client %u: %llu waits of %llu ns in %.0f ms", c->id,
                  (unsigned long long)n, (unsigned long long)(k.runq_ns - c->tele.runq_ns),
                  span / 1e6);
-        c->tele.offcpu_ns_per_s = (uint64_t)((double)(k.offcpu_ns - c->tele.offcpu_ns) * 1e9 / span);
+        c->tele.offcpu_ns_per_s =
+            (uint64_t)((double)(k.offcpu_ns - c->tele.offcpu_ns) * 1e9 / span);
     }
     c->tele.runq_ns = k.runq_ns;
     c->tele.runq_n = k.runq_n;
@@ -493,8 +504,7 @@ static int load(struct posd *d, char *why, size_t len)
     T.quiet = 0;
     if (!T.skel) {
         int e = errno;
-        snprintf(why, len, "cannot load bpf/telemetry.bpf.c: %s%s", strerror(e),
-                 privilege_hint(e));
+        snprintf(why, len, "cannot load bpf/telemetry.bpf.c: %s%s", strerror(e), privilege_hint(e));
         return -1;
     }
     if (attach_tp(T.skel->progs.handle_exit, "raw tracepoint sched_process_exit"))
@@ -518,8 +528,8 @@ static int load(struct posd *d, char *why, size_t len)
     }
     T.rb = ring_buffer__new(bpf_map__fd(T.skel->maps.events), on_event, d, NULL);
     T.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (!T.rb || T.timer_fd < 0 || posd_loop_watch(d, ring_buffer__epoll_fd(T.rb), ring_ready,
-                                                   NULL) < 0 ||
+    if (!T.rb || T.timer_fd < 0 ||
+        posd_loop_watch(d, ring_buffer__epoll_fd(T.rb), ring_ready, NULL) < 0 ||
         posd_loop_watch(d, T.timer_fd, refresh, NULL) < 0) {
         snprintf(why, len, "cannot watch its ring buffer: %s", strerror(errno));
         return -1;
@@ -573,8 +583,7 @@ void posd_telemetry_client_add(struct posd *d, struct posd_client *c)
     struct pos_tele_cpu zero = {0};
     memset(&c->tele, 0, sizeof c->tele);
     /* BPF_NOEXIST: a second client of the same process shares the counters */
-    bpf_map__update_elem(T.skel->maps.clients, &tgid, sizeof tgid, &zero, sizeof zero,
-                         BPF_NOEXIST);
+    bpf_map__update_elem(T.skel->maps.clients, &tgid, sizeof tgid, &zero, sizeof zero, BPF_NOEXIST);
     bpf_map__delete_elem(T.skel->maps.gpu, &tgid, sizeof tgid, 0); /* managed from now */
     if (T.clients++ == 0 && !T.sample_ns)
         set_timer(REFRESH_NS);
@@ -641,9 +650,8 @@ int posd_telemetry_start(struct posd *d)
         posd_log(POSD_LOG_ERROR, "telemetry = on, but it cannot run: %s", why);
         return -1;
     }
-    posd_log(POSD_LOG_INFO, "telemetry off: %s", d->cfg.telemetry == POSD_TELEMETRY_OFF
-                                                     ? "telemetry = off"
-                                                     : why);
+    posd_log(POSD_LOG_INFO, "telemetry off: %s",
+             d->cfg.telemetry == POSD_TELEMETRY_OFF ? "telemetry = off" : why);
     return 0;
 }
 

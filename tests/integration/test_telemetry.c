@@ -235,8 +235,8 @@ static void test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives(v
     if (!telemetry_here(__func__))
         return;
     posd_start("on");
-    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--duration", "10",
-                                "--requests",   "1000000", NULL};
+    const char *const argv[] = {"build/posapp", "--model",    "resnet18", "--duration",
+                                "10",           "--requests", "1000000",  NULL};
     int64_t t0 = now_ns();
     pid_t app = spawn(argv, 0, -1, NULL);
     struct pos_unmanaged_stats u = {0};
@@ -301,8 +301,8 @@ static void test_a_client_is_not_listed_unmanaged(void)
     if (!telemetry_here(__func__))
         return;
     posd_start("on");
-    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--duration", "10",
-                                "--requests",   "1000000", NULL};
+    const char *const argv[] = {"build/posapp", "--model",    "resnet18", "--duration",
+                                "10",           "--requests", "1000000",  NULL};
     pid_t app = spawn(argv, 1, -1, NULL);
     int registered = 0;
     for (int i = 0; i < 300 && !(registered = clients_of_pid(app) == 1); i++)
@@ -362,8 +362,8 @@ static void test_runq_delay_shows_a_cpu_shared_with_busy_loops(void)
             cpu = i;
     posd_start("on");
     /* a framework's host time per operator: its launching thread needs the CPU */
-    const char *const argv[] = {"build/posapp", "--model",   "resnet18", "--duration", "30",
-                                "--requests",   "1000000",   "--host-us", "20",        NULL};
+    const char *const argv[] = {"build/posapp", "--model", "resnet18",  "--duration", "30",
+                                "--requests",   "1000000", "--host-us", "20",         NULL};
     pid_t app = spawn(argv, 1, cpu, NULL);
     for (int i = 0; i < 500 && clients_of_pid(app) != 1; i++)
         usleep(10000);
@@ -391,8 +391,7 @@ static void test_runq_delay_shows_a_cpu_shared_with_busy_loops(void)
 static void test_telemetry_off_runs_without_it_and_says_so(void)
 {
     posd_start("off");
-    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "200",
-                                NULL};
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "200", NULL};
     pid_t app = spawn(argv, 0, -1, NULL);
     usleep(300000);
     struct posstat_snapshot s;
