@@ -171,10 +171,12 @@ static int find_driver(const struct posd_config *cfg, char *out, size_t len)
     return 0;
 }
 
-/* Uprobes on every driver entry point present, for every process. Returns how many. */
-static int attach_driver(void)
+/* Uprobes on every driver entry point present, for every process. Returns how many; *ERR
+ * is the errno of the last that failed. */
+static int attach_driver(int *err)
 {
     int n = 0;
+    *err = 0;
     T.quiet = 1;
     for (size_t i = 0; i < NCALLS; i++) {
         LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = driver_calls[i].name,
@@ -182,6 +184,7 @@ static int attach_driver(void)
         struct bpf_link *l =
             bpf_program__attach_uprobe_opts(T.skel->progs.handle_driver_call, -1, T.driver, 0, &o);
         if (!l) {
+            *err = errno;
             posd_log(POSD_LOG_DEBUG, "telemetry: no uprobe on %s in %s: %s", driver_calls[i].name,
                      T.driver, strerror(errno));
             continue;
@@ -503,8 +506,13 @@ static int load(struct posd *d, char *why, size_t len)
     T.skel = telemetry_bpf__open_and_load();
     T.quiet = 0;
     if (!T.skel) {
+        /* bpf() itself is permitted (the map above): EACCES here is the verifier's refusal,
+         * EPERM a missing CAP_PERFMON */
         int e = errno;
-        snprintf(why, len, "cannot load bpf/telemetry.bpf.c: %s%s", strerror(e), privilege_hint(e));
+        snprintf(why, len, "cannot load bpf/telemetry.bpf.c: %s%s", strerror(e),
+                 e == EACCES  ? " (the kernel's verifier refused it: log_level = debug shows why)"
+                 : e == EPERM ? privilege_hint(e)
+                              : "");
         return -1;
     }
     if (attach_tp(T.skel->progs.handle_exit, "raw tracepoint sched_process_exit"))
@@ -513,13 +521,16 @@ static int load(struct posd *d, char *why, size_t len)
         attach_tp(T.skel->progs.handle_wakeup, "raw tracepoint sched_wakeup") &&
         attach_tp(T.skel->progs.handle_wakeup_new, "raw tracepoint sched_wakeup_new"))
         T.parts |= POS_TELE_CPU;
+    int err;
     if (!find_driver(&d->cfg, T.driver, sizeof T.driver))
         posd_log(POSD_LOG_INFO, "telemetry: no GPU process discovery: %s",
                  d->cfg.telemetry_driver[0] ? "telemetry_driver is not readable"
                                             : "no libcuda.so.1 found where the loader looks");
-    else if (attach_driver() == 0)
-        posd_log(POSD_LOG_INFO, "telemetry: no GPU process discovery: no uprobe attached to %s",
-                 T.driver);
+    else if (attach_driver(&err) == 0)
+        posd_log(
+            POSD_LOG_INFO, "telemetry: no GPU process discovery: no uprobe attached to %s: %s%s",
+            T.driver, strerror(err),
+            err == EACCES || err == EPERM ? " (uprobes need CAP_SYS_ADMIN on this kernel)" : "");
     else
         T.parts |= POS_TELE_DISCOVERY;
     if (!T.parts) {

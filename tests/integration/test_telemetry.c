@@ -456,6 +456,54 @@ static void test_a_posd_without_privilege_runs_without_telemetry_and_says_why(vo
     CU_ASSERT(strstr(text, "telemetry = on, but it cannot run: ") != NULL);
 }
 
+/* The telemetry parts a posd as uid NOBODY with only the capabilities CAPS (setpriv's
+ * "+bpf,+perfmon" form) runs: STATS's telemetry word, or -1 when it did not come up. */
+static int parts_with_caps(const char *caps)
+{
+    write_conf("on");
+    unlink(sock);
+    truncate(log_path, 0);
+    char inh[64], amb[64], nobody[32];
+    snprintf(inh, sizeof inh, "--inh-caps=%s", caps);
+    snprintf(amb, sizeof amb, "--ambient-caps=%s", caps);
+    snprintf(nobody, sizeof nobody, "%d", NOBODY);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        execl("/usr/bin/setpriv", "setpriv", "--reuid", nobody, "--regid", nobody, "--clear-groups",
+              inh, amb, "build/posd", "-f", "-c", conf, "-s", sock, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 300 && access(sock, F_OK) != 0; i++)
+        usleep(10000);
+    struct posstat_snapshot s;
+    int parts = stats(&s) == 0 ? (int)s.dev.telemetry : -1;
+    if (parts >= 0)
+        posstat_snapshot_free(&s);
+    util_posd_stop(&pid, SIGTERM);
+    return parts;
+}
+
+/* What etc/posd.service grants (docs/telemetry.md): CAP_BPF and CAP_PERFMON run the exits and
+ * the CPU side; the uprobes of discovery need CAP_SYS_ADMIN as well on this kernel. */
+static void test_the_documented_capabilities_run_each_part(void)
+{
+    if (!telemetry_here(__func__))
+        return;
+    if (access("/usr/bin/setpriv", X_OK) != 0) {
+        fprintf(stderr, "%s: skipped: needs /usr/bin/setpriv (util-linux)\n", __func__);
+        return;
+    }
+    CU_ASSERT_EQUAL(parts_with_caps("+bpf,+perfmon"), POS_TELE_EXITS | POS_TELE_CPU);
+    static char text[65536];
+    util_read_file(log_path, text, sizeof text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "no GPU process discovery"));
+    CU_ASSERT_EQUAL(parts_with_caps("+bpf,+perfmon,+sys_admin"),
+                    POS_TELE_EXITS | POS_TELE_CPU | POS_TELE_DISCOVERY);
+    CU_ASSERT_EQUAL(parts_with_caps("+perfmon"), -1); /* telemetry = on refuses to start */
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("telemetry", suite_init, suite_clean);
@@ -467,4 +515,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_runq_delay_shows_a_cpu_shared_with_busy_loops);
     POS_ADD_TEST(s, test_telemetry_off_runs_without_it_and_says_so);
     POS_ADD_TEST(s, test_a_posd_without_privilege_runs_without_telemetry_and_says_why);
+    POS_ADD_TEST(s, test_the_documented_capabilities_run_each_part);
 }
