@@ -244,6 +244,7 @@ TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SH
 TEST_DEPS_test_telemetry := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) \
     $(call obj,tools/posstat_format.c)
 SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \

@@ -120,6 +120,37 @@ for r in 1 2 3; do
 done
 HIT_ON=$(med "${hit[on]}") HIT_OFF=$(med "${hit[off]}")
 
+# ---- 3b. one system call with the ioctl probes ------------------------------------------------------
+echo "bench: system call with telemetry_ioctl..." >&2
+export POS_SIM_INSTANCE=bench-tele-s-$$
+syscall_ns() {
+    python3 - <<'PY'
+import os, time
+n = 300000
+best = None
+for _ in range(3):
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        os.getppid()
+    d = (time.perf_counter_ns() - t) / n
+    best = d if best is None or d < best else best
+print("%.1f" % best)
+PY
+}
+declare -A sc
+for mode in on off; do sc[$mode]=""; done
+for r in 1 2 3; do
+    for mode in on off; do
+        conf on
+        echo "telemetry_ioctl = $mode" >>"$T/posd.conf"
+        : >"$T/posd.log"
+        posd_up priority
+        sc[$mode]+="$(syscall_ns) "
+        posd_down
+    done
+done
+SC_ON=$(med "${sc[on]}") SC_OFF=$(med "${sc[off]}")
+
 # ---- 4. discovery ---------------------------------------------------------------------------------
 # The integration test's own run (tests/integration/test_telemetry.c): it polls posd's STATS
 # every 5 ms from inside one process, which a loop of posstat processes could not.
@@ -246,6 +277,14 @@ timer wake-up a second (the refresh of each client's figures); idle it adds none
 from an unmanaged process: $HIT_ON ns a call with posd's uprobe on it, $HIT_OFF ns without:
 **$(awk -v a="$HIT_ON" -v b="$HIT_OFF" 'BEGIN {printf "%.2f", (a - b) / 1000}') us** a hit (the trap, the
 uprobe machinery and the BPF program's two map lookups).
+
+## One system call with the ioctl probes
+
+\`os.getppid()\` in a Python loop (300000 calls, best of 3 loops, median of 3 runs) while posd
+runs with \`telemetry_ioctl = on\` (raw tracepoints sys_enter and sys_exit on every system
+call of the machine): $SC_ON ns a call; with \`telemetry_ioctl = off\` (the other parts on):
+$SC_OFF ns: **$(awk -v a="$SC_ON" -v b="$SC_OFF" 'BEGIN {printf "%.0f", a - b}') ns** more per system call, for
+every process of the machine. Hence off by default.
 
 ## Discovery of an unmanaged process
 

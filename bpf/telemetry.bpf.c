@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* posd's kernel side (CO-RE; loaded by sched/telemetry.c): the exits of registered clients,
  * the run-queue delay and off-CPU time of their launching threads (raw tracepoints filtered in
- * the kernel to the threads posd keeps in the launchers map), and the processes that call the GPU
+ * the kernel to the threads posd keeps in the launchers map), their ioctl() calls (raw_syscalls,
+ * filtered by tgid), and the processes that call the GPU
  * driver without being clients (uprobes on libcuda.so.1's initialisation and context entry points).
  */
 #include "vmlinux.h"
@@ -46,6 +47,14 @@ struct {
     __type(key, __u32);
     __type(value, struct pos_tele_gpu);
 } gpu SEC(".maps");
+
+/* tid -> when a client's thread entered ioctl() */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, POS_TELE_MAX_THREADS);
+    __type(key, __u32);
+    __type(value, __u64);
+} ioctl_since SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -184,6 +193,47 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
     __u64 now = bpf_ktime_get_ns();
     switched_out(prev, now, preempt, prev_state);
     switched_in(next, now);
+    return 0;
+}
+
+#if defined(__TARGET_ARCH_arm64)
+#define NR_IOCTL 29
+#else
+#define NR_IOCTL 16 /* x86_64 */
+#endif
+
+/* sys_enter(regs, id): every system call of the machine; an ioctl of a client's thread (the
+ * GPU driver's calls are ioctls) starts a timing. */
+SEC("raw_tp/sys_enter")
+int handle_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+    if (ctx->args[1] != NR_IOCTL)
+        return 0;
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32, tid = (__u32)id;
+    if (!bpf_map_lookup_elem(&clients, &tgid))
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    bpf_map_update_elem(&ioctl_since, &tid, &now, BPF_ANY);
+    return 0;
+}
+
+/* sys_exit(regs, ret): only a thread with a timing started has an entry. */
+SEC("raw_tp/sys_exit")
+int handle_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32, tid = (__u32)id;
+    __u64 *since = bpf_map_lookup_elem(&ioctl_since, &tid);
+    if (!since)
+        return 0;
+    __u64 d = bpf_ktime_get_ns() - *since;
+    bpf_map_delete_elem(&ioctl_since, &tid);
+    struct pos_tele_cpu *cpu = bpf_map_lookup_elem(&clients, &tgid);
+    if (!cpu)
+        return 0;
+    __sync_fetch_and_add(&cpu->ioctl_ns, d);
+    __sync_fetch_and_add(&cpu->ioctl_n, 1);
     return 0;
 }
 

@@ -39,6 +39,8 @@ struct pos_tele_cpu {
     __u64 runq_max_ns; /* the longest since it registered */
     __u64 offcpu_ns;   /* switched out to switched in, of its launching threads */
     __u64 offcpu_n;
+    __u64 ioctl_ns; /* ioctl() calls of any of its threads (the driver's calls), summed */
+    __u64 ioctl_n;
 };
 
 /* gpu map value: a process that called the driver without being a client. */

@@ -415,6 +415,7 @@ static const char *const policy_words[] = {"fifo", "priority", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 /* in enum posd_telemetry_mode order */
 static const char *const telemetry_words[] = {"auto", "on", "off", NULL};
+static const char *const off_on_words[] = {"off", "on", NULL};
 
 static const struct key_spec daemon_keys[] = {
     {"socket", parse_socket, CFG(socket)},
@@ -426,6 +427,7 @@ static const struct key_spec daemon_keys[] = {
     {"telemetry", parse_word_index, CFG(telemetry), .words = telemetry_words},
     {"telemetry_driver", parse_socket, CFG(telemetry_driver)},
     {"telemetry_sample_ms", parse_u32, CFG(telemetry_sample_ms), RANGE(0, 60000)},
+    {"telemetry_ioctl", parse_word_index, CFG(telemetry_ioctl), .words = off_on_words},
 };
 
 static const struct key_spec policy_keys[] = {

@@ -65,6 +65,7 @@ struct posd_config {
     int telemetry;    /* enum posd_telemetry_mode (read at start only) */
     char telemetry_driver[POSD_PATH_MAX]; /* the libcuda.so.1 to probe; "" = search for it */
     uint32_t telemetry_sample_ms; /* launch-rate window for unmanaged processes; 0 = off */
+    int telemetry_ioctl;          /* 1: time clients' ioctl calls (a probe on every syscall) */
     /* [policy] */
     double guard_period_ms;
     double min_share; /* default for classes that do not set one */

@@ -394,6 +394,8 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     s->runq_delay_ns = c->tele.runq_delay_ns;
     s->runq_ns_per_s = c->tele.runq_ns_per_s;
     s->offcpu_ns_per_s = c->tele.offcpu_ns_per_s;
+    s->ioctls_per_s = c->tele.ioctls_per_s;
+    s->ioctl_ns = c->tele.ioctl_mean_ns;
 }
 
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid)

@@ -71,6 +71,8 @@ struct posd_tele_client {
     uint64_t runq_delay_ns;              /* mean wake-up to running delay, last interval */
     uint64_t runq_ns_per_s;              /* time its launching threads waited to run, per second */
     uint64_t offcpu_ns_per_s;            /* off-CPU time of its launching threads per second */
+    uint64_t ioctl_ns, ioctl_n;          /* the kernel's ioctl counters at the last refresh */
+    uint64_t ioctls_per_s, ioctl_mean_ns; /* last interval */
 };
 
 struct posd_client {

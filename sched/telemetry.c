@@ -79,7 +79,7 @@ struct rate {
 static struct {
     struct telemetry_bpf *skel;
     struct ring_buffer *rb;
-    struct bpf_link *links[4 + NCALLS];
+    struct bpf_link *links[6 + NCALLS];
     int nlinks;
     uint32_t parts; /* POS_TELE_* */
     int timer_fd;
@@ -321,10 +321,15 @@ static void refresh_client(struct posd *d, struct posd_client *c, int64_t now)
                  span / 1e6);
         c->tele.offcpu_ns_per_s =
             (uint64_t)((double)(k.offcpu_ns - c->tele.offcpu_ns) * 1e9 / span);
+        uint64_t ni = k.ioctl_n - c->tele.ioctl_n;
+        c->tele.ioctls_per_s = (uint64_t)((double)ni * 1e9 / span);
+        c->tele.ioctl_mean_ns = ni ? (k.ioctl_ns - c->tele.ioctl_ns) / ni : 0;
     }
     c->tele.runq_ns = k.runq_ns;
     c->tele.runq_n = k.runq_n;
     c->tele.offcpu_ns = k.offcpu_ns;
+    c->tele.ioctl_ns = k.ioctl_ns;
+    c->tele.ioctl_n = k.ioctl_n;
     c->tele.read_at = now;
     sched_core_client_telemetry(d->core, (int)(c - d->clients), (int64_t)c->tele.runq_delay_ns,
                                 (int64_t)c->tele.runq_ns_per_s, (int64_t)c->tele.offcpu_ns_per_s);
@@ -521,6 +526,11 @@ static int load(struct posd *d, char *why, size_t len)
         attach_tp(T.skel->progs.handle_wakeup, "raw tracepoint sched_wakeup") &&
         attach_tp(T.skel->progs.handle_wakeup_new, "raw tracepoint sched_wakeup_new"))
         T.parts |= POS_TELE_CPU;
+    /* every system call of the machine runs these: only when asked for */
+    if (d->cfg.telemetry_ioctl &&
+        attach_tp(T.skel->progs.handle_sys_enter, "raw tracepoint sys_enter") &&
+        attach_tp(T.skel->progs.handle_sys_exit, "raw tracepoint sys_exit"))
+        T.parts |= POS_TELE_IOCTL;
     int err;
     if (!find_driver(&d->cfg, T.driver, sizeof T.driver))
         posd_log(POSD_LOG_INFO, "telemetry: no GPU process discovery: %s",
@@ -568,8 +578,9 @@ int posd_telemetry_start(struct posd *d)
         posd_log(POSD_LOG_INFO, "telemetry off: %s", why);
         return 0;
     }
-    posd_log(POSD_LOG_INFO, "telemetry on:%s%s%s%s%s", T.parts & POS_TELE_EXITS ? " exits" : "",
+    posd_log(POSD_LOG_INFO, "telemetry on:%s%s%s%s%s%s", T.parts & POS_TELE_EXITS ? " exits" : "",
              T.parts & POS_TELE_CPU ? ", run-queue and off-CPU time of clients" : "",
+             T.parts & POS_TELE_IOCTL ? ", their ioctl calls" : "",
              T.parts & POS_TELE_DISCOVERY ? ", GPU processes using " : "",
              T.parts & POS_TELE_DISCOVERY ? T.driver : "",
              T.sample_ns ? ", launch-rate sampling of unmanaged processes" : "");

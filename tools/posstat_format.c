@@ -290,6 +290,9 @@ static void client_row(struct posstat_client_row *row, const struct pos_client_s
     row->runq_us = cpu ? (double)c->runq_delay_ns / 1e3 : NAN;
     row->runq_ms_per_s = cpu ? (double)c->runq_ns_per_s / 1e6 : NAN;
     row->offcpu_ms_per_s = cpu ? (double)c->offcpu_ns_per_s / 1e6 : NAN;
+    int ioctl = (telemetry & POS_TELE_IOCTL) != 0;
+    row->ioctls_per_s = ioctl ? (double)c->ioctls_per_s : NAN;
+    row->ioctl_us = ioctl && c->ioctls_per_s ? (double)c->ioctl_ns / 1e3 : NAN;
 }
 
 static void unmanaged_row(struct posstat_unmanaged_row *row, const struct pos_unmanaged_stats *u)
@@ -483,6 +486,8 @@ static const struct column client_columns[] = {
     {"runq", "us", "runq_us", 7, CELL_RATE, 1, TCLI(runq_us, POS_TELE_CPU)},
     {"runq", "ms/s", "runq_ms_per_s", 7, CELL_RATE, 1, TCLI(runq_ms_per_s, POS_TELE_CPU)},
     {"offcpu", "ms/s", "offcpu_ms_per_s", 7, CELL_RATE, 1, TCLI(offcpu_ms_per_s, POS_TELE_CPU)},
+    {"ioctl", "/s", "ioctls_per_s", 7, CELL_RATE, 0, TCLI(ioctls_per_s, POS_TELE_IOCTL)},
+    {"ioctl", "us", "ioctl_us", 7, CELL_RATE, 1, TCLI(ioctl_us, POS_TELE_IOCTL)},
     {NULL, NULL, "sync_lag_p50_us", 0, CELL_RATE, 0, CLI(sync_lag_p50_us)},
     {NULL, NULL, "sync_lag_p99_us", 0, CELL_RATE, 0, CLI(sync_lag_p99_us)},
     {NULL, NULL, "op_us", 0, CELL_RATE, 0, CLI(op_us)},

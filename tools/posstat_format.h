@@ -70,6 +70,8 @@ struct posstat_client_row {
     double runq_us;         /* mean wake-up to running delay of its launching threads */
     double runq_ms_per_s;   /* time its launching threads waited to run */
     double offcpu_ms_per_s; /* off-CPU time of its launching threads */
+    double ioctls_per_s;    /* its ioctl() calls (the driver's) */
+    double ioctl_us;        /* their mean latency */
 };
 
 /* A process using the GPU without being a client. */

@@ -79,6 +79,7 @@ struct pos_device_stats {
 #define POS_TELE_EXITS     0x1 /* client exits seen at once */
 #define POS_TELE_CPU       0x2 /* run-queue delay and off-CPU time of clients */
 #define POS_TELE_DISCOVERY 0x4 /* processes that use the GPU without the shim */
+#define POS_TELE_IOCTL     0x8 /* ioctl() count and latency of clients */
 
 struct pos_client_stats {
     uint32_t client_id;
@@ -106,6 +107,8 @@ struct pos_client_stats {
     uint64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
     uint64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
     uint64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
+    uint64_t ioctls_per_s;    /* ioctl() calls (the driver's) of its threads per second */
+    uint64_t ioctl_ns;        /* their mean latency (0 without POS_TELE_IOCTL) */
 };
 
 /* A process that uses the GPU driver without being a client (seen by eBPF uprobes). */

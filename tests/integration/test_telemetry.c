@@ -32,13 +32,16 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static unsigned sample_ms; /* telemetry_sample_ms of the next posd */
+static unsigned sample_ms;           /* telemetry_sample_ms of the next posd */
+static const char *ioctl_on = "off"; /* telemetry_ioctl of the next posd */
 
 static void write_conf(const char *telemetry)
 {
     FILE *f = fopen(conf, "w");
-    fprintf(f, "[daemon]\ntelemetry = %s\ntelemetry_driver = %s\ntelemetry_sample_ms = %u\n",
-            telemetry, driver, sample_ms);
+    fprintf(f,
+            "[daemon]\ntelemetry = %s\ntelemetry_driver = %s\ntelemetry_sample_ms = %u\n"
+            "telemetry_ioctl = %s\n",
+            telemetry, driver, sample_ms, ioctl_on);
     fclose(f);
 }
 
@@ -245,7 +248,7 @@ static void test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives(v
     while (!(seen = unmanaged_entry(app, &u) == 1 && u.contexts >= 1) &&
            now_ns() - t0 < 3000000000LL)
         usleep(5000);
-    int64_t appeared = now_ns() - t0;
+    int64_t appeared = now_ns() - t0, since_first_call = (int64_t)u.seen_ns;
     CU_ASSERT(seen);
     if (!seen) {
         static char text[65536];
@@ -264,8 +267,10 @@ static void test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives(v
         usleep(5000);
     CU_ASSERT(now_ns() - t1 < 1000000000LL);
     CU_ASSERT_EQUAL(unmanaged_entry(app, &u), 0);
-    fprintf(stderr, "unmanaged: listed %.1f ms after its fork, gone %.1f ms after kill -9\n",
-            (double)appeared / 1e6, (double)(now_ns() - t1) / 1e6);
+    fprintf(stderr,
+            "unmanaged: listed %.1f ms after its fork (with a context, %.1f ms after its first "
+            "driver call), gone %.1f ms after kill -9\n",
+            (double)appeared / 1e6, (double)since_first_call / 1e6, (double)(now_ns() - t1) / 1e6);
     posd_stop();
 }
 
@@ -456,6 +461,41 @@ static void test_a_posd_without_privilege_runs_without_telemetry_and_says_why(vo
     CU_ASSERT(strstr(text, "telemetry = on, but it cannot run: ") != NULL);
 }
 
+static void test_the_ioctl_calls_of_a_client_are_counted(void)
+{
+    if (!telemetry_here(__func__))
+        return;
+    ioctl_on = "on";
+    posd_start("on");
+    ioctl_on = "off";
+    char out[160], text[512];
+    snprintf(out, sizeof out, "%s/ioctls.out", dir);
+    const char *const argv[] = {"build/tests/shim_ioctls", "500", "4", NULL};
+    pid_t app = spawn(argv, 1, -1, out);
+    for (int i = 0; i < 300 && clients_of_pid(app) != 1; i++)
+        usleep(10000);
+    usleep(2100000); /* one whole window of posd's */
+    struct posstat_snapshot s;
+    long long per_s = -1, mean_ns = -1;
+    CU_ASSERT_FATAL(stats(&s) == 0);
+    CU_ASSERT(s.dev.telemetry & POS_TELE_IOCTL);
+    for (uint32_t i = 0; i < s.nclients; i++)
+        if (s.clients[i].pid == app) {
+            per_s = (long long)s.clients[i].ioctls_per_s;
+            mean_ns = (long long)s.clients[i].ioctl_ns;
+        }
+    posstat_snapshot_free(&s);
+    reap(app, 0);
+    CU_ASSERT_FATAL(util_read_file(out, text, sizeof text) == 0);
+    double own =
+        (double)util_number(text, "ioctls") * 1000.0 / (double)util_number(text, "elapsed_ms");
+    fprintf(stderr, "ioctls: posd counted %lld/s (mean %lld ns), the program made %.0f/s\n", per_s,
+            mean_ns, own);
+    CU_ASSERT(per_s > 0.7 * own && per_s < 1.3 * own);
+    CU_ASSERT(mean_ns > 0);
+    posd_stop();
+}
+
 /* The telemetry parts a posd as uid NOBODY with only the capabilities CAPS (setpriv's
  * "+bpf,+perfmon" form) runs: STATS's telemetry word, or -1 when it did not come up. */
 static int parts_with_caps(const char *caps)
@@ -513,6 +553,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_a_sampling_window_measures_an_unmanaged_launch_rate);
     POS_ADD_TEST(s, test_a_client_is_not_listed_unmanaged);
     POS_ADD_TEST(s, test_runq_delay_shows_a_cpu_shared_with_busy_loops);
+    POS_ADD_TEST(s, test_the_ioctl_calls_of_a_client_are_counted);
     POS_ADD_TEST(s, test_telemetry_off_runs_without_it_and_says_so);
     POS_ADD_TEST(s, test_a_posd_without_privilege_runs_without_telemetry_and_says_why);
     POS_ADD_TEST(s, test_the_documented_capabilities_run_each_part);

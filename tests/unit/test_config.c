@@ -161,6 +161,7 @@ static void test_defaults(void)
     CU_ASSERT_EQUAL(c.telemetry, POSD_TELEMETRY_AUTO);
     CU_ASSERT_STRING_EQUAL(c.telemetry_driver, "");
     CU_ASSERT_EQUAL(c.telemetry_sample_ms, 0);
+    CU_ASSERT_EQUAL(c.telemetry_ioctl, 0);
     CU_ASSERT_DOUBLE_EQUAL(c.guard_period_ms, 200, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.01, 1e-12);
     CU_ASSERT_EQUAL(c.nclasses, 3);
@@ -217,6 +218,7 @@ static void test_every_global_key(void)
                  "telemetry = on\n"
                  "telemetry_driver = /opt/nvidia/libcuda.so.1\n"
                  "telemetry_sample_ms = 500\n"
+                 "telemetry_ioctl = on\n"
                  "[policy]\n"
                  "guard_period_ms = 60000\n"
                  "min_share = 0.25\n"
@@ -234,6 +236,7 @@ static void test_every_global_key(void)
     CU_ASSERT_EQUAL(c.telemetry, POSD_TELEMETRY_ON);
     CU_ASSERT_STRING_EQUAL(c.telemetry_driver, "/opt/nvidia/libcuda.so.1");
     CU_ASSERT_EQUAL(c.telemetry_sample_ms, 500);
+    CU_ASSERT_EQUAL(c.telemetry_ioctl, 1);
     CU_ASSERT_DOUBLE_EQUAL(c.guard_period_ms, 60000, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.25, 1e-12);
     /* [policy] min_share is the default of every class that sets none, wherever it stands */
@@ -614,6 +617,8 @@ static const struct error_case {
     {"[daemon]\ntelemetry_driver = libcuda.so.1\n", NULL, 0, 2,
      "bad value 'libcuda.so.1' for 'telemetry_driver' in [daemon]: expected an absolute path of "
      "at most 255 characters"},
+    {"[daemon]\ntelemetry_ioctl = yes\n", NULL, 0, 2,
+     "bad value 'yes' for 'telemetry_ioctl' in [daemon]: expected off or on"},
     {"[daemon]\ntelemetry_sample_ms = 60001\n", NULL, 0, 2,
      "bad value '60001' for 'telemetry_sample_ms' in [daemon]: expected an integer in 0..60000"},
     {"[daemon]\ndefault_class = Fast!\n", NULL, 0, 2,

@@ -359,7 +359,9 @@ static void test_average(void)
         "\":0,\"completed\":0,\"unmanaged\":null},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
         "t\",\"launches_per_s\":250.000,\"queued\":3.000,\"in_flight\":1.500,\"wait_p50_us\":2,\""
         "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
-        "req_p99_ms\":null,\"held\":null,\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
+        "req_p99_ms\":null,\"held\":null,\"runq_us\":null,\"runq_ms_per_s\":null,"
+        "\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
+        "\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
         "s\":null,\"stalls\":0,\"span_s\":2.000}],\"unmanaged\":[]}\n");
     free(json);
     posstat_report_free(&r);
@@ -463,11 +465,15 @@ static void test_json_rendering(void)
         "granted\":123400,\"completed\":123000,\"unmanaged\":null},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
         "net18\",\"class\":\"realtime\",\"launches_per_s\":617.200,\"queued\":5,\"in_flight\":2,"
         "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
-        ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"sync_lag_p50_us\":12.500,\"sy"
+        ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"runq_us\":null,"
+        "\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
+        "\"sync_lag_p50_us\":12.500,\"sy"
         "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000},{\"id\":4,\"pid"
         "\":77,\"app\":\"a very long application name\",\"class\":\"\",\"launches_per_s\":null,\""
         "queued\":0,\"in_flight\":0,\"wait_p50_us\":null,\"wait_p99_us\":null,\"gpu_ms_per_s\":nu"
-        "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"sync"
+        "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,"
+        "\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,"
+        "\"ioctl_us\":null,\"sync"
         "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000"
         "}],\"unmanaged\":[]}\n");
     free(json);
