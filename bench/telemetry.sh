@@ -260,7 +260,8 @@ Medians of $REPS runs each (runs: microbench p50 on ${mb_p50[on]}/ off ${mb_p50[
 on ${mb_mean[on]}/ off ${mb_mean[off]}; resnet50 p50 on ${rn_p50[on]}/ off ${rn_p50[off]}).
 Target: at most 3% slower. The launch path is the p50; the mean of 5000 launches of ~0.1 us
 is made by a few long ones (the machine's other processes preempting posapp), which differ
-more from run to run than the two columns do. A client's launches hit no
+more from run to run than the two columns do. The resnet50 p99 of 60 requests is one request's
+latency, and as noisy. A client's launches hit no
 probe (no per-launch uprobes on clients); what it pays is the scheduler tracepoints' programs
 on its threads' switches.
 
