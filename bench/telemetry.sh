@@ -14,7 +14,8 @@ REPS=${REPS:-5}
 OUT=${OUT:-docs/results/telemetry.md}
 N=${N:-5000} # launches per microbench run: below the simulated queue's 8192, so none waits
 T=$(mktemp -d)
-trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"' EXIT
+# the virtual GPU's segments of this run's instances too (a kill -9 leaves them)
+trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T" /dev/shm/pos-sim."$(id -u)".bench-tele-*-$$' EXIT
 APP=build/posapp SHIM=build/libposshim.so POSD=build/posd POSSTAT=build/posstat
 export LD_LIBRARY_PATH=build/sim POS_SOCKET=$T/posd.sock
 for f in $APP $SHIM $POSD $POSSTAT; do [ -e "$f" ] || { echo "bench: build first (make)" >&2; exit 1; }; done
