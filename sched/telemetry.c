@@ -196,6 +196,48 @@ static int attach_driver(int *err)
     return n;
 }
 
+/* Processes that mapped the driver before posd's uprobes were there: listed as if seen now
+ * (their contexts unknown), so an unmanaged process already running is not missed. */
+static void scan_driver_users(void)
+{
+    char real[PATH_MAX];
+    if (!realpath(T.driver, real))
+        return;
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    int64_t now = posd_now();
+    while (proc && (e = readdir(proc))) {
+        char *end;
+        unsigned long pid = strtoul(e->d_name, &end, 10);
+        if (*end || !pid || pid == (unsigned long)getpid())
+            continue;
+        char path[64], line[PATH_MAX + 128];
+        snprintf(path, sizeof path, "/proc/%lu/maps", pid);
+        FILE *f = fopen(path, "re");
+        int found = 0;
+        while (f && !found && fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = '\0';
+            const char *p = strchr(line, '/');
+            found = p && strcmp(p, real) == 0;
+        }
+        if (f)
+            fclose(f);
+        if (!found)
+            continue;
+        struct pos_tele_gpu g = {.first_ns = (uint64_t)now};
+        snprintf(path, sizeof path, "/proc/%lu/comm", pid);
+        f = fopen(path, "re");
+        if (f && fgets(g.comm, sizeof g.comm, f))
+            g.comm[strcspn(g.comm, "\n")] = '\0';
+        if (f)
+            fclose(f);
+        __u32 key = (__u32)pid;
+        bpf_map__update_elem(T.skel->maps.gpu, &key, sizeof key, &g, sizeof g, BPF_NOEXIST);
+    }
+    if (proc)
+        closedir(proc);
+}
+
 /* ---- events -------------------------------------------------------------------------------- */
 
 static void client_exited(struct posd *d, uint32_t tgid, uint64_t ns)
@@ -543,6 +585,8 @@ static int load(struct posd *d, char *why, size_t len)
             err == EACCES || err == EPERM ? " (uprobes need CAP_SYS_ADMIN on this kernel)" : "");
     else
         T.parts |= POS_TELE_DISCOVERY;
+    if (T.parts & POS_TELE_DISCOVERY)
+        scan_driver_users(); /* after the uprobes: nothing falls between the two */
     if (!T.parts) {
         snprintf(why, len, "no probe could be attached");
         return -1;

@@ -280,6 +280,22 @@ static void test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives(v
     posd_stop();
 }
 
+static void test_a_program_running_before_posd_is_listed_unmanaged(void)
+{
+    if (!telemetry_here(__func__))
+        return;
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--duration", "10",
+                                "--requests",   "1000000", NULL};
+    pid_t app = spawn(argv, 0, -1, NULL);
+    usleep(500000); /* its cuInit and contexts are behind it when posd starts */
+    posd_start("on");
+    struct pos_unmanaged_stats u = {0};
+    CU_ASSERT_EQUAL(unmanaged_entry(app, &u), 1);
+    CU_ASSERT_STRING_EQUAL(u.comm, "posapp");
+    reap(app, SIGKILL);
+    posd_stop();
+}
+
 static void test_a_sampling_window_measures_an_unmanaged_launch_rate(void)
 {
     if (!telemetry_here(__func__))
@@ -556,6 +572,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_exit_frees_a_client_whose_socket_outlives_it);
     POS_ADD_TEST(s, test_without_telemetry_a_held_socket_keeps_the_client);
     POS_ADD_TEST(s, test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives);
+    POS_ADD_TEST(s, test_a_program_running_before_posd_is_listed_unmanaged);
     POS_ADD_TEST(s, test_a_sampling_window_measures_an_unmanaged_launch_rate);
     POS_ADD_TEST(s, test_a_client_is_not_listed_unmanaged);
     POS_ADD_TEST(s, test_runq_delay_shows_a_cpu_shared_with_busy_loops);
