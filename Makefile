@@ -89,13 +89,59 @@ POSTRACE := $(B)/postrace
 
 all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
 
-# The daemon: event loop, clients, engine, config, policies.
+# The daemon: event loop, clients, engine, config, policies, telemetry.
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
 URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
 # libmicrohttpd serves posd's --metrics endpoint (Debian's libmicrohttpd-dev)
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 $(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
-	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS) -lm
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS) $(BPF_LIBS) -lm
+
+# --- eBPF telemetry (bpf/, linked into posd by sched/telemetry.c) --------------------------
+# Built when the kernel has BTF and clang can target BPF; otherwise (or with POS_NO_BPF=1) posd
+# is built without it and make says why in one line. vmlinux.h and the skeleton are generated
+# into build/bpf/. build/.bpf remembers the choice, so switching it rebuilds telemetry.o.
+BTF_VMLINUX ?= /sys/kernel/btf/vmlinux
+BPF_CLANG   ?= clang
+BPFTOOL     ?= $(or $(shell command -v bpftool 2>/dev/null),$(wildcard /usr/sbin/bpftool))
+BPF_ARCH    := $(patsubst x86_64,x86,$(patsubst aarch64,arm64,$(shell uname -m)))
+POS_NO_BPF  ?=
+BPF_WHY := $(strip $(if $(POS_NO_BPF),POS_NO_BPF=$(POS_NO_BPF),$(if \
+    $(wildcard $(BTF_VMLINUX)),,the kernel has no BTF at $(BTF_VMLINUX))$(if \
+    $(shell $(BPF_CLANG) -print-targets 2>/dev/null | grep -w bpf),, $(BPF_CLANG) cannot target \
+    BPF)$(if $(BPFTOOL),, no bpftool)$(if $(shell pkg-config --exists libbpf 2>/dev/null && echo y),, \
+    no libbpf)))
+ifneq ($(BPF_WHY),)
+$(info make: posd is built without eBPF telemetry: $(BPF_WHY))
+BPF_CFLAGS := -DPOS_NO_BPF
+BPF_LIBS   :=
+else
+BPF_CFLAGS := -I$(B)/bpf
+BPF_LIBS   := $(shell pkg-config --libs libbpf)
+BPF_SKELS  := $(B)/bpf/telemetry.skel.h
+endif
+BPF_STAMP := $(B)/.bpf
+ifneq ($(file <$(BPF_STAMP)),$(BPF_CFLAGS))
+$(BPF_STAMP): FORCE
+endif
+$(BPF_STAMP):
+	@mkdir -p $(B)
+	@printf '%s' '$(BPF_CFLAGS)' > $@
+
+$(B)/bpf/vmlinux.h:
+	@mkdir -p $(dir $@)
+	$(BPFTOOL) btf dump file $(BTF_VMLINUX) format c > $@.tmp && mv $@.tmp $@
+
+$(B)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h $(B)/bpf/vmlinux.h
+	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(B)/bpf -I. -c $< -o $@
+	$(if $(shell command -v llvm-strip 2>/dev/null),llvm-strip -g $@)
+
+$(B)/bpf/%.skel.h: $(B)/bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@
+
+$(B)/obj/sched/telemetry.o: sched/telemetry.c $(BPF_SKELS) $(BPF_STAMP) $(DEPS_STAMP) $(SAN_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BPF_CFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
 # The interposer: everything hidden but the intercepted cu* entry points and dlsym.
 SHIM_SRCS := $(wildcard shim/*.c)
@@ -228,6 +274,10 @@ TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL)
 TEST_DEPS_test_mps := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) $(TEST_OBJS_model)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
     $(POSCLIENT_OBJ)
+TEST_DEPS_test_telemetry := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) \
+    $(call obj,tools/posstat_format.c)
+SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \

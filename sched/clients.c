@@ -363,6 +363,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->registered = 1;
     c->deadline = 0;
     c->connected_at = posd_now();
+    posd_telemetry_client_add(d, c);
     /* decide before the client starts, so it never launches ahead of its policy */
     posd_engine_tick(d);
     c->sm_share = posd_share_for(d, c);
@@ -574,6 +575,7 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
     if (!c->used)
         return;
     if (c->registered) {
+        posd_telemetry_client_remove(d, c);
         posd_engine_remove(d, c);
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");

@@ -416,6 +416,9 @@ static int parse_rule_class(struct loader *ld, const struct key_spec *k, const c
 static const char *const policy_words[] = {"fifo", "priority", "pos", "staged", NULL};
 /* in enum posd_log_level order */
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
+/* in enum posd_telemetry_mode order */
+static const char *const telemetry_words[] = {"auto", "on", "off", NULL};
+static const char *const off_on_words[] = {"off", "on", NULL};
 
 static const struct key_spec daemon_keys[] = {
     {"socket", parse_path, CFG(socket)},
@@ -425,6 +428,10 @@ static const struct key_spec daemon_keys[] = {
     {"credits", parse_u32, CFG(credits), RANGE(1, 1000000)},
     {"log_level", parse_word_index, CFG(log_level), .words = log_words},
     {"state_dir", parse_path, CFG(state_dir)},
+    {"telemetry", parse_word_index, CFG(telemetry), .words = telemetry_words},
+    {"telemetry_driver", parse_path, CFG(telemetry_driver)},
+    {"telemetry_sample_ms", parse_u32, CFG(telemetry_sample_ms), RANGE(0, 60000)},
+    {"telemetry_ioctl", parse_word_index, CFG(telemetry_ioctl), .words = off_on_words},
 };
 
 static const struct key_spec policy_keys[] = {

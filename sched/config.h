@@ -16,6 +16,8 @@
 #define POSD_DEFAULT_STATE_DIR "/var/lib/posd"
 
 enum posd_log_level { POSD_LOG_ERROR = 0, POSD_LOG_WARN, POSD_LOG_INFO, POSD_LOG_DEBUG };
+/* [daemon] telemetry: auto loads eBPF telemetry when permitted, on refuses to start without */
+enum posd_telemetry_mode { POSD_TELEMETRY_AUTO = 0, POSD_TELEMETRY_ON, POSD_TELEMETRY_OFF };
 
 struct posd_class {
     char name[POSD_CLASS_NAME_MAX];
@@ -63,6 +65,10 @@ struct posd_config {
     uint32_t credits; /* grant window handed to a client beyond what it submitted */
     int log_level;    /* enum posd_log_level */
     char state_dir[POSD_PATH_MAX]; /* kernel profiles persist here (absolute) */
+    int telemetry;    /* enum posd_telemetry_mode (read at start only) */
+    char telemetry_driver[POSD_PATH_MAX]; /* the libcuda.so.1 to probe; "" = search for it */
+    uint32_t telemetry_sample_ms; /* launch-rate window for unmanaged processes; 0 = off */
+    int telemetry_ioctl;          /* 1: time clients' ioctl calls (a probe on every syscall) */
     /* [policy] */
     double guard_period_ms;
     double min_share; /* default for classes that do not set one */

@@ -49,6 +49,7 @@ struct core_client {
     uint64_t requests, request_ops;
     struct core_hist lat, sync_lag;
     int64_t added_at;
+    int64_t runq_delay_ns, runq_ns_per_s, offcpu_ns_per_s; /* telemetry, as the adapter gave it */
 };
 
 struct sched_core {
@@ -68,6 +69,7 @@ struct sched_core {
     struct pos_sched_client view[SCHED_MAX_CLIENTS];
     struct pos_sched_client cb_view; /* the client of an on_complete call */
     int order[SCHED_MAX_CLIENTS];
+    uint32_t unmanaged; /* telemetry, as the adapter gave it */
 };
 
 static void fill_view(const struct core_client *c, struct pos_sched_client *v, int slot);
@@ -619,6 +621,9 @@ static void fill_view(const struct core_client *c, struct pos_sched_client *v, i
     v->ops_mask = SCHED_WINDOW - 1;
     v->mode = c->mode;
     v->new_granted = c->granted;
+    v->runq_delay_ns = c->runq_delay_ns;
+    v->runq_ns_per_s = c->runq_ns_per_s;
+    v->offcpu_ns_per_s = c->offcpu_ns_per_s;
 }
 
 /* Applies a decided grant: releases what it covers; a grant never goes back. */
@@ -714,6 +719,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .profiles = k->prof,
         .corun_budget = k->p.corun_budget,
         .schedule = k->p.schedule,
+        .unmanaged = k->unmanaged,
     };
     int64_t next = k->policy->decide(k->pstate, &view);
     if (next <= now)
@@ -817,4 +823,22 @@ void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_dev
     if (k->nbusy && now > k->dev_since)
         s->busy_ns += (uint64_t)(now - k->dev_since);
     s->decisions = k->decisions;
+}
+
+/* ---- telemetry ------------------------------------------------------------------------------ */
+
+void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_delay_ns,
+                                 int64_t runq_ns_per_s, int64_t offcpu_ns_per_s)
+{
+    struct core_client *c = client(k, slot);
+    if (!c)
+        return;
+    c->runq_delay_ns = runq_delay_ns;
+    c->runq_ns_per_s = runq_ns_per_s;
+    c->offcpu_ns_per_s = offcpu_ns_per_s;
+}
+
+void sched_core_set_unmanaged(struct sched_core *k, uint32_t n)
+{
+    k->unmanaged = n;
 }

@@ -176,4 +176,10 @@ void sched_core_note_sync_lag(struct sched_core *k, int slot, int64_t lag_ns);
 /* Held at the last decision? (for stats) */
 int sched_core_client_held(const struct sched_core *k, int slot);
 
+/* Read-only telemetry the adapter measured (posd's eBPF programs; possim gives none): the
+ * policy sees it in the client's view and in the view's unmanaged count until it changes. */
+void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_delay_ns,
+                                 int64_t runq_ns_per_s, int64_t offcpu_ns_per_s);
+void sched_core_set_unmanaged(struct sched_core *k, uint32_t n);
+
 #endif

@@ -208,6 +208,7 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
                 return -1;
         } else {
             struct pos_submission s = *slotp; /* one copy: every field read once */
+            c->tele.launch_tid = s.tid;       /* telemetry follows its launching threads */
             struct pos_sched_op op = {
                 .seq = seq,
                 .kernel_id = s.kernel_id,
@@ -487,6 +488,11 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     memcpy(s->req_hist, k.req_pow, sizeof s->req_hist);
     s->req_sum_ns = k.req_sum_ns;
     s->device = c->pol.device;
+    s->runq_delay_ns = c->tele.runq_delay_ns;
+    s->runq_ns_per_s = c->tele.runq_ns_per_s;
+    s->offcpu_ns_per_s = c->tele.offcpu_ns_per_s;
+    s->ioctls_per_s = c->tele.ioctls_per_s;
+    s->ioctl_ns = c->tele.ioctl_mean_ns;
 }
 
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid)
@@ -516,5 +522,12 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t u
         r->nclients++;
         len += sizeof *cs;
     }
-    return len;
+    /* unmanaged processes: pids and commands of any user, so only to those who see all */
+    struct pos_unmanaged_stats *us = (struct pos_unmanaged_stats *)((uint8_t *)buf + len);
+    size_t room = (cap - len) / sizeof *us;
+    size_t n = posd_telemetry_unmanaged(d, us, all ? room : 0);
+    r->dev.telemetry = posd_telemetry_parts();
+    r->dev.unmanaged = (uint32_t)n;
+    r->nunmanaged = all ? (uint32_t)(n < room ? n : room) : 0;
+    return len + r->nunmanaged * sizeof *us;
 }

@@ -1,7 +1,8 @@
 /* posd's single event loop (liburing): accepts, client messages and hang-ups, kicks from
- * clients that wait for a grant, signals (signalfd: SIGHUP reloads, SIGTERM/SIGINT stop) and
- * the scheduling tick, which is armed only while some client has work: an idle posd sleeps in
- * io_uring_wait_cqe and uses no CPU. */
+ * clients that wait for a grant, signals (signalfd: SIGHUP reloads, SIGTERM/SIGINT stop), the
+ * scheduling tick, which is armed only while some client has work (an idle posd sleeps in
+ * io_uring_wait_cqe and uses no CPU), and the descriptors other parts watch
+ * (posd_loop_watch). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +16,15 @@
 
 static struct signalfd_siginfo sig_buf;
 static struct __kernel_timespec tick_ts, house_ts;
+
+struct watch {
+    int fd;
+    posd_watch_fn fn;
+    void *arg;
+};
+static struct watch watches[POSD_MAX_WATCHES];
+static int nwatches;
+static int loop_running; /* the ring exists: a new watch is armed at once */
 
 static uint64_t ud(int kind, int slot, uint32_t gen)
 {
@@ -50,6 +60,36 @@ static void arm_signal(struct posd *d)
     struct io_uring_sqe *sqe = sqe_get(d);
     io_uring_prep_read(sqe, d->signal_fd, &sig_buf, sizeof sig_buf, 0);
     io_uring_sqe_set_data64(sqe, EV_SIGNAL);
+}
+
+static void arm_watch(struct posd *d, int i)
+{
+    struct io_uring_sqe *sqe = sqe_get(d);
+    io_uring_prep_poll_add(sqe, watches[i].fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, ud(EV_WATCH, i, 0));
+}
+
+int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg)
+{
+    if (nwatches == POSD_MAX_WATCHES)
+        return -ENOSPC;
+    watches[nwatches] = (struct watch){.fd = fd, .fn = fn, .arg = arg};
+    if (loop_running)
+        arm_watch(d, nwatches);
+    nwatches++;
+    return 0;
+}
+
+/* A watched descriptor is readable (or failed): its part handles it, and the poll is armed
+ * again. */
+static void on_watch(struct posd *d, uint64_t data)
+{
+    int i = (int)((data >> 8) & 0xffffff);
+    if (i >= nwatches)
+        return;
+    watches[i].fn(d, watches[i].fd, watches[i].arg);
+    if (!d->stop)
+        arm_watch(d, i);
 }
 
 static void arm_recv(struct posd *d, struct posd_client *c)
@@ -382,6 +422,9 @@ static void handle(struct posd *d, uint64_t data, int res)
         if (c)
             on_kick(d, c, res);
         break;
+    case EV_WATCH:
+        on_watch(d, data);
+        break;
     default:
         break;
     }
@@ -409,6 +452,9 @@ int posd_loop(struct posd *d)
     arm_signal(d);
     if (d->metrics)
         arm_metrics(d);
+    loop_running = 1;
+    for (int i = 0; i < nwatches; i++)
+        arm_watch(d, i);
     while (!d->stop) {
         io_uring_submit(&d->ring);
         struct io_uring_cqe *cqe;
@@ -431,6 +477,7 @@ int posd_loop(struct posd *d)
     for (int i = 0; i < POSD_MAX_CLIENTS; i++)
         if (d->clients[i].used)
             posd_engine_release(&d->clients[i]);
+    loop_running = 0;
     io_uring_queue_exit(&d->ring);
     return 0;
 }

@@ -155,6 +155,9 @@ int main(int argc, char **argv)
      * lets only alike settings share a device) */
     posd_device_probe(&d->device);
     posd_shares_check(d);
+    /* before the socket: once it exists, whatever telemetry sees is seen */
+    if (posd_telemetry_start(d) < 0)
+        return 1;
     if (posd_listen(d) < 0)
         return 1;
     /* before detaching, so that a port in use is said on the terminal; no threads, so the
@@ -179,6 +182,7 @@ int main(int argc, char **argv)
     int rc = posd_loop(d);
     posd_metrics_stop(d);
     posd_engine_save_profiles(d, 0);
+    posd_telemetry_stop(d);
     posd_unlink_socket(d);
     posd_config_free(&d->cfg);
     return rc < 0 ? 1 : 0;

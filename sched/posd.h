@@ -53,12 +53,28 @@ enum posd_event {
     EV_CANCEL,
     EV_HOUSE,   /* housekeeping: connection deadlines, paused accepts, log summaries */
     EV_METRICS, /* the metrics endpoint has something to do (its epoll descriptor) */
+    EV_WATCH,   /* a descriptor another part asked the loop to watch (posd_loop_watch) */
 };
 
 /* A token bucket: TOKENS left, refilled one per period since REFILLED_AT (0: full). */
 struct posd_bucket {
     int tokens;
     int64_t refilled_at;
+};
+
+/* What the eBPF telemetry (telemetry.c) knows of a client; all zero without it. */
+#define POSD_TELE_TIDS 8
+struct posd_tele_client {
+    uint32_t launch_tid;               /* the thread of its latest launch, as the engine read it */
+    uint32_t tids[POSD_TELE_TIDS];     /* its launching threads the kernel side follows */
+    int ntids;
+    uint64_t runq_ns, runq_n, offcpu_ns; /* the kernel's counters at the last refresh */
+    int64_t read_at;                     /* when they were read (0: never) */
+    uint64_t runq_delay_ns;              /* mean wake-up to running delay, last interval */
+    uint64_t runq_ns_per_s;              /* time its launching threads waited to run, per second */
+    uint64_t offcpu_ns_per_s;            /* off-CPU time of its launching threads per second */
+    uint64_t ioctl_ns, ioctl_n;          /* the kernel's ioctl counters at the last refresh */
+    uint64_t ioctls_per_s, ioctl_mean_ns; /* last interval */
 };
 
 struct posd_client {
@@ -100,6 +116,7 @@ struct posd_client {
     int64_t kick_park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
     uint64_t kick_mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
     int pending;          /* SQEs in flight for this slot */
+    struct posd_tele_client tele;
 };
 
 struct posd {
@@ -250,5 +267,26 @@ int posd_reload(struct posd *d, char *err, size_t errlen);
 void posd_arm_tick(struct posd *d, int64_t delay_ns);
 /* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
 void posd_arm_house(struct posd *d, int64_t at);
+/* Calls FN(D, FD, ARG) whenever FD is readable (POLLIN), from the loop, until posd stops; a
+ * part with a descriptor of its own (telemetry's ring buffer and timer) needs no case in the
+ * loop. May be called before posd_loop starts. Returns 0 or -ENOSPC (POSD_MAX_WATCHES). */
+#define POSD_MAX_WATCHES 8
+typedef void (*posd_watch_fn)(struct posd *d, int fd, void *arg);
+int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg);
+
+/* telemetry.c: eBPF telemetry (bpf/telemetry.bpf.c), as [daemon] telemetry says. Without it
+ * (telemetry = off, a build without eBPF, no privilege, a kernel without the features) every
+ * call does nothing and every figure stays 0. */
+/* Loads and attaches what the machine allows. Returns 0, or -1 when telemetry = on and it
+ * could not load (posd then refuses to start); otherwise it logs once why not. */
+int posd_telemetry_start(struct posd *d);
+void posd_telemetry_stop(struct posd *d);
+/* C registered / is about to leave: the kernel side starts / stops following its tgid. */
+void posd_telemetry_client_add(struct posd *d, struct posd_client *c);
+void posd_telemetry_client_remove(struct posd *d, struct posd_client *c);
+/* Which parts are running (POS_TELE_* of include/pos/proto.h). */
+uint32_t posd_telemetry_parts(void);
+/* Fills at most CAP unmanaged processes into OUT; returns how many there are (may be > CAP). */
+size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out, size_t cap);
 
 #endif

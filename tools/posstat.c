@@ -44,6 +44,7 @@ struct output_format {
     int (*render)(FILE *out, const struct posstat_report *r);
     /* a format of posd's counters as they are (no rates, no interval), instead of render */
     int (*render_snapshot)(FILE *out, const struct posstat_snapshot *s);
+    int (*render_unmanaged)(FILE *out, const struct posstat_report *r); /* -u */
 };
 
 /* -o prom: the text posd's --metrics endpoint serves (sched/metrics_text.c) */
@@ -53,9 +54,9 @@ static int render_prom(FILE *out, const struct posstat_snapshot *s)
 }
 
 static const struct output_format output_formats[] = {
-    {"text", "\n", posstat_render_text, NULL},
-    {"json", "", posstat_render_json, NULL},
-    {"prom", "", NULL, render_prom},
+    {"text", "\n", posstat_render_text, NULL, posstat_render_unmanaged_text},
+    {"json", "", posstat_render_json, NULL, posstat_render_json},
+    {"prom", "", NULL, render_prom, NULL},
 };
 
 #define MAX_PIDS 64
@@ -71,10 +72,11 @@ struct options {
     int live;       /* -t: redraw in place */
     int npids;      /* -p: only these clients */
     int32_t pids[MAX_PIDS];
+    int unmanaged; /* -u: the processes using the GPU without the shim */
 };
 
 static const char usage_text[] =
-    "usage: posstat [-d] [-a] [-p PID[,PID...]] [-H] [-t] [-s SOCKET] [-o text|json|prom]\n"
+    "usage: posstat [-d] [-a] [-u] [-p PID[,PID...]] [-H] [-t] [-s SOCKET] [-o text|json|prom]\n"
     "               [interval [count]]\n"
     "Shows what posd is scheduling: the device, then one line per client (docs/posstat.md).\n"
     "Without an interval it prints totals since each client registered and exits. With one,\n"
@@ -88,6 +90,7 @@ static const char usage_text[] =
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
     "  -o, --output FORMAT  text (default); json: one JSON object per line; prom: posd's\n"
     "                       counters in the Prometheus text format, once (docs/metrics.md)\n"
+    "  -u, --unmanaged      processes using the GPU without the shim (eBPF telemetry)\n"
     "  -h, --help           this text\n";
 
 static const struct option long_options[] = {
@@ -98,6 +101,7 @@ static const struct option long_options[] = {
     {"top", no_argument, NULL, 't'},
     {"socket", required_argument, NULL, 's'},
     {"output", required_argument, NULL, 'o'},
+    {"unmanaged", no_argument, NULL, 'u'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -155,7 +159,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     *o = (struct options){.socket = posclient_default_socket(), .format = &output_formats[0]};
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":dap:Hts:o:h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":dap:Hts:o:uh", long_options, NULL)) != -1) {
         switch (c) {
         case 'd':
             o->show |= POSSTAT_SHOW_DEVICE;
@@ -177,6 +181,9 @@ static void parse_options(int argc, char **argv, struct options *o)
             break;
         case 'o':
             o->format = find_format(optarg);
+            break;
+        case 'u':
+            o->unmanaged = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -269,7 +276,9 @@ static int emit(const struct options *o, struct posstat_report *r, int first)
         fputs(LIVE_REDRAW, stdout);
     else if (!first)
         fputs(o->format->separator, stdout);
-    if (o->format->render(stdout, r) < 0 || fflush(stdout) != 0) {
+    int (*render)(FILE *, const struct posstat_report *) =
+        o->unmanaged ? o->format->render_unmanaged : o->format->render;
+    if (render(stdout, r) < 0 || fflush(stdout) != 0) {
         fprintf(stderr, "posstat: cannot write the report: %s\n", strerror(errno));
         return -1;
     }

@@ -56,6 +56,16 @@ static int check_client(const struct pos_client_stats *c, char *err, size_t errl
     return 0;
 }
 
+static int check_unmanaged(const struct pos_unmanaged_stats *u, char *err, size_t errlen)
+{
+    if (!terminated(u->comm, sizeof u->comm))
+        return fail(-EPROTO, err, errlen,
+                    "bad STATS reply from posd: unmanaged process %d has a command that is not "
+                    "NUL-terminated",
+                    u->pid);
+    return 0;
+}
+
 int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *snap, char *err,
                         size_t errlen)
 {
@@ -73,11 +83,13 @@ int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *sn
     /* In 64 bits, where nclients * size cannot wrap. */
     size_t room = blen - sizeof rep;
     const size_t csize = sizeof(struct pos_client_stats);
-    if ((uint64_t)rep.nclients * csize != room)
+    const size_t usize = sizeof(struct pos_unmanaged_stats);
+    if ((uint64_t)rep.nclients * csize + (uint64_t)rep.nunmanaged * usize != room)
         return fail(-EPROTO, err, errlen,
-                    "bad STATS reply from posd: it says %u clients but carries %zu bytes for them "
-                    "(%zu each)",
-                    rep.nclients, room, csize);
+                    "bad STATS reply from posd: it says %u clients and %u unmanaged processes "
+                    "but carries %zu bytes for them (%zu and %zu each)",
+                    rep.nclients, rep.nunmanaged, room, csize, usize);
+    size_t croom = rep.nclients * csize, uroom = rep.nunmanaged * usize;
     if (!terminated(rep.dev.policy, sizeof rep.dev.policy))
         return fail(-EPROTO, err, errlen,
                     "bad STATS reply from posd: the policy name is not NUL-terminated");
@@ -91,20 +103,30 @@ int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *sn
     }
 
     struct pos_client_stats *clients = NULL;
-    if (rep.nclients) {
-        clients = malloc(room);
-        if (!clients)
-            return fail(-ENOMEM, err, errlen, "out of memory");
-        memcpy(clients, body + sizeof rep, room);
+    struct pos_unmanaged_stats *unmanaged = NULL;
+    if ((croom && !(clients = malloc(croom))) || (uroom && !(unmanaged = malloc(uroom)))) {
+        free(clients);
+        return fail(-ENOMEM, err, errlen, "out of memory");
     }
-    for (uint32_t i = 0; i < rep.nclients; i++) {
-        int rc = check_client(&clients[i], err, errlen);
-        if (rc < 0) {
-            free(clients);
-            return rc;
-        }
+    if (croom)
+        memcpy(clients, body + sizeof rep, croom);
+    if (uroom)
+        memcpy(unmanaged, body + sizeof rep + croom, uroom);
+    int rc = 0;
+    for (uint32_t i = 0; i < rep.nclients && !rc; i++)
+        rc = check_client(&clients[i], err, errlen);
+    for (uint32_t i = 0; i < rep.nunmanaged && !rc; i++)
+        rc = check_unmanaged(&unmanaged[i], err, errlen);
+    if (rc < 0) {
+        free(clients);
+        free(unmanaged);
+        return rc;
     }
-    *snap = (struct posstat_snapshot){.dev = rep.dev, .nclients = rep.nclients, .clients = clients};
+    *snap = (struct posstat_snapshot){.dev = rep.dev,
+                                      .nclients = rep.nclients,
+                                      .clients = clients,
+                                      .nunmanaged = rep.nunmanaged,
+                                      .unmanaged = unmanaged};
     return 0;
 }
 
@@ -113,6 +135,9 @@ void posstat_snapshot_free(struct posstat_snapshot *snap)
     free(snap->clients);
     snap->clients = NULL;
     snap->nclients = 0;
+    free(snap->unmanaged);
+    snap->unmanaged = NULL;
+    snap->nunmanaged = 0;
 }
 
 /* --- percentiles ------------------------------------------------------------------------ */
@@ -205,6 +230,7 @@ static void device_row(struct posstat_device_row *row, const struct pos_device_s
     row->submitted = (double)d->submitted;
     row->granted = (double)d->granted;
     row->completed = (double)d->completed;
+    row->unmanaged = d->telemetry & POS_TELE_DISCOVERY ? (double)d->unmanaged : NAN;
 }
 
 static void gpu_row(struct posstat_gpu_row *row, const struct posstat_gpu *g)
@@ -219,7 +245,7 @@ static void gpu_row(struct posstat_gpu_row *row, const struct posstat_gpu *g)
 
 /* BASE is the earlier state of the same client; all zeros means "since it registered". */
 static void client_row(struct posstat_client_row *row, const struct pos_client_stats *base,
-                       const struct pos_client_stats *c)
+                       const struct pos_client_stats *c, uint32_t telemetry)
 {
     uint64_t span = c->connected_ns - base->connected_ns;
     row->client_id = c->client_id;
@@ -241,6 +267,30 @@ static void client_row(struct posstat_client_row *row, const struct pos_client_s
     row->op_us = c->op_ns ? (double)c->op_ns / 1e3 : NAN;
     row->stalls = (double)c->stalls;
     row->held = (c->flags & POS_CLIENT_HELD) != 0;
+    int cpu = (telemetry & POS_TELE_CPU) != 0;
+    row->runq_us = cpu ? (double)c->runq_delay_ns / 1e3 : NAN;
+    row->runq_ms_per_s = cpu ? (double)c->runq_ns_per_s / 1e6 : NAN;
+    row->offcpu_ms_per_s = cpu ? (double)c->offcpu_ns_per_s / 1e6 : NAN;
+    int ioctl = (telemetry & POS_TELE_IOCTL) != 0;
+    row->ioctls_per_s = ioctl ? (double)c->ioctls_per_s : NAN;
+    row->ioctl_us = ioctl && c->ioctls_per_s ? (double)c->ioctl_ns / 1e3 : NAN;
+}
+
+static void unmanaged_row(struct posstat_unmanaged_row *row, const struct pos_unmanaged_stats *u)
+{
+    row->pid = u->pid;
+    memcpy(row->comm, u->comm, sizeof row->comm);
+    row->contexts = (double)u->contexts;
+    size_t len = 0;
+    row->devices[0] = '\0';
+    for (int dev = 0; dev < 32 && len < sizeof row->devices - 4; dev++)
+        if (u->devices >> dev & 1)
+            len += (size_t)snprintf(row->devices + len, sizeof row->devices - len, "%s%d",
+                                    len ? "," : "", dev);
+    if (!len)
+        snprintf(row->devices, sizeof row->devices, "-");
+    row->launches_per_s = u->flags & POS_UNMANAGED_SAMPLED ? (double)u->launches_per_s : NAN;
+    row->seen_s = (double)u->seen_ns / 1e9;
 }
 
 int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot *prev,
@@ -251,7 +301,10 @@ int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot
 
     if (prev && posd_restarted(&prev->dev, &cur->dev))
         prev = NULL;
-    *r = (struct posstat_report){.kind = kind, .time = cur->time, .nclients = cur->nclients};
+    *r = (struct posstat_report){.kind = kind,
+                                 .time = cur->time,
+                                 .nclients = cur->nclients,
+                                 .telemetry = cur->dev.telemetry};
     if (cur->dev.clients > cur->nclients)
         r->clients_not_shown = cur->dev.clients - cur->nclients;
     if (cur->nclients) {
@@ -259,12 +312,22 @@ int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot
         if (!r->clients)
             return -ENOMEM;
     }
+    if (cur->nunmanaged) {
+        r->unmanaged = calloc(cur->nunmanaged, sizeof *r->unmanaged);
+        if (!r->unmanaged) {
+            posstat_report_free(r);
+            return -ENOMEM;
+        }
+        r->nunmanaged = cur->nunmanaged;
+    }
     device_row(&r->dev, prev ? &prev->dev : &no_device, &cur->dev);
     gpu_row(&r->gpu, &cur->gpu);
     for (uint32_t i = 0; i < cur->nclients; i++) {
         const struct pos_client_stats *base = same_client(prev, &cur->clients[i]);
-        client_row(&r->clients[i], base ? base : &no_client, &cur->clients[i]);
+        client_row(&r->clients[i], base ? base : &no_client, &cur->clients[i], cur->dev.telemetry);
     }
+    for (uint32_t i = 0; i < cur->nunmanaged; i++)
+        unmanaged_row(&r->unmanaged[i], &cur->unmanaged[i]);
     return 0;
 }
 
@@ -273,6 +336,9 @@ void posstat_report_free(struct posstat_report *r)
     free(r->clients);
     r->clients = NULL;
     r->nclients = 0;
+    free(r->unmanaged);
+    r->unmanaged = NULL;
+    r->nunmanaged = 0;
 }
 
 /* --- Average: --------------------------------------------------------------------------- */
@@ -375,10 +441,14 @@ struct column {
     enum cell_kind kind;
     int decimals; /* CELL_RATE in text */
     size_t offset;
+    uint32_t needs; /* POS_TELE_* parts the value comes from: text shows it only with them */
 };
 
-#define DEV(field) offsetof(struct posstat_device_row, field)
-#define CLI(field) offsetof(struct posstat_client_row, field)
+/* the offset of a field, and the telemetry parts it needs (TDEV, TCLI) */
+#define DEV(field)         offsetof(struct posstat_device_row, field), 0
+#define CLI(field)         offsetof(struct posstat_client_row, field), 0
+#define TDEV(field, parts) offsetof(struct posstat_device_row, field), (parts)
+#define TCLI(field, parts) offsetof(struct posstat_client_row, field), (parts)
 
 static const struct column device_columns[] = {
     {"policy", "", "policy", -10, CELL_NAME, 0, DEV(policy)},
@@ -391,9 +461,10 @@ static const struct column device_columns[] = {
     {NULL, NULL, "submitted", 0, CELL_WHOLE, 0, DEV(submitted)},
     {NULL, NULL, "granted", 0, CELL_WHOLE, 0, DEV(granted)},
     {NULL, NULL, "completed", 0, CELL_WHOLE, 0, DEV(completed)},
+    {"unmgd", "procs", "unmanaged", 6, CELL_LEVEL, 0, TDEV(unmanaged, POS_TELE_DISCOVERY)},
 };
 
-#define GPU(field) offsetof(struct posstat_gpu_row, field)
+#define GPU(field) offsetof(struct posstat_gpu_row, field), 0
 
 /* NVML's figures; '-' without NVML */
 static const struct column gpu_columns[] = {
@@ -420,11 +491,27 @@ static const struct column client_columns[] = {
     {"req_p50", "ms", "req_p50_ms", 8, CELL_RATE, 1, CLI(req_p50_ms)},
     {"req_p99", "ms", "req_p99_ms", 8, CELL_RATE, 1, CLI(req_p99_ms)},
     {"held", "", "held", -4, CELL_BOOL, 0, CLI(held)},
+    {"runq", "us", "runq_us", 7, CELL_RATE, 1, TCLI(runq_us, POS_TELE_CPU)},
+    {"runq", "ms/s", "runq_ms_per_s", 7, CELL_RATE, 1, TCLI(runq_ms_per_s, POS_TELE_CPU)},
+    {"offcpu", "ms/s", "offcpu_ms_per_s", 7, CELL_RATE, 1, TCLI(offcpu_ms_per_s, POS_TELE_CPU)},
+    {"ioctl", "/s", "ioctls_per_s", 7, CELL_RATE, 0, TCLI(ioctls_per_s, POS_TELE_IOCTL)},
+    {"ioctl", "us", "ioctl_us", 7, CELL_RATE, 1, TCLI(ioctl_us, POS_TELE_IOCTL)},
     {NULL, NULL, "sync_lag_p50_us", 0, CELL_RATE, 0, CLI(sync_lag_p50_us)},
     {NULL, NULL, "sync_lag_p99_us", 0, CELL_RATE, 0, CLI(sync_lag_p99_us)},
     {NULL, NULL, "op_us", 0, CELL_RATE, 0, CLI(op_us)},
     {NULL, NULL, "stalls", 0, CELL_WHOLE, 0, CLI(stalls)},
     {NULL, NULL, "span_s", 0, CELL_RATE, 0, CLI(span_s)},
+};
+
+#define UNM(field) offsetof(struct posstat_unmanaged_row, field), POS_TELE_DISCOVERY
+
+static const struct column unmanaged_columns[] = {
+    {"pid", "", "pid", 7, CELL_I32, 0, UNM(pid)},
+    {"command", "", "command", -16, CELL_NAME, 0, UNM(comm)},
+    {"contexts", "", "contexts", 8, CELL_WHOLE, 0, UNM(contexts)},
+    {"devices", "", "devices", -8, CELL_NAME, 0, UNM(devices)},
+    {"launches", "op/s", "launches_per_s", 9, CELL_RATE, 1, UNM(launches_per_s)},
+    {"seen", "s", "seen_s", 8, CELL_RATE, 1, UNM(seen_s)},
 };
 
 #define NCOLS(t) (sizeof(t) / sizeof((t)[0]))
@@ -532,13 +619,20 @@ static void text_cell(char *dst, size_t size, const struct column *c, const void
     }
 }
 
-static void text_headers(FILE *out, int time_width, const struct column *cols, size_t ncols)
+/* Whether text shows column C when posd runs the telemetry parts TELEMETRY. */
+static int text_shows(const struct column *c, uint32_t telemetry)
+{
+    return c->title && (c->needs & telemetry) == c->needs;
+}
+
+static void text_headers(FILE *out, int time_width, const struct column *cols, size_t ncols,
+                         uint32_t telemetry)
 {
     struct line names = {.len = 0}, units = {.len = 0};
     line_add(&names, "%-*s", time_width, "# time");
     line_add(&units, "%-*s", time_width, time_width > 8 ? "# s" : "#");
     for (size_t i = 0; i < ncols; i++) {
-        if (!cols[i].title)
+        if (!text_shows(&cols[i], telemetry))
             continue;
         line_add(&names, "  %*s", cols[i].width, cols[i].title);
         line_add(&units, "  %*s", cols[i].width, cols[i].unit);
@@ -548,46 +642,71 @@ static void text_headers(FILE *out, int time_width, const struct column *cols, s
 }
 
 static void text_row(FILE *out, int time_width, const char *when, const struct column *cols,
-                     size_t ncols, const void *row, enum posstat_report_kind kind)
+                     size_t ncols, const void *row, const struct posstat_report *r)
 {
     struct line l = {.len = 0};
     line_add(&l, "%-*s", time_width, when);
     for (size_t i = 0; i < ncols; i++) {
-        if (!cols[i].title)
+        if (!text_shows(&cols[i], r->telemetry))
             continue;
         char cell[64];
-        text_cell(cell, sizeof cell, &cols[i], row, kind);
+        text_cell(cell, sizeof cell, &cols[i], row, r->kind);
         line_add(&l, "  %*s", cols[i].width, cell);
     }
     line_put(out, &l);
 }
 
-int posstat_render_text(FILE *out, const struct posstat_report *r)
+/* The time column of R (and its width): Average:, epoch seconds (-H) or the local time. */
+static int report_when(const struct posstat_report *r, char *when, size_t len)
 {
-    char when[24] = "Average:";
     int tw = r->epoch_time ? 10 : 8;
+    snprintf(when, len, "Average:");
     if (r->kind != POSSTAT_AVERAGE && r->epoch_time) {
-        snprintf(when, sizeof when, "%.0f", floor(r->time));
+        snprintf(when, len, "%.0f", floor(r->time));
     } else if (r->kind != POSSTAT_AVERAGE) {
         time_t t = (time_t)r->time;
         struct tm tm;
-        if (!localtime_r(&t, &tm) || !strftime(when, sizeof when, "%H:%M:%S", &tm))
-            snprintf(when, sizeof when, "-");
+        if (!localtime_r(&t, &tm) || !strftime(when, len, "%H:%M:%S", &tm))
+            snprintf(when, len, "-");
     }
+    return tw;
+}
+
+int posstat_render_unmanaged_text(FILE *out, const struct posstat_report *r)
+{
+    char when[24];
+    int tw = report_when(r, when, sizeof when);
+    text_headers(out, tw, device_columns, NCOLS(device_columns), r->telemetry);
+    text_row(out, tw, when, device_columns, NCOLS(device_columns), &r->dev, r);
+    text_headers(out, tw, unmanaged_columns, NCOLS(unmanaged_columns), r->telemetry);
+    for (uint32_t i = 0; i < r->nunmanaged; i++)
+        text_row(out, tw, when, unmanaged_columns, NCOLS(unmanaged_columns), &r->unmanaged[i], r);
+    if (!(r->telemetry & POS_TELE_DISCOVERY))
+        fprintf(out, "# posd does not run GPU process discovery (eBPF telemetry, see its log)\n");
+    if (r->dev.unmanaged > r->nunmanaged)
+        fprintf(out, "# %.0f unmanaged processes, %u shown (root and the group posd see them)\n",
+                r->dev.unmanaged, r->nunmanaged);
+    return ferror(out) ? -EIO : 0;
+}
+
+int posstat_render_text(FILE *out, const struct posstat_report *r)
+{
+    char when[24];
+    int tw = report_when(r, when, sizeof when);
     unsigned show = r->show ? r->show : POSSTAT_SHOW_DEVICE | POSSTAT_SHOW_APPS;
     if (show & POSSTAT_SHOW_DEVICE) {
-        text_headers(out, tw, device_columns, NCOLS(device_columns));
-        text_row(out, tw, when, device_columns, NCOLS(device_columns), &r->dev, r->kind);
+        text_headers(out, tw, device_columns, NCOLS(device_columns), r->telemetry);
+        text_row(out, tw, when, device_columns, NCOLS(device_columns), &r->dev, r);
         if (r->show_gpu) {
-            text_headers(out, tw, gpu_columns, NCOLS(gpu_columns));
-            text_row(out, tw, when, gpu_columns, NCOLS(gpu_columns), &r->gpu, r->kind);
+            text_headers(out, tw, gpu_columns, NCOLS(gpu_columns), r->telemetry);
+            text_row(out, tw, when, gpu_columns, NCOLS(gpu_columns), &r->gpu, r);
         }
     }
     if (!(show & POSSTAT_SHOW_APPS))
         return ferror(out) ? -EIO : 0;
-    text_headers(out, tw, client_columns, NCOLS(client_columns));
+    text_headers(out, tw, client_columns, NCOLS(client_columns), r->telemetry);
     for (uint32_t i = 0; i < r->nclients; i++)
-        text_row(out, tw, when, client_columns, NCOLS(client_columns), &r->clients[i], r->kind);
+        text_row(out, tw, when, client_columns, NCOLS(client_columns), &r->clients[i], r);
     if (r->clients_not_shown)
         fprintf(out, "# %u more clients in posd than its reply carries\n", r->clients_not_shown);
     return ferror(out) ? -EIO : 0;
@@ -726,6 +845,12 @@ int posstat_render_json(FILE *out, const struct posstat_report *r)
         }
         fputc(']', out);
     }
-    fputs("}\n", out);
+    fputs(",\"unmanaged\":[", out);
+    for (uint32_t i = 0; i < r->nunmanaged; i++) {
+        if (i)
+            fputc(',', out);
+        json_object(out, unmanaged_columns, NCOLS(unmanaged_columns), &r->unmanaged[i], r->kind);
+    }
+    fputs("]}\n", out);
     return ferror(out) ? -EIO : 0;
 }

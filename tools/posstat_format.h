@@ -24,6 +24,8 @@ struct posstat_snapshot {
     struct pos_client_stats *clients;
     double time; /* wall clock when it arrived, seconds since the epoch; set by the caller */
     struct posstat_gpu gpu; /* set by the caller; valid 0 when it has none */
+    uint32_t nunmanaged;
+    struct pos_unmanaged_stats *unmanaged; /* owned */
 };
 
 /* Checks a received message (header included) and copies it into *snap.
@@ -53,6 +55,7 @@ struct posstat_device_row {
     double submitted_per_s, granted_per_s, completed_per_s;
     double busy_pct;
     double submitted, granted, completed; /* totals since posd started (JSON only) */
+    double unmanaged; /* GPU processes that are not clients (NaN without discovery) */
 };
 
 /* The GPU block (posstat's device view): NVML's figures, levels at the snapshot (means in an
@@ -78,6 +81,22 @@ struct posstat_client_row {
     double op_us;                            /* posd's estimate of one operator's GPU time */
     double stalls;
     int held; /* 1 yes, 0 no, -1 not available */
+    /* eBPF telemetry, posd's figures of the last second (NaN without it) */
+    double runq_us;         /* mean wake-up to running delay of its launching threads */
+    double runq_ms_per_s;   /* time its launching threads waited to run */
+    double offcpu_ms_per_s; /* off-CPU time of its launching threads */
+    double ioctls_per_s;    /* its ioctl() calls (the driver's) */
+    double ioctl_us;        /* their mean latency */
+};
+
+/* A process using the GPU without being a client. */
+struct posstat_unmanaged_row {
+    int32_t pid;
+    char comm[sizeof(((struct pos_unmanaged_stats *)0)->comm)];
+    double contexts;
+    char devices[40]; /* "0,1" */
+    double launches_per_s; /* NaN unless posd sampled it */
+    double seen_s;         /* since its first driver call */
 };
 
 /* What a text or JSON report shows (posstat -d, -a); 0 shows both. */
@@ -95,6 +114,9 @@ struct posstat_report {
     uint32_t nclients;
     uint32_t clients_not_shown; /* posd counts more clients than its reply carries */
     struct posstat_client_row *clients;
+    uint32_t nunmanaged;
+    struct posstat_unmanaged_row *unmanaged;
+    uint32_t telemetry; /* POS_TELE_* parts posd runs: text shows their columns only */
 };
 
 /* Builds the report of CUR against PREV (NULL: totals since each client registered). A client
@@ -131,9 +153,14 @@ int posstat_average_report(struct posstat_report *r, const struct posstat_averag
 void posstat_average_free(struct posstat_average *a);
 
 /* Text: '#' lines naming the columns and their units, a device line, a line per client; the
- * first column is the local time HH:MM:SS, or "Average:". JSON: one object on one line.
+ * first column is the local time HH:MM:SS, or "Average:"; telemetry columns only when posd
+ * runs that part. JSON: one object on one line, every member always (null when not
+ * available), the unmanaged processes in "unmanaged".
  * Both return 0 or -EIO when OUT failed. */
 int posstat_render_text(FILE *out, const struct posstat_report *r);
 int posstat_render_json(FILE *out, const struct posstat_report *r);
+/* posstat -u: the device line, then one line per unmanaged process (JSON: the same object as
+ * posstat_render_json, which always has "unmanaged"). */
+int posstat_render_unmanaged_text(FILE *out, const struct posstat_report *r);
 
 #endif

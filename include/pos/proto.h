@@ -79,7 +79,14 @@ struct pos_device_stats {
     char policy[16];
     uint64_t submitted, granted, completed; /* since posd started, departed clients too */
     uint64_t busy_ns; /* time with at least one operator of any client in flight */
+    uint32_t telemetry; /* POS_TELE_* of the eBPF telemetry running (0: none, docs/telemetry.md) */
+    uint32_t unmanaged; /* processes using the GPU that are not clients (POS_TELE_DISCOVERY) */
 };
+
+#define POS_TELE_EXITS     0x1 /* client exits seen at once */
+#define POS_TELE_CPU       0x2 /* run-queue delay and off-CPU time of clients */
+#define POS_TELE_DISCOVERY 0x4 /* processes that use the GPU without the shim */
+#define POS_TELE_IOCTL     0x8 /* ioctl() count and latency of clients */
 
 struct pos_client_stats {
     uint32_t client_id;
@@ -108,12 +115,32 @@ struct pos_client_stats {
     uint64_t req_sum_ns;
     int32_t device; /* the device its rules put it on */
     uint32_t reserved;
+    /* eBPF telemetry over its last second (0 without POS_TELE_CPU) */
+    uint64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
+    uint64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
+    uint64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
+    uint64_t ioctls_per_s;    /* ioctl() calls (the driver's) of its threads per second */
+    uint64_t ioctl_ns;        /* their mean latency (0 without POS_TELE_IOCTL) */
 };
+
+/* A process that uses the GPU driver without being a client (seen by eBPF uprobes). */
+struct pos_unmanaged_stats {
+    int32_t pid;
+    uint32_t contexts; /* contexts it created or retained */
+    uint32_t devices;  /* bit D: a context on device D */
+    uint32_t flags;    /* POS_UNMANAGED_* */
+    uint64_t seen_ns;  /* since its first driver call */
+    uint64_t launches_per_s; /* when POS_UNMANAGED_SAMPLED: launches a second in the window */
+    char comm[16];
+};
+
+#define POS_UNMANAGED_SAMPLED 0x1
 
 #define POS_CLIENT_HELD     0x1 /* held by policy at the last decision */
 #define POS_CLIENT_OVERRIDE 0x2 /* posctl set its class or priority (until exit or reload) */
 
-/* STATS reply: a pos_device_stats, then nclients pos_client_stats. Root and members of the
+/* STATS reply: a pos_device_stats, then nclients pos_client_stats, then nunmanaged
+ * pos_unmanaged_stats (only to root and the group posd: pids and commands of anyone). Root and members of the
  * group posd get every client; anyone else only those of their own uid, and dev.clients counts
  * those alone (the device totals stay machine-wide). When more clients are
  * registered than fit in POS_MSG_MAX, dev.clients is larger than nclients: the reply carries
@@ -122,8 +149,8 @@ struct pos_client_stats {
 struct pos_stats_reply {
     struct pos_device_stats dev;
     uint32_t nclients;
-    uint32_t reserved;
-    /* struct pos_client_stats clients[nclients] */
+    uint32_t nunmanaged;
+    /* struct pos_client_stats clients[nclients], struct pos_unmanaged_stats [nunmanaged] */
 };
 
 /* ---- control (posctl) --------------------------------------------------------------------- */

@@ -84,6 +84,11 @@ struct pos_sched_client {
                       * on its own, as the shim learns completions (0 = only new_granted) */
     int held;        /* held back by the policy at this decision */
     uint32_t uid;    /* its user, as posd established it: the key of its kernel profiles */
+    /* read-only telemetry of posd's eBPF programs over their last second (0 without them,
+     * and in possim): the CPU side of its launching */
+    int64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
+    int64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
+    int64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
 };
 
 struct pos_profiles; /* sched/profile.h: read with pos_sched_profile() */
@@ -102,6 +107,7 @@ struct pos_sched_view {
     double corun_budget; /* pos: the co-run slowdown a kernel above may show (1.2 = 20%) */
     const struct pos_schedule *schedule; /* a static schedule to follow (sched/schedule.h), or
                                           * NULL: posd.conf's [policy] schedule, loaded */
+    uint32_t unmanaged; /* processes using this device without being clients (telemetry) */
 };
 
 static inline uint64_t pos_sched_inflight(const struct pos_sched_client *c)

@@ -50,11 +50,13 @@ objs() {
     echo "${list[@]}"
 }
 extra_tag=""
-POSD_SRCS=$(ls sched/*.c sched/policy/*.c)
+# without eBPF telemetry: the carried posd links nothing beyond glibc (docs/telemetry.md)
+POSD_SRCS=$(ls sched/*.c sched/policy/*.c | grep -v '^sched/telemetry\.c$')
 MODEL_SRCS="sim/gpu_model.c sim/device_presets.c sim/model_file.c sim/request.c"
 echo "gpu-build: posd"
 # without libmicrohttpd (its static form drags in GnuTLS): no --metrics; posstat -o prom is there
-$CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS" $POSD_SRCS) "$URING_A" "$INIH_A" -pthread -lm
+$CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS" $POSD_SRCS) $(objs "-DPOS_NO_METRICS -DPOS_NO_BPF" sched/telemetry.c) \
+    "$URING_A" "$INIH_A" -pthread -lm
 echo "gpu-build: posstat"
 $CC -o "$DIR/bin/posstat" $(objs "" tools/posstat.c tools/posstat_format.c tools/posclient.c \
     tools/posstat_nvml.c sched/metrics_text.c) -ldl

@@ -1,6 +1,8 @@
 /* The build's sanitizer switch (make SANITIZE=...): every compile and link line carries
  * -fsanitize=..., and the value is remembered in the build directory, so switching it makes
- * every object out of date. Runs make itself, in a scratch build directory. */
+ * every object out of date. The eBPF switch (POS_NO_BPF=1, what make does on a machine
+ * without BTF or a BPF-targeting clang): posd builds without telemetry, make says so in one
+ * line, and that posd refuses telemetry = on. Runs make itself, in a scratch build directory. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/cunit_main.h"
+#include "tests/integration/util.h"
 
 static char tmp[64];
 
@@ -101,9 +104,44 @@ static void test_switching_sanitize_rebuilds(void)
     CU_ASSERT_EQUAL(make(args, NULL, 0), 1); /* and back */
 }
 
+static void test_pos_no_bpf_builds_posd_without_telemetry(void)
+{
+    static char out[1 << 16];
+    char args[512], path[256];
+    snprintf(args, sizeof args, "POS_NO_BPF=1 %s/posd", tmp);
+    CU_ASSERT_EQUAL_FATAL(make(args, out, sizeof out), 0);
+    /* one line says why, once */
+    CU_ASSERT_EQUAL(util_count(out, "posd is built without eBPF telemetry: POS_NO_BPF=1\n"), 1);
+    CU_ASSERT_PTR_NULL(strstr(out, "-target bpf"));
+    CU_ASSERT_PTR_NULL(strstr(out, "gen skeleton"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-DPOS_NO_BPF"));
+    /* that posd runs without it and refuses telemetry = on, saying why */
+    snprintf(path, sizeof path, "%s/on.conf", tmp);
+    FILE *f = fopen(path, "w");
+    fputs("[daemon]\ntelemetry = on\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "%s/posd -f -c %s -s %s/posd.sock 2>&1", tmp, path, tmp);
+    FILE *p = popen(args, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "telemetry = on, but it cannot run: posd was built without "
+                                       "eBPF"));
+    /* and without the switch, on this machine, the programs are built (when it can) */
+    snprintf(args, sizeof args, "-n %s/obj/sched/telemetry.o", tmp);
+    CU_ASSERT_EQUAL(make(args, out, sizeof out), 0);
+    if (access("/sys/kernel/btf/vmlinux", R_OK) == 0) {
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "-target bpf"));
+    } else {
+        fprintf(stderr, "%s: no BTF here: the part with eBPF skipped\n", __func__);
+    }
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("build", suite_init, suite_clean);
     POS_ADD_TEST(s, test_every_compile_and_link_line_is_sanitized);
     POS_ADD_TEST(s, test_switching_sanitize_rebuilds);
+    POS_ADD_TEST(s, test_pos_no_bpf_builds_posd_without_telemetry);
 }

@@ -158,6 +158,10 @@ static void test_defaults(void)
     CU_ASSERT_EQUAL(c.tick_us, 200);
     CU_ASSERT_EQUAL(c.credits, 1024);
     CU_ASSERT_EQUAL(c.log_level, POSD_LOG_INFO);
+    CU_ASSERT_EQUAL(c.telemetry, POSD_TELEMETRY_AUTO);
+    CU_ASSERT_STRING_EQUAL(c.telemetry_driver, "");
+    CU_ASSERT_EQUAL(c.telemetry_sample_ms, 0);
+    CU_ASSERT_EQUAL(c.telemetry_ioctl, 0);
     CU_ASSERT_DOUBLE_EQUAL(c.guard_period_ms, 200, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.01, 1e-12);
     CU_ASSERT_EQUAL(c.nclasses, 3);
@@ -211,6 +215,10 @@ static void test_every_global_key(void)
                  "tick_us = 10\n"
                  "credits = 1000000\n"
                  "log_level = debug\n"
+                 "telemetry = on\n"
+                 "telemetry_driver = /opt/nvidia/libcuda.so.1\n"
+                 "telemetry_sample_ms = 500\n"
+                 "telemetry_ioctl = on\n"
                  "[policy]\n"
                  "guard_period_ms = 60000\n"
                  "min_share = 0.25\n"
@@ -225,6 +233,10 @@ static void test_every_global_key(void)
     CU_ASSERT_EQUAL(c.tick_us, 10);
     CU_ASSERT_EQUAL(c.credits, 1000000);
     CU_ASSERT_EQUAL(c.log_level, POSD_LOG_DEBUG);
+    CU_ASSERT_EQUAL(c.telemetry, POSD_TELEMETRY_ON);
+    CU_ASSERT_STRING_EQUAL(c.telemetry_driver, "/opt/nvidia/libcuda.so.1");
+    CU_ASSERT_EQUAL(c.telemetry_sample_ms, 500);
+    CU_ASSERT_EQUAL(c.telemetry_ioctl, 1);
     CU_ASSERT_DOUBLE_EQUAL(c.guard_period_ms, 60000, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.25, 1e-12);
     /* [policy] min_share is the default of every class that sets none, wherever it stands */
@@ -621,6 +633,15 @@ static const struct error_case {
      "pos or staged"},
     {"[daemon]\nlog_level = verbose\n", NULL, 0, 2,
      "bad value 'verbose' for 'log_level' in [daemon]: expected error, warn, info or debug"},
+    {"[daemon]\n\ntelemetry = yes\n", NULL, 0, 3,
+     "bad value 'yes' for 'telemetry' in [daemon]: expected auto, on or off"},
+    {"[daemon]\ntelemetry_driver = libcuda.so.1\n", NULL, 0, 2,
+     "bad value 'libcuda.so.1' for 'telemetry_driver' in [daemon]: expected an absolute path of "
+     "at most 255 characters"},
+    {"[daemon]\ntelemetry_ioctl = yes\n", NULL, 0, 2,
+     "bad value 'yes' for 'telemetry_ioctl' in [daemon]: expected off or on"},
+    {"[daemon]\ntelemetry_sample_ms = 60001\n", NULL, 0, 2,
+     "bad value '60001' for 'telemetry_sample_ms' in [daemon]: expected an integer in 0..60000"},
     {"[daemon]\ndefault_class = Fast!\n", NULL, 0, 2,
      "bad value 'Fast!' for 'default_class' in [daemon]: expected a class name (1..15 "
      "characters of a-z, 0-9, '_' and '-')"},

@@ -4,8 +4,8 @@
  * inferred from synchronisations, a client in flight with no completion stops outranking
  * others after the stall time, waiter counts with nothing queued hold nobody, a reused slot
  * keeps nothing, the window presumes its oldest operators complete, bad input is refused,
- * the report rate and kick requests follow the grant mode, and the core and policies import
- * no I/O or clock symbols. */
+ * the report rate and kick requests follow the grant mode, telemetry reaches the policy's
+ * view, and the core and policies import no I/O or clock symbols. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -364,9 +364,51 @@ static void test_core_and_policies_are_pure(void)
     CU_ASSERT_EQUAL(foreign, 0);
 }
 
+/* A policy that only records what its view said of slot 0 and of the device. */
+static struct pos_sched_client seen_client;
+static uint32_t seen_unmanaged;
+
+static int64_t record_view(void *state, struct pos_sched_view *v)
+{
+    seen_unmanaged = v->unmanaged;
+    for (size_t i = 0; i < v->nclients; i++)
+        if (v->clients[i].slot == 0)
+            seen_client = v->clients[i];
+    return INT64_MAX;
+}
+
+static const struct pos_policy_ops recorder = {.name = "recorder", .decide = record_view};
+
+static void test_telemetry_reaches_the_policy_view(void)
+{
+    struct sched_params p;
+    sched_params_defaults(&p);
+    struct sched_core *k = sched_core_new(&p, &dev, &recorder, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    add(k, 0, 10, 0, 0);
+    sched_core_decide(k, 1, g);
+    CU_ASSERT_EQUAL(seen_client.runq_delay_ns, 0); /* none given: zero, as in possim */
+    CU_ASSERT_EQUAL(seen_unmanaged, 0);
+    sched_core_client_telemetry(k, 0, 3000000, 700000000, 120000000);
+    sched_core_set_unmanaged(k, 2);
+    sched_core_decide(k, 2, g);
+    CU_ASSERT_EQUAL(seen_client.runq_delay_ns, 3000000);
+    CU_ASSERT_EQUAL(seen_client.runq_ns_per_s, 700000000);
+    CU_ASSERT_EQUAL(seen_client.offcpu_ns_per_s, 120000000);
+    CU_ASSERT_EQUAL(seen_unmanaged, 2);
+    /* a client in a reused slot starts with none of its predecessor's */
+    sched_core_client_remove(k, 0, 3);
+    add(k, 0, 10, 0, 4);
+    sched_core_decide(k, 5, g);
+    CU_ASSERT_EQUAL(seen_client.runq_delay_ns, 0);
+    CU_ASSERT_EQUAL(seen_client.offcpu_ns_per_s, 0);
+    sched_core_free(k);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("core", NULL, NULL);
+    POS_ADD_TEST(s, test_telemetry_reaches_the_policy_view);
     POS_ADD_TEST(s, test_counts_and_grants_never_go_back);
     POS_ADD_TEST(s, test_window_cap_moves_with_completions);
     POS_ADD_TEST(s, test_sync_completes_only_its_scope);

@@ -356,11 +356,13 @@ static void test_average(void)
         "{\"time\":1700000002.000,\"report\":\"average\",\"interval_s\":2.000,\"device\":{\"polic"
         "y\":\"fifo\",\"clients\":1.500,\"uptime_s\":12.000,\"submitted_per_s\":300.000,\"granted"
         "_per_s\":0.000,\"completed_per_s\":0.000,\"busy_pct\":50.000,\"submitted\":600,\"granted"
-        "\":0,\"completed\":0},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
+        "\":0,\"completed\":0,\"unmanaged\":null},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
         "t\",\"launches_per_s\":250.000,\"queued\":3.000,\"in_flight\":1.500,\"wait_p50_us\":2,\""
         "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
-        "req_p99_ms\":null,\"held\":null,\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
-        "s\":null,\"stalls\":0,\"span_s\":2.000}]}\n");
+        "req_p99_ms\":null,\"held\":null,\"runq_us\":null,\"runq_ms_per_s\":null,"
+        "\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
+        "\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
+        "s\":null,\"stalls\":0,\"span_s\":2.000}],\"unmanaged\":[]}\n");
     free(json);
     posstat_report_free(&r);
     posstat_average_free(&avg);
@@ -460,16 +462,20 @@ static void test_json_rendering(void)
         "{\"time\":1700000000.250,\"report\":\"total\",\"interval_s\":100.000,\"device\":{\"polic"
         "y\":\"fifo\",\"clients\":2,\"uptime_s\":100.000,\"submitted_per_s\":1234.500,\"granted_p"
         "er_s\":1234.000,\"completed_per_s\":1230.000,\"busy_pct\":87.500,\"submitted\":123450,\""
-        "granted\":123400,\"completed\":123000},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
+        "granted\":123400,\"completed\":123000,\"unmanaged\":null},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
         "net18\",\"class\":\"realtime\",\"launches_per_s\":617.200,\"queued\":5,\"in_flight\":2,"
         "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
-        ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"sync_lag_p50_us\":12.500,\"sy"
+        ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"runq_us\":null,"
+        "\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
+        "\"sync_lag_p50_us\":12.500,\"sy"
         "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000},{\"id\":4,\"pid"
         "\":77,\"app\":\"a very long application name\",\"class\":\"\",\"launches_per_s\":null,\""
         "queued\":0,\"in_flight\":0,\"wait_p50_us\":null,\"wait_p99_us\":null,\"gpu_ms_per_s\":nu"
-        "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,\"sync"
+        "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,"
+        "\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,"
+        "\"ioctl_us\":null,\"sync"
         "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000"
-        "}]}\n");
+        "}],\"unmanaged\":[]}\n");
     free(json);
     posstat_report_free(&r);
 }
@@ -500,6 +506,64 @@ static void test_json_escaping(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "  q\"b\\n???????????  default"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "  p\"q  "));
     free(text);
+    posstat_report_free(&r);
+}
+
+/* posd with every telemetry part: a client's run-queue and off-CPU figures, and an unmanaged
+ * process, in text (their columns appear), the -u view and JSON. */
+static void test_telemetry_rendering(void)
+{
+    setenv("TZ", "UTC0", 1);
+    tzset();
+    struct pos_device_stats d = device(100 * S_NS, 1);
+    d.telemetry = POS_TELE_EXITS | POS_TELE_CPU | POS_TELE_DISCOVERY;
+    d.unmanaged = 1;
+    struct pos_client_stats c = client(3, 4242, "resnet18", 50 * S_NS);
+    c.runq_delay_ns = 2500000, c.runq_ns_per_s = 750000000, c.offcpu_ns_per_s = 120000000;
+    struct pos_unmanaged_stats u = {
+        .pid = 99, .contexts = 2, .devices = 0x5, .seen_ns = 1500 * MS_NS};
+    strcpy(u.comm, "python3");
+    struct posstat_snapshot s = snapshot(d, &c, 1, 1700000000.25);
+    s.nunmanaged = 1;
+    s.unmanaged = &u;
+    struct posstat_report r;
+    CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
+
+    char *text = render(posstat_render_text, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  held     runq     runq   offcpu\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "           us     ms/s     ms/s\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "   2500.0    750.0    120.0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "   unmgd\n"));
+    free(text);
+    text = render(posstat_render_unmanaged_text, &r);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(text, "       99  python3                  2  0,2               -       1.5\n"));
+    free(text);
+    char *json = render(posstat_render_json, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":1}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"runq_us\":2500.000,\"runq_ms_per_s\":750.000,"
+                                        "\"offcpu_ms_per_s\":120.000"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":[{\"pid\":99,\"command\":\"python3\","
+                                        "\"contexts\":2,\"devices\":\"0,2\",\"launches_per_s\""
+                                        ":null,\"seen_s\":1.500}]}"));
+    free(json);
+    posstat_report_free(&r);
+
+    /* without the telemetry parts: no such columns in text, nulls in JSON */
+    s.dev.telemetry = 0;
+    s.nunmanaged = 0;
+    CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
+    text = render(posstat_render_text, &r);
+    CU_ASSERT_PTR_NULL(strstr(text, "runq"));
+    CU_ASSERT_PTR_NULL(strstr(text, "unmgd"));
+    free(text);
+    text = render(posstat_render_unmanaged_text, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "# posd does not run GPU process discovery"));
+    free(text);
+    json = render(posstat_render_json, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"runq_us\":null"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":null}"));
+    free(json);
     posstat_report_free(&r);
 }
 
@@ -617,6 +681,44 @@ static void test_parse_bad_body(void)
     expect_bad(&m, sizeof m, -EPROTO, "client 1 (pid 11) has a class name");
 }
 
+static void test_parse_unmanaged(void)
+{
+    struct {
+        struct pos_msg_hdr hdr;
+        struct pos_stats_reply rep;
+        struct pos_client_stats client;
+        struct pos_unmanaged_stats u[2];
+    } m;
+    memset(&m, 0, sizeof m);
+    m.hdr = (struct pos_msg_hdr){.magic = POS_PROTO_MAGIC,
+                                 .version = POS_PROTO_VERSION,
+                                 .type = POS_MSG_STATS,
+                                 .len = sizeof m - sizeof m.hdr};
+    m.rep.dev = device(3 * S_NS, 1);
+    m.rep.nclients = 1;
+    m.rep.nunmanaged = 2;
+    m.client = client(1, 11, "one", S_NS);
+    m.u[0] = (struct pos_unmanaged_stats){.pid = 5, .contexts = 1};
+    strcpy(m.u[0].comm, "a");
+    m.u[1] = (struct pos_unmanaged_stats){.pid = 6, .contexts = 3};
+    strcpy(m.u[1].comm, "b");
+    struct posstat_snapshot s;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(parse(&m, sizeof m, &s, err), 0);
+    CU_ASSERT_EQUAL(s.nclients, 1);
+    CU_ASSERT_EQUAL_FATAL(s.nunmanaged, 2);
+    CU_ASSERT_EQUAL(s.unmanaged[1].pid, 6);
+    CU_ASSERT_STRING_EQUAL(s.unmanaged[1].comm, "b");
+    CU_ASSERT_STRING_EQUAL(s.clients[0].app, "one");
+    posstat_snapshot_free(&s);
+
+    m.rep.nunmanaged = 1; /* a process's worth of bytes left over */
+    expect_bad(&m, sizeof m, -EPROTO, "1 clients and 1 unmanaged processes");
+    m.rep.nunmanaged = 2;
+    memset(m.u[0].comm, 'x', sizeof m.u[0].comm);
+    expect_bad(&m, sizeof m, -EPROTO, "unmanaged process 5 has a command that is not");
+}
+
 static void test_parse_reject(void)
 {
     struct {
@@ -652,8 +754,10 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_text_rendering);
     POS_ADD_TEST(s, test_json_rendering);
     POS_ADD_TEST(s, test_json_escaping);
+    POS_ADD_TEST(s, test_telemetry_rendering);
     POS_ADD_TEST(s, test_parse_good);
     POS_ADD_TEST(s, test_parse_bad_header);
     POS_ADD_TEST(s, test_parse_bad_body);
+    POS_ADD_TEST(s, test_parse_unmanaged);
     POS_ADD_TEST(s, test_parse_reject);
 }
