@@ -136,7 +136,7 @@ static inline int util_stats(const char *sock, struct pos_device_stats *dev,
     if (blen < sizeof r)
         return -1;
     memcpy(&r, body, sizeof r);
-    if (blen != sizeof r + r.nclients * sizeof *cs)
+    if (blen != sizeof r + r.nclients * sizeof *cs + r.nunmanaged * sizeof(struct pos_unmanaged_stats))
         return -1;
     *dev = r.dev;
     for (uint32_t i = 0; i < r.nclients && (int)i < max; i++)
