@@ -106,7 +106,14 @@ $(B)/gen/cu_errors.h: scripts/gen_cu_errors.sh $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	bash scripts/gen_cu_errors.sh $(CUDA_HOME)/include/cuda.h $@
 
-$(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(DEPS_STAMP) $(SAN_STAMP)
+# Every entry point of the toolkit's cuda.h, and cuGetProcAddress's rows for each ABI of each
+# (cu_procaddr.h), generated from the headers themselves
+$(B)/gen/cu_exports.h: scripts/gen_cu_exports.sh $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	CC='$(CC)' bash scripts/gen_cu_exports.sh $(CUDA_HOME)/include $(dir $@)
+$(B)/gen/cu_procaddr.h: $(B)/gen/cu_exports.h
+
+$(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(DEPS_STAMP) $(SAN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(B)/gen $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 

@@ -6,6 +6,7 @@
 /* Declares every versioned entry point (_v2, _ptsz, _ptds) as the real driver does. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -130,8 +130,10 @@ static void test_procaddr_versions_and_ptsz(void)
                            &st));
     CU_ASSERT_PTR_EQUAL(fn, (void *)cuMemAlloc_v2);
     /* the version picks the ABI */
-    CK(cuGetProcAddress_v2("cuCtxCreate", &fn, 12000, 0, &st));
+    CK(cuGetProcAddress_v2("cuCtxCreate", &fn, 11000, 0, &st));
     CU_ASSERT_PTR_EQUAL(fn, dlsym(RTLD_DEFAULT, "cuCtxCreate_v2"));
+    CK(cuGetProcAddress_v2("cuCtxCreate", &fn, 12000, 0, &st));
+    CU_ASSERT_PTR_EQUAL(fn, dlsym(RTLD_DEFAULT, "cuCtxCreate_v3"));
     CK(cuGetProcAddress_v2("cuCtxCreate", &fn, 12080, 0, &st));
     CU_ASSERT_PTR_EQUAL(fn, dlsym(RTLD_DEFAULT, "cuCtxCreate_v4"));
     CK(cuGetProcAddress_v2("cuGetProcAddress", &fn, 12000, 0, &st));
