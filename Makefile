@@ -2,6 +2,7 @@
 #
 #   make            build everything into build/
 #   make test       build and run every test that needs no GPU
+#   make deps-hashcat  install hashcat, the third-party program a test runs on the simulated driver
 #   make demo       run the main job on the simulated GPU (or a real one, if present)
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
@@ -55,6 +56,11 @@ $(DEPS_STAMP): scripts/deps.sh
 	@mkdir -p $(B)
 	@CUDA_HOME=$(CUDA_HOME) bash scripts/deps.sh
 	@touch $@
+
+# Optional: Debian's hashcat (about 100 MB with its OpenCL runtime), the third-party program
+# tests/integration/test_hashcat.c runs on the simulated driver (skipped without it).
+deps-hashcat:
+	@bash scripts/deps.sh --hashcat
 
 # --- objects --------------------------------------------------------------------------
 $(B)/obj/%.o: %.c $(DEPS_STAMP) $(SAN_STAMP)
@@ -202,6 +208,7 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
+TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
@@ -266,7 +273,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat test demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
