@@ -59,6 +59,38 @@ SHIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     return forget(SHIM_REAL(cuCtxPopCurrent_v2)(pctx));
 }
 
+/* The first ABIs (before CUDA 4.0 and 11.0), which NVIDIA's driver still exports: the same
+ * bookkeeping, so a program built against an old cuda.h is seen as well. */
+SHIM_API CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    return became(SHIM_REAL(cuCtxPushCurrent)(ctx), ctx);
+}
+
+SHIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    return forget(SHIM_REAL(cuCtxPopCurrent)(pctx));
+}
+
+SHIM_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate");
+}
+
+SHIM_API CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return forget(SHIM_REAL(cuCtxDestroy)(ctx));
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return forget(SHIM_REAL(cuDevicePrimaryCtxRelease)(dev));
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return forget(SHIM_REAL(cuDevicePrimaryCtxReset)(dev));
+}
+
 SHIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2");
