@@ -222,12 +222,19 @@ test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 demo: all
 	@bash scripts/demo.sh
 
-bench: all
+# What a stopped process does to the simulated GPU (bench/simstop.sh)
+SIMSTOP := $(B)/bench/simstop
+$(SIMSTOP): $(B)/obj/bench/simstop.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -o $@ $< -L$(CUDA_STUB) -lcuda
+
+bench: all $(SIMSTOP)
 	@bash bench/testbed.sh
 	@bash bench/shim.sh
 	@bash bench/posd.sh
 	@bash bench/core.sh
 	@bash bench/completion.sh
+	@bash bench/simstop.sh
 
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all
