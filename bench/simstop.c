@@ -5,11 +5,15 @@
  * counters are sampled every 0.5 ms, then SIGCONTed; a window in which no other client
  * completed a loop for STALL ms or more is a stall. Control windows, alternating with the
  * stops, watch the same way with nobody stopped: what the machine's own scheduling gaps
- * produce. Prints one JSON line.
+ * produce. For each stall it also reads which thread held the device lock (the robust
+ * mutex's futex word holds the owner's TID): the stopped client's main thread (a launch or
+ * synchronisation), its driver agent thread, or someone else. Prints one JSON line.
  *
  *   simstop [-n CLIENTS] [-k STOPS] [-w WINDOW_MS] [-x STALL_MS] [-d KERNEL_US] [-s SEED]
  */
-#include <cuda.h>
+#include "sim/driver/drv.h" /* struct sim_shm: where the device lock is */
+
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +33,30 @@ struct shared {
 };
 
 static struct shared *sh;
+static const struct sim_shm *gpu; /* the virtual GPU's segment, read-only */
+
+/* Maps the virtual GPU's segment read-only (named as the driver names it). */
+static void map_gpu(void)
+{
+    char name[160];
+    const char *inst = getenv("POS_SIM_INSTANCE");
+    snprintf(name, sizeof name, "/pos-sim.%u.%s", (unsigned)getuid(),
+             inst && *inst ? inst : "default");
+    int fd = shm_open(name, O_RDONLY, 0);
+    if (fd < 0)
+        return;
+    void *p = mmap(NULL, sizeof *gpu, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    gpu = p == MAP_FAILED ? NULL : p;
+}
+
+/* The TID holding the device lock, 0 if none or unknown. */
+static pid_t lock_holder(void)
+{
+    if (!gpu)
+        return 0;
+    return (pid_t)((unsigned)atomic_load((_Atomic int *)&gpu->lock.__data.__lock) & 0x3fffffffu);
+}
 
 static double now_ms(void)
 {
@@ -67,7 +95,8 @@ static void client(int id, double kernel_us)
     CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
     CK(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0));
     double peak = 128.0 * sms * khz * 1e3; /* FMA lanes x 2 x clock: close to the presets */
-    snprintf(text, sizeof text, ".pos_sim_module 1\n.kernel k flops=%.0f\n", peak * kernel_us * 1e-6);
+    snprintf(text, sizeof text, ".pos_sim_module 1\n.kernel k flops=%.0f\n",
+             peak * kernel_us * 1e-6);
     CK(cuModuleLoadData(&m, text));
     CK(cuModuleGetFunction(&k, m, "k"));
     atomic_fetch_add(&sh->ready, 1);
@@ -125,12 +154,24 @@ int main(int argc, char **argv)
     unsigned seed = (unsigned)time(NULL);
     while ((opt = getopt(argc, argv, "n:k:w:x:d:s:")) != -1) {
         switch (opt) {
-        case 'n': n = atoi(optarg); break;
-        case 'k': stops = atoi(optarg); break;
-        case 'w': window = atof(optarg); break;
-        case 'x': stall = atof(optarg); break;
-        case 'd': kernel_us = atof(optarg); break;
-        case 's': seed = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'n':
+            n = atoi(optarg);
+            break;
+        case 'k':
+            stops = atoi(optarg);
+            break;
+        case 'w':
+            window = atof(optarg);
+            break;
+        case 'x':
+            stall = atof(optarg);
+            break;
+        case 'd':
+            kernel_us = atof(optarg);
+            break;
+        case 's':
+            seed = (unsigned)strtoul(optarg, NULL, 10);
+            break;
         default:
             fprintf(stderr, "usage: simstop [-n CLIENTS] [-k STOPS] [-w WINDOW_MS] [-x STALL_MS] "
                             "[-d KERNEL_US] [-s SEED]\n");
@@ -158,15 +199,27 @@ int main(int argc, char **argv)
         return 1;
     }
     settle(n);
+    map_gpu();
     srand(seed);
-    int stalls = 0, control_stalls = 0;
+    int stalls = 0, control_stalls = 0, held_main = 0, held_agent = 0, held_other = 0;
     double worst = 0, control_worst = 0;
     for (int k = 0; k < stops; k++) {
         sleep_ms(2 + rand() % 19);
         int victim = rand() % n;
         kill(pids[victim], SIGSTOP);
         double gap = watch(n, victim, window);
+        pid_t holder = lock_holder();
         kill(pids[victim], SIGCONT);
+        if (gap >= stall) {
+            char task[64];
+            snprintf(task, sizeof task, "/proc/%d/task/%d", (int)pids[victim], (int)holder);
+            if (holder == pids[victim])
+                held_main++;
+            else if (holder && access(task, F_OK) == 0)
+                held_agent++;
+            else
+                held_other++;
+        }
         stalls += gap >= stall;
         worst = gap > worst ? gap : worst;
         settle(n);
@@ -184,9 +237,9 @@ int main(int argc, char **argv)
     }
     printf("{\"clients\":%d,\"kernel_us\":%g,\"window_ms\":%g,\"stall_ms\":%g,\"stops\":%d,"
            "\"stalls\":%d,\"stall_rate\":%.4f,\"worst_gap_ms\":%.1f,\"control_windows\":%d,"
-           "\"control_stalls\":%d,\"control_worst_gap_ms\":%.1f,\"client_failures\":%d,"
-           "\"seed\":%u}\n",
+           "\"control_stalls\":%d,\"control_worst_gap_ms\":%.1f,\"held_by_main\":%d,"
+           "\"held_by_agent\":%d,\"held_by_other\":%d,\"client_failures\":%d,\"seed\":%u}\n",
            n, kernel_us, window, stall, stops, stalls, (double)stalls / stops, worst, stops,
-           control_stalls, control_worst, failed, seed);
+           control_stalls, control_worst, held_main, held_agent, held_other, failed, seed);
     return failed ? 1 : 0;
 }

@@ -185,8 +185,7 @@ API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *n
 
 /* The text module format declares kernels only, so a module has no globals: every name is
  * CUDA_ERROR_NOT_FOUND, the driver's answer for a name the module does not define. */
-API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
-                                  const char *name)
+API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
 {
     if (!name)
         return CUDA_ERROR_INVALID_VALUE;

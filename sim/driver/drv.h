@@ -79,8 +79,8 @@ struct drv_ctx {
     int destroyed;
     struct drv_ctx *retired_next; /* in drv.retired, once destroyed */
     /* start-up settings the model ignores, read back as set (api_config.c) */
-    int cache_config;             /* CUfunc_cache */
-    unsigned limits_set;          /* bit per CUlimit set with cuCtxSetLimit */
+    int cache_config;    /* CUfunc_cache */
+    unsigned limits_set; /* bit per CUlimit set with cuCtxSetLimit */
     size_t limits[CU_LIMIT_MAX];
 };
 

@@ -15,16 +15,12 @@ struct proc_entry {
     void *fn_ptsz;    /* per-thread-stream entry point, or NULL */
 };
 
-/* Every ABI of every entry point of cuda.h (build/gen/cu_procaddr.h, generated from the
- * toolkit's cudaTypedefs.h by scripts/gen_cu_exports.sh), whether modelled or a
- * CUDA_ERROR_NOT_SUPPORTED stub (unsupported.c), then the one row the typedefs do not say:
- * cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags from CUDA 12. */
+/* Every ABI of every entry point of cuda.h, whether modelled or a CUDA_ERROR_NOT_SUPPORTED
+ * stub (unsupported.c): build/gen/cu_procaddr.h, generated from the toolkit's cudaTypedefs.h
+ * by scripts/gen_cu_exports.sh. */
 #define R(base, ver, fn, ptsz) {#base, ver, (void *)fn, (void *)ptsz},
 
-static const struct proc_entry table[] = {
-    SIM_CU_PROCADDR(R)
-    {"cuGraphInstantiate", 11040, (void *)cuGraphInstantiateWithFlags, NULL},
-};
+static const struct proc_entry table[] = {SIM_CU_PROCADDR(R)};
 
 #undef R
 

@@ -24,8 +24,7 @@ static CUresult not_modelled(int i)
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!atomic_exchange(&said[i], 1))
-        drv_debug("%s is not modelled by the simulated driver: CUDA_ERROR_NOT_SUPPORTED",
-                  names[i]);
+        drv_debug("%s is not modelled by the simulated driver: CUDA_ERROR_NOT_SUPPORTED", names[i]);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

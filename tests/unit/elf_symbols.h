@@ -33,8 +33,8 @@ static inline int elf_each_function(const char *path, const char *prefix,
             GElf_Sym sym;
             gelf_getsym(data, (int)k, &sym);
             const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
-            if (!name || strncmp(name, prefix, strlen(prefix)) != 0 ||
-                sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+            if (!name || strncmp(name, prefix, strlen(prefix)) != 0 || sym.st_shndx == SHN_UNDEF ||
+                GELF_ST_TYPE(sym.st_info) != STT_FUNC)
                 continue;
             n++;
             fn(name, arg);

@@ -46,7 +46,8 @@ __attribute__((constructor)) static void child_modes(void)
         /* the CUDA runtime on the simulated driver: prints what cudaGetDeviceCount returns */
         char path[4096];
         const char *home = getenv("CUDA_HOME");
-        snprintf(path, sizeof path, "%s/lib64/libcudart.so.13", home && *home ? home : "/usr/local/cuda");
+        snprintf(path, sizeof path, "%s/lib64/libcudart.so.13",
+                 home && *home ? home : "/usr/local/cuda");
         void *rt = dlopen(path, RTLD_NOW);
         int (*count)(int *) = rt ? (int (*)(int *))dlsym(rt, "cudaGetDeviceCount") : NULL;
         if (!count)
@@ -129,7 +130,8 @@ static void test_exports_every_function_nvidia_exports(void)
 {
     char stub[4096];
     const char *home = getenv("CUDA_HOME");
-    snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so", home && *home ? home : "/usr/local/cuda");
+    snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so",
+             home && *home ? home : "/usr/local/cuda");
     exported_missing = 0;
     int n = elf_each_function(stub, "cu", check_exported, NULL);
     CU_ASSERT(n > 600);
@@ -150,7 +152,8 @@ static void test_unmodelled_calls_are_not_supported(void)
     CK(cuGetProcAddress_v2("cuArrayCreate", &fn, 13000, 0, &st));
     CU_ASSERT_PTR_EQUAL(fn, dlsym(self_driver, "cuArrayCreate_v2"));
     CUarray a;
-    CUDA_ARRAY_DESCRIPTOR d = {.Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUDA_ARRAY_DESCRIPTOR d = {
+        .Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CU_ASSERT_EQUAL(((CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))fn)(&a, &d),
                     CUDA_ERROR_NOT_SUPPORTED);
     CK(cuGetProcAddress_v2("cuMemcpy2DAsync", &fn, 13000,
@@ -247,7 +250,8 @@ static void test_limits_start_at_the_defaults_and_read_back(void)
     CK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64u << 20));
     CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
     CU_ASSERT_EQUAL(v, 64u << 20);
-    CU_ASSERT_EQUAL(cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 256), CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 256),
+                    CUDA_ERROR_INVALID_VALUE);
     /* xavier-nx is compute capability 7.2: no persisting L2 */
     CU_ASSERT_EQUAL(cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 4096),
                     CUDA_ERROR_UNSUPPORTED_LIMIT);
@@ -344,14 +348,14 @@ static void test_link_refuses_what_it_cannot_link(void)
     CUlinkState ls;
     CK(cuLinkCreate(2, opts, vals, &ls));
     static const char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n";
-    CU_ASSERT_EQUAL(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "k.ptx", 0,
-                                  NULL, NULL),
-                    CUDA_ERROR_INVALID_IMAGE);
+    CU_ASSERT_EQUAL(
+        cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "k.ptx", 0, NULL, NULL),
+        CUDA_ERROR_INVALID_IMAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "k.ptx is not a text module"));
     static const char broken[] = ".pos_sim_module 1\n.kernel k flop=1\n";
-    CU_ASSERT_EQUAL(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)broken, sizeof broken, "b", 0,
-                                  NULL, NULL),
-                    CUDA_ERROR_INVALID_IMAGE);
+    CU_ASSERT_EQUAL(
+        cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)broken, sizeof broken, "b", 0, NULL, NULL),
+        CUDA_ERROR_INVALID_IMAGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 2"));
     CU_ASSERT_EQUAL(cuLinkAddFile(ls, CU_JIT_INPUT_PTX, "/nonexistent/k.mod", 0, NULL, NULL),
                     CUDA_ERROR_FILE_NOT_FOUND);
@@ -366,7 +370,8 @@ static void test_link_refuses_what_it_cannot_link(void)
     CU_ASSERT_EQUAL(cuLinkComplete((CUlinkState)0x1234, &image, &size), CUDA_ERROR_INVALID_HANDLE);
 }
 
-/* ---- profiler, export tables, attributes ------------------------------------------------------ */
+/* ---- profiler, export tables, attributes ------------------------------------------------------
+ */
 
 static void test_profiler_start_stop_need_a_context(void)
 {
@@ -412,11 +417,16 @@ static void test_cuda_runtime_fails_cleanly_without_export_tables(void)
 static void test_device_attributes_programs_ask_for(void)
 {
     static const CUdevice_attribute asked[] = {
-        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
-        CU_DEVICE_ATTRIBUTE_WARP_SIZE,              CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
-        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,   CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT,
-        CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,             CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
-        CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
+        CU_DEVICE_ATTRIBUTE_WARP_SIZE,
+        CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT,
+        CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+        CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
+        CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
     };
