@@ -7,31 +7,56 @@
 #
 #   bash bench/simstop.sh             (make bench runs it)
 #   STOPS=100 OUT=/tmp/s.md bash bench/simstop.sh
+#   BASELINE=/tmp/old-sim bash bench/simstop.sh   (also an older libcuda.so.1, side by side)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STOPS=${STOPS:-200}
+CHUNKS=${CHUNKS:-4} # runs per library and kernel size, alternating between the libraries
 OUT=${OUT:-docs/results/simstop.md}
+BASELINE=${BASELINE:-}
 BIN=build/bench/simstop
-export LD_LIBRARY_PATH=build/sim
 [ -x "$BIN" ] || { echo "bench: build first (make build/bench/simstop)" >&2; exit 1; }
 
 field() { # field JSON KEY
     sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"
 }
 
+libs=(build/sim)
+[ -n "$BASELINE" ] && libs=("$BASELINE" build/sim)
 rows=()
 raw=()
+per=$((STOPS / CHUNKS))
 for us in 50 500; do
-    echo "bench: simstop, 4 clients, ${us} us kernels, $STOPS stops..." >&2
-    cmd="$BIN -n 4 -k $STOPS -w 150 -x 100 -d $us -s 1"
-    j=$(POS_SIM_INSTANCE="bench-simstop-$$-$us" $cmd)
-    raw+=("$j")
-    rows+=("| $us | $(field "$j" stops) | **$(field "$j" stalls)** ($(awk -v r="$(field "$j" stall_rate)" 'BEGIN {printf "%.1f%%", 100 * r}')) | $(field "$j" worst_gap_ms) | $(field "$j" held_by_main) / $(field "$j" held_by_agent) / $(field "$j" held_by_other) | $(field "$j" control_stalls) of $(field "$j" control_windows) | $(field "$j" control_worst_gap_ms) | \`$cmd\` |")
+    declare -A st=() sto=() wg=() hm=() ha=() ho=() cs=() cw=() cwg=()
+    for ((c = 0; c < CHUNKS; c++)); do
+        for lib in "${libs[@]}"; do
+            echo "bench: simstop, $lib, 4 clients, ${us} us kernels, $per stops (run $((c + 1))/$CHUNKS)..." >&2
+            cmd="$BIN -n 4 -k $per -w 150 -x 100 -d $us -s $((c + 1))"
+            j=$(LD_LIBRARY_PATH=$lib POS_SIM_INSTANCE="bench-simstop-$$-$us" $cmd)
+            raw+=("$lib: $j")
+            st[$lib]=$((${st[$lib]:-0} + $(field "$j" stalls)))
+            sto[$lib]=$((${sto[$lib]:-0} + $(field "$j" stops)))
+            hm[$lib]=$((${hm[$lib]:-0} + $(field "$j" held_by_main)))
+            ha[$lib]=$((${ha[$lib]:-0} + $(field "$j" held_by_agent)))
+            ho[$lib]=$((${ho[$lib]:-0} + $(field "$j" held_by_other)))
+            cs[$lib]=$((${cs[$lib]:-0} + $(field "$j" control_stalls)))
+            cw[$lib]=$((${cw[$lib]:-0} + $(field "$j" control_windows)))
+            wg[$lib]=$(awk -v a="${wg[$lib]:-0}" -v b="$(field "$j" worst_gap_ms)" 'BEGIN {print (b > a) ? b : a}')
+            cwg[$lib]=$(awk -v a="${cwg[$lib]:-0}" -v b="$(field "$j" control_worst_gap_ms)" 'BEGIN {print (b > a) ? b : a}')
+        done
+    done
+    for lib in "${libs[@]}"; do
+        name="this build"
+        [ "$lib" = "$BASELINE" ] && name="baseline ($lib)"
+        rows+=("| $name | $us | ${sto[$lib]} | **${st[$lib]}** ($(awk -v s="${st[$lib]}" -v n="${sto[$lib]}" 'BEGIN {printf "%.1f%%", 100 * s / n}')) | ${wg[$lib]} | ${hm[$lib]} / ${ha[$lib]} / ${ho[$lib]} | ${cs[$lib]} of ${cw[$lib]} | ${cwg[$lib]} |")
+    done
+    unset st sto wg hm ha ho cs cw cwg
 done
 
 # what the figures say, from the figures
 other=0 control=0 stalls=0
-for j in "${raw[@]}"; do
+for r in "${raw[@]}"; do
+    j=${r#*: }
     other=$((other + $(field "$j" held_by_other)))
     control=$((control + $(field "$j" control_stalls)))
     stalls=$((stalls + $(field "$j" stalls)))
@@ -52,7 +77,8 @@ $(date -u +%Y-%m-%d), $(nproc) cores ($cpu), kernel $(uname -r), commit
 $(git rev-parse --short HEAD 2>/dev/null || echo unknown), a machine shared with other jobs.
 
 Four processes share one virtual GPU (xavier-nx, timeslice), each launching four kernels and
-synchronising in a loop. $STOPS times, after a random 2-20 ms, one client chosen at random is
+synchronising in a loop. $STOPS times (in $CHUNKS runs of \`$BIN -n 4 -k $per -w 150 -x 100 -d
+KERNEL_US -s RUN\`$([ -n "$BASELINE" ] && echo ", alternating with the same runs on the baseline library"), after a random 2-20 ms, one client chosen at random is
 stopped with SIGSTOP for 150 ms while the others' progress is sampled every 0.5 ms, then
 continued; a **stall** is a stop during which none of the other three finished a loop for
 100 ms or more. After each stop comes a control window of the same length with nobody
@@ -60,7 +86,7 @@ stopped, which shows the gaps the machine's own scheduling makes. For each stall
 that held the device lock at the end of the window: the stopped client's main thread (in a
 launch or synchronisation), its driver agent thread, or another process.
 
-| kernel (us) | stops | stalls | longest gap (ms) | lock held by main / agent / other | control windows with a 100 ms gap | longest control gap (ms) | command |
+| library | kernel (us) | stops | stalls | longest gap (ms) | lock held by main / agent / other | control windows with a 100 ms gap | longest control gap (ms) |
 |---|---|---|---|---|---|---|---|
 $(printf '%s\n' "${rows[@]}")
 
