@@ -77,8 +77,10 @@ $(date -u +%Y-%m-%d), $(nproc) cores ($cpu), kernel $(uname -r), commit
 $(git rev-parse --short HEAD 2>/dev/null || echo unknown), a machine shared with other jobs.
 
 Four processes share one virtual GPU (xavier-nx, timeslice), each launching four kernels and
-synchronising in a loop. $STOPS times (in $CHUNKS runs of \`$BIN -n 4 -k $per -w 150 -x 100 -d
-KERNEL_US -s RUN\`$([ -n "$BASELINE" ] && echo ", alternating with the same runs on the baseline library"), after a random 2-20 ms, one client chosen at random is
+synchronising in a loop. $STOPS times ($CHUNKS runs of
+\`$BIN -n 4 -k $per -w 150 -x 100 -d KERNEL_US -s RUN\`$([ -n "$BASELINE" ] && echo ", alternating
+with the same runs on the baseline library"); the baseline, where given, is the driver of another
+build), after a random 2-20 ms, one client chosen at random is
 stopped with SIGSTOP for 150 ms while the others' progress is sampled every 0.5 ms, then
 continued; a **stall** is a stop during which none of the other three finished a loop for
 100 ms or more. After each stop comes a control window of the same length with nobody
