@@ -8,12 +8,14 @@
 #   bash bench/simstop.sh             (make bench runs it)
 #   STOPS=100 OUT=/tmp/s.md bash bench/simstop.sh
 #   BASELINE=/tmp/old-sim bash bench/simstop.sh   (also an older libcuda.so.1, side by side)
+#   KERNELS="50" STOPS=800 CHUNKS=8 bash bench/simstop.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STOPS=${STOPS:-200}
 CHUNKS=${CHUNKS:-4} # runs per library and kernel size, alternating between the libraries
 OUT=${OUT:-docs/results/simstop.md}
 BASELINE=${BASELINE:-}
+KERNELS=${KERNELS:-50 500} # kernel durations (us) to run
 BIN=build/bench/simstop
 [ -x "$BIN" ] || { echo "bench: build first (make build/bench/simstop)" >&2; exit 1; }
 
@@ -26,7 +28,7 @@ libs=(build/sim)
 rows=()
 raw=()
 per=$((STOPS / CHUNKS))
-for us in 50 500; do
+for us in $KERNELS; do
     declare -A st=() sto=() wg=() hm=() ha=() ho=() cs=() cw=() cwg=()
     for ((c = 0; c < CHUNKS; c++)); do
         for lib in "${libs[@]}"; do
