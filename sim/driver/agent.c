@@ -364,6 +364,7 @@ static void *agent_main(void *arg)
         struct sim_owner *me = &g->owners[drv.owner];
         me->planned_wake_ns = next;
         uint32_t seen = atomic_load(owner_word(drv.owner));
+        drv.agent_lock_ns += (uint64_t)(drv_mono_ns() - now_mono);
         drv_unlock();
         /* A woken agent finds the model as this cycle left it: it takes the lock to look. */
         for (int i = 0; i < ndue; i++)

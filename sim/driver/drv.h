@@ -211,6 +211,7 @@ struct drv_proc {
     _Atomic uint64_t completed_all;
     uint64_t agent_cycles; /* statistics, reported with POS_SIM_DEBUG */
     uint64_t early_wakes;
+    uint64_t agent_lock_ns; /* time the agent held the device lock */
 };
 
 extern struct drv_proc drv;

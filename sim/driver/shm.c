@@ -395,8 +395,10 @@ __attribute__((destructor)) static void drv_detach(void)
     if (!drv.shm || drv.forked || drv.owner < 0)
         return;
     drv_agent_stop();
-    drv_debug("agent: %llu cycles, %llu woke before anything completed",
-              (unsigned long long)drv.agent_cycles, (unsigned long long)drv.early_wakes);
+    drv_debug("agent: %llu cycles, %llu woke before anything completed, %.2f us holding the "
+              "device lock per cycle",
+              (unsigned long long)drv.agent_cycles, (unsigned long long)drv.early_wakes,
+              drv.agent_cycles ? (double)drv.agent_lock_ns / 1e3 / (double)drv.agent_cycles : 0.0);
     drv_lock();
     struct sim_gpu *g = &drv.shm->gpu;
     sim_gpu_owner_remove(g, drv.owner, drv_device_now());
