@@ -11,11 +11,12 @@
 #   KERNELS="50" STOPS=800 CHUNKS=8 bash bench/simstop.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STOPS=${STOPS:-200}
-CHUNKS=${CHUNKS:-4} # runs per library and kernel size, alternating between the libraries
+DEFAULT_STOPS=200 DEFAULT_CHUNKS=4 DEFAULT_KERNELS="50 500"
+STOPS=${STOPS:-$DEFAULT_STOPS}
+CHUNKS=${CHUNKS:-$DEFAULT_CHUNKS} # runs per library and kernel size, alternating between libraries
 OUT=${OUT:-docs/results/simstop.md}
 BASELINE=${BASELINE:-}
-KERNELS=${KERNELS:-50 500} # kernel durations (us) to run
+KERNELS=${KERNELS:-$DEFAULT_KERNELS} # kernel durations (us) to run
 BIN=build/bench/simstop
 [ -x "$BIN" ] || { echo "bench: build first (make build/bench/simstop)" >&2; exit 1; }
 
@@ -70,11 +71,16 @@ else
 fi
 summary="$summary $control control windows had a 100 ms gap."
 
+invocation="bash bench/simstop.sh"
+for v in STOPS CHUNKS KERNELS BASELINE; do
+    [ -n "${!v}" ] && [ "${!v}" != "$(eval echo "\${DEFAULT_$v:-}")" ] && invocation="$v=\"${!v}\" $invocation"
+done
+
 cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
 cat >"$OUT" <<EOF
 # Stopped processes on the simulated GPU
 
-**Simulated.** Produced by \`bash bench/simstop.sh\` (or \`make bench\`) on
+**Simulated.** Produced by \`$invocation\` on
 $(date -u +%Y-%m-%d), $(nproc) cores ($cpu), kernel $(uname -r), commit
 $(git rev-parse --short HEAD 2>/dev/null || echo unknown), a machine shared with other jobs.
 
