@@ -1,6 +1,7 @@
 /* The shared virtual GPU: one POSIX shared-memory segment per POS_SIM_INSTANCE, created by
  * its first user, guarded by a robust process-shared mutex, repaired when a process dies
- * holding it, and unlinked by its last user. Also the clocks: device time is
+ * holding it, and unlinked by its last user; a waiter names a holder that is stopped (which
+ * cannot be repaired: docs/sim.md). Also the clocks: device time is
  * (CLOCK_MONOTONIC - origin) / POS_SIM_SCALE. */
 #include "sim/driver/drv.h"
 
@@ -117,7 +118,7 @@ static pid_t lock_holder(void)
     return (pid_t)(w & 0x3fffffffu); /* FUTEX_TID_MASK */
 }
 
-/* State letter of thread TID (/proc/TID/stat field 3) and its process in *PID; 0 if gone. */
+/* State letter of thread TID (/proc/TID/status) and its process in *PID; 0 if it is gone. */
 static char thread_state(pid_t tid, pid_t *pid)
 {
     char path[64], buf[1024];
