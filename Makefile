@@ -212,6 +212,7 @@ TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
 TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 TEST_DEPS_test_sim_stop := $(SIM_LIB)
+TEST_DEPS_test_sim_agents := $(SIM_LIB)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
