@@ -109,7 +109,7 @@ static void client(int id, double kernel_us)
     exit(0); /* the driver leaves the virtual GPU at exit; the last one out removes it */
 }
 
-/* Watches the clients other than SKIP (-1: all) for WINDOW ms; returns the longest time in
+/* Watches the clients other than SKIP (N: all of them) for WINDOW ms; returns the longest time in
  * ms in which none of them completed a loop. */
 static double watch(int n, int skip, double window)
 {
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
         stalls += gap >= stall;
         worst = gap > worst ? gap : worst;
         settle(n);
-        double cgap = watch(n, -1, window);
+        double cgap = watch(n, n, window);
         control_stalls += cgap >= stall;
         control_worst = cgap > control_worst ? cgap : control_worst;
     }

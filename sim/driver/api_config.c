@@ -135,7 +135,7 @@ API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
         return rc;
     if (!limit_known(limit))
         return CUDA_ERROR_INVALID_VALUE;
-    *pvalue = c->limits_set & (1u << limit) ? c->limits[limit] : limit_default(limit);
+    *pvalue = (c->limits_set & (1u << limit)) ? c->limits[limit] : limit_default(limit);
     return CUDA_SUCCESS;
 }
 

@@ -207,7 +207,7 @@ API int pos_sim_fault_stop_in_lock(void)
     if (drv_check_init() != CUDA_SUCCESS)
         return -1;
     drv_lock();
-    raise(SIGSTOP);
+    kill(getpid(), SIGSTOP); /* the whole process stops, every thread with it */
     drv_unlock();
     return 0;
 }
