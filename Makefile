@@ -2,6 +2,7 @@
 #
 #   make            build everything into build/
 #   make test       build and run every test that needs no GPU
+#   make deps-hashcat  install hashcat, the third-party program a test runs on the simulated driver
 #   make demo       run the main job on the simulated GPU (or a real one, if present)
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
@@ -57,6 +58,11 @@ $(DEPS_STAMP): scripts/deps.sh
 	@mkdir -p $(B)
 	@CUDA_HOME=$(CUDA_HOME) bash scripts/deps.sh
 	@touch $@
+
+# Optional: Debian's hashcat (about 100 MB with its OpenCL runtime), the third-party program
+# tests/integration/test_hashcat.c runs on the simulated driver (skipped without it).
+deps-hashcat:
+	@bash scripts/deps.sh --hashcat
 
 # --- objects --------------------------------------------------------------------------
 $(B)/obj/%.o: %.c $(DEPS_STAMP) $(SAN_STAMP)
@@ -158,7 +164,14 @@ $(B)/gen/cu_errors.h: scripts/gen_cu_errors.sh $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	bash scripts/gen_cu_errors.sh $(CUDA_HOME)/include/cuda.h $@
 
-$(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(DEPS_STAMP) $(SAN_STAMP)
+# Every entry point of the toolkit's cuda.h, and cuGetProcAddress's rows for each ABI of each
+# (cu_procaddr.h), generated from the headers themselves
+$(B)/gen/cu_exports.h: scripts/gen_cu_exports.sh $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	CC='$(CC)' bash scripts/gen_cu_exports.sh $(CUDA_HOME)/include $(dir $@)
+$(B)/gen/cu_procaddr.h: $(B)/gen/cu_exports.h
+
+$(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(DEPS_STAMP) $(SAN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(B)/gen $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
@@ -217,6 +230,8 @@ TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
 TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
+TEST_DEPS_test_sim_startup    := $(SIM_LIB)
+TEST_LIBS_test_sim_startup    := -lelf -ldl
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
 TEST_DEPS_test_policy         := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_profile        := $(call obj,sched/profile.c sched/profile_file.c)
@@ -278,6 +293,9 @@ TEST_DEPS_test_telemetry := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) \
     $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ)
 SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
+TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
+TEST_DEPS_test_sim_stop := $(SIM_LIB)
+TEST_DEPS_test_sim_agents := $(SIM_LIB)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
@@ -289,12 +307,19 @@ test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
 demo: all
 	@bash scripts/demo.sh
 
-bench: all
+# What a stopped process does to the simulated GPU (bench/simstop.sh)
+SIMSTOP := $(B)/bench/simstop
+$(SIMSTOP): $(B)/obj/bench/simstop.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -o $@ $< -L$(CUDA_STUB) -lcuda
+
+bench: all $(SIMSTOP)
 	@bash bench/testbed.sh
 	@bash bench/shim.sh
 	@bash bench/posd.sh
 	@bash bench/core.sh
 	@bash bench/completion.sh
+	@bash bench/simstop.sh
 
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all
@@ -357,7 +382,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat test demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

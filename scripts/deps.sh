@@ -3,10 +3,16 @@
 # As root it installs what is missing; otherwise it prints the exact command to run.
 # Usage: scripts/deps.sh            (check, install as root)
 #        CUDA_HOME=/opt/cuda scripts/deps.sh
+#        scripts/deps.sh --hashcat  (only Debian's hashcat, ~100 MB, for tests/integration/test_hashcat.c)
 set -euo pipefail
 
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
           liburing-dev libcunit1-dev libinih-dev libmicrohttpd-dev)
+only_optional=0
+if [ "${1:-}" = "--hashcat" ]; then
+    packages=(hashcat)
+    only_optional=1
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +40,8 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
 fi
+
+[ "$only_optional" -eq 1 ] && exit 0
 
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -f "$cuda_home/include/cuda.h" ]; then

@@ -34,6 +34,16 @@ static CUresult forget(CUresult rc)
     return rc;
 }
 
+/* A context created through the shim (cuCtxCreate makes it current): forgotten like any
+ * change, and named under POS_DEBUG, so a program that finds the driver by dlopen can be
+ * seen to reach the shim with its context. */
+static CUresult created(CUresult rc, CUcontext *pctx, const char *how)
+{
+    if (rc == CUDA_SUCCESS && shim_cfg.debug)
+        shim_log("%s created context %p", how, (void *)*pctx);
+    return forget(rc);
+}
+
 SHIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     return became(SHIM_REAL(cuCtxSetCurrent)(ctx), ctx);
@@ -49,21 +59,53 @@ SHIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     return forget(SHIM_REAL(cuCtxPopCurrent_v2)(pctx));
 }
 
+/* The first ABIs (before CUDA 4.0 and 11.0), which NVIDIA's driver still exports: the same
+ * bookkeeping, so a program built against an old cuda.h is seen as well. */
+SHIM_API CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    return became(SHIM_REAL(cuCtxPushCurrent)(ctx), ctx);
+}
+
+SHIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    return forget(SHIM_REAL(cuCtxPopCurrent)(pctx));
+}
+
+SHIM_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate");
+}
+
+SHIM_API CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return forget(SHIM_REAL(cuCtxDestroy)(ctx));
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return forget(SHIM_REAL(cuDevicePrimaryCtxRelease)(dev));
+}
+
+SHIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return forget(SHIM_REAL(cuDevicePrimaryCtxReset)(dev));
+}
+
 SHIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    return forget(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev));
+    return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2");
 }
 
 SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
                                  unsigned int flags, CUdevice dev)
 {
-    return forget(SHIM_REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev));
+    return created(SHIM_REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev), pctx, "cuCtxCreate_v3");
 }
 
 SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
                                  CUdevice dev)
 {
-    return forget(SHIM_REAL(cuCtxCreate_v4)(pctx, params, flags, dev));
+    return created(SHIM_REAL(cuCtxCreate_v4)(pctx, params, flags, dev), pctx, "cuCtxCreate_v4");
 }
 
 SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)

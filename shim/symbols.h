@@ -34,6 +34,7 @@
     X(cuEventRecord_ptsz, cuEventRecord, 7000, 1)                                                  \
     X(cuEventRecordWithFlags, cuEventRecordWithFlags, 11010, 0)                                    \
     X(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags, 11010, 1)                               \
+    X(cuEventDestroy, cuEventDestroy, 2000, 0)                                                     \
     X(cuEventDestroy_v2, cuEventDestroy, 4000, 0)                                                  \
     X(cuStreamQuery, cuStreamQuery, 2000, 0)                                                       \
     X(cuStreamQuery_ptsz, cuStreamQuery, 7000, 1)                                                  \
@@ -46,13 +47,19 @@
     X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                                            \
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)                                       \
     X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)                                                   \
+    X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, 0)                                                 \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                                              \
+    X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, 0)                                                   \
     X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0)                                                \
+    X(cuCtxCreate, cuCtxCreate, 2000, 0)                                                           \
     X(cuCtxCreate_v2, cuCtxCreate, 3020, 0)                                                        \
     X(cuCtxCreate_v3, cuCtxCreate, 11040, 0)                                                       \
     X(cuCtxCreate_v4, cuCtxCreate, 12050, 0)                                                       \
+    X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                                                         \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                                                      \
+    X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, 0)                               \
     X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0)                           \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)                                   \
     X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)
 
 /* Driver functions the shim itself calls and does not intercept. */

@@ -289,6 +289,13 @@ SHIM_API CUresult cuEventDestroy_v2(CUevent ev)
     return SHIM_REAL(cuEventDestroy_v2)(ev);
 }
 
+/* the first ABI (before CUDA 4.0), still exported by NVIDIA's driver */
+SHIM_API CUresult cuEventDestroy(CUevent ev)
+{
+    shim_event_forget((uint64_t)(uintptr_t)ev);
+    return SHIM_REAL(cuEventDestroy)(ev);
+}
+
 SHIM_API CUresult cuEventSynchronize(CUevent ev)
 {
     __typeof__(&cuEventSynchronize) real = SHIM_REAL(cuEventSynchronize);

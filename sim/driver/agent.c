@@ -247,18 +247,23 @@ static void finish_op(struct reaped *r)
     pthread_mutex_unlock(&drv.lock);
 }
 
-/* Wakes processes whose ops now end before their agents planned to look. */
-static void wake_due_owners(struct sim_gpu *g)
+/* Finds the processes whose ops now end before their agents planned to look (under the
+ * lock): fills DUE with them, returns how many. The caller wakes them after it has let the
+ * lock go, so that no futex call, and no woken process taking the CPU, lengthens the time it
+ * holds the lock (a process stopped in that time stalls everyone: docs/sim.md). */
+static int find_due_owners(struct sim_gpu *g, int *due)
 {
+    int n = 0;
     for (int o = 0; o < SIM_MAX_OWNERS; o++) {
         if (o == drv.owner || !g->owners[o].used)
             continue;
         int64_t next = sim_gpu_owner_next_event(g, o);
         if (next < g->owners[o].planned_wake_ns) {
             g->owners[o].planned_wake_ns = next;
-            wake_owner(o);
+            due[n++] = o;
         }
     }
+    return n;
 }
 
 struct host_call {
@@ -339,7 +344,8 @@ static void *agent_main(void *arg)
         }
         if (n == 0 && ncalls == 0)
             drv.early_wakes++;
-        wake_due_owners(g);
+        int due[SIM_MAX_OWNERS];
+        int ndue = find_due_owners(g, due);
         if (now_mono - drv.shm->last_liveness_ns > 200000000LL)
             drv_liveness_scan(now_mono);
         int64_t next = sim_gpu_owner_next_event(g, drv.owner);
@@ -358,7 +364,11 @@ static void *agent_main(void *arg)
         struct sim_owner *me = &g->owners[drv.owner];
         me->planned_wake_ns = next;
         uint32_t seen = atomic_load(owner_word(drv.owner));
+        drv.agent_lock_ns += (uint64_t)(drv_mono_ns() - now_mono);
         drv_unlock();
+        /* A woken agent finds the model as this cycle left it: it takes the lock to look. */
+        for (int i = 0; i < ndue; i++)
+            wake_owner(due[i]);
 
         for (int i = 0; i < n; i++)
             finish_op(&batch[i]);

@@ -265,7 +265,17 @@ API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice d
     CUresult rc = check_dev(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return device_attribute(attrib, pi) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (device_attribute(attrib, pi) == 0)
+        return CUDA_SUCCESS;
+    if ((int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* An attribute of cuda.h the model has no figure for (textures, surfaces, interop, ...):
+     * the simulated device lacks the feature, as 0 says. */
+    static _Atomic unsigned char said[CU_DEVICE_ATTRIBUTE_MAX];
+    if (!atomic_exchange(&said[attrib], 1))
+        drv_debug("cuDeviceGetAttribute(%d): not modelled, answering 0", (int)attrib);
+    *pi = 0;
+    return CUDA_SUCCESS;
 }
 
 /* pos-sim's own query, which NVIDIA's driver does not have (a program finds it with dlsym):

@@ -82,8 +82,7 @@ static CUresult module_load_image(CUmodule *module, const void *image)
     return CUDA_SUCCESS;
 }
 
-/* Reads a whole file as a NUL-terminated string. */
-static CUresult read_file(const char *fname, char **out)
+CUresult drv_read_file(const char *fname, char **out)
 {
     FILE *f = fopen(fname, "rb");
     if (!f)
@@ -121,7 +120,7 @@ API CUresult cuModuleLoad(CUmodule *module, const char *fname)
     if (rc != CUDA_SUCCESS)
         return rc;
     char *text;
-    rc = read_file(fname, &text);
+    rc = drv_read_file(fname, &text);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = module_load_image(module, text);
@@ -182,6 +181,21 @@ API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *n
         return CUDA_ERROR_NOT_FOUND;
     *hfunc = f->handle;
     return CUDA_SUCCESS;
+}
+
+/* The text module format declares kernels only, so a module has no globals: every name is
+ * CUDA_ERROR_NOT_FOUND, the driver's answer for a name the module does not define. */
+API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!drv_handle_get(H_MODULE, hmod))
+        return CUDA_ERROR_INVALID_HANDLE;
+    (void)dptr, (void)bytes;
+    return CUDA_ERROR_NOT_FOUND;
 }
 
 API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
@@ -249,7 +263,7 @@ API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
     if (rc != CUDA_SUCCESS)
         return rc;
     char *text;
-    rc = read_file(fileName, &text);
+    rc = drv_read_file(fileName, &text);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = library_load(library, text);

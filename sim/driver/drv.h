@@ -6,6 +6,7 @@
 /* Declares every versioned entry point (_v2, _ptsz, _ptds) as the real driver does. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -78,6 +79,10 @@ struct drv_ctx {
     _Atomic int sticky; /* CUresult that poisons the context, 0 if none */
     int destroyed;
     struct drv_ctx *retired_next; /* in drv.retired, once destroyed */
+    /* start-up settings the model ignores, read back as set (api_config.c) */
+    int cache_config;    /* CUfunc_cache */
+    unsigned limits_set; /* bit per CUlimit set with cuCtxSetLimit */
+    size_t limits[CU_LIMIT_MAX];
 };
 
 struct drv_func {
@@ -207,6 +212,7 @@ struct drv_proc {
     _Atomic uint64_t completed_all;
     uint64_t agent_cycles; /* statistics, reported with POS_SIM_DEBUG */
     uint64_t early_wakes;
+    uint64_t agent_lock_ns; /* time the agent held the device lock */
 };
 
 extern struct drv_proc drv;
@@ -234,6 +240,7 @@ enum drv_handle_type {
     H_KERNEL,
     H_GRAPH,
     H_EXEC,
+    H_LINK,
     H_NTYPES
 };
 
@@ -290,6 +297,12 @@ CUresult drv_ctx_sync(struct drv_ctx *ctx);
 
 /* Common prologue: not initialised, forked child. */
 CUresult drv_check_init(void);
+
+/* ---- modules (api_module.c) -------------------------------------------------------------- */
+
+/* Reads a whole file as a malloc'd NUL-terminated string (CUDA_ERROR_FILE_NOT_FOUND if it
+ * cannot be read). */
+CUresult drv_read_file(const char *fname, char **out);
 
 /* ---- memory (api_mem.c) ----------------------------------------------------------------- */
 

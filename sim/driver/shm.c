@@ -1,6 +1,7 @@
 /* The shared virtual GPU: one POSIX shared-memory segment per POS_SIM_INSTANCE, created by
  * its first user, guarded by a robust process-shared mutex, repaired when a process dies
- * holding it, and unlinked by its last user. Also the clocks: device time is
+ * holding it, and unlinked by its last user; a waiter names a holder that is stopped (which
+ * cannot be repaired: docs/sim.md). Also the clocks: device time is
  * (CLOCK_MONOTONIC - origin) / POS_SIM_SCALE. */
 #include "sim/driver/drv.h"
 
@@ -107,9 +108,83 @@ void drv_liveness_scan(int64_t now_mono)
     }
 }
 
+/* ---- the device lock ------------------------------------------------------------------- */
+
+/* The thread holding the device lock, 0 if none: a robust mutex's futex word is its owner's
+ * TID (the kernel's robust-futex ABI), glibc's pthread_mutex_t.__data.__lock. */
+static pid_t lock_holder(void)
+{
+    unsigned w = (unsigned)atomic_load((_Atomic int *)&drv.shm->lock.__data.__lock);
+    return (pid_t)(w & 0x3fffffffu); /* FUTEX_TID_MASK */
+}
+
+/* State letter of thread TID (/proc/TID/status) and its process in *PID; 0 if it is gone. */
+static char thread_state(pid_t tid, pid_t *pid)
+{
+    char path[64], buf[1024];
+    *pid = tid;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char state = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        if (strncmp(buf, "State:", 6) == 0)
+            sscanf(buf + 6, " %c", &state);
+        else if (strncmp(buf, "Tgid:", 5) == 0)
+            *pid = (pid_t)atoi(buf + 5);
+    }
+    fclose(f);
+    return state;
+}
+
+/* A waiter that has waited WAITED_NS looks at the holder: one that is stopped (SIGSTOP,
+ * Ctrl-Z: 'T'; a debugger: 't') holds every process of this virtual GPU until it continues or
+ * ends, and nothing else can safely take the lock from a live process in the middle of its
+ * update (docs/sim.md). Says so once per wait, naming it. Returns 1 once it has said so. */
+static int report_stopped_holder(int64_t waited_ns)
+{
+    pid_t pid, tid = lock_holder();
+    char st = tid ? thread_state(tid, &pid) : 0;
+    if (st != 'T' && st != 't')
+        return 0;
+    fprintf(stderr,
+            "pos-sim[%d]: waited %.1f s for the virtual GPU %s: its lock is held by pid %d "
+            "(thread %d), which is %s; every process of this virtual GPU waits until it "
+            "continues (kill -CONT %d) or ends\n",
+            (int)getpid(), (double)waited_ns / 1e9, drv.shm_name, (int)pid, (int)tid,
+            st == 'T' ? "stopped (SIGSTOP, Ctrl-Z)" : "stopped by a debugger", (int)pid);
+    return 1;
+}
+
+#define LOCK_CHECK_NS 1000000000LL /* how long a waiter waits before it looks at the holder */
+
+/* The contended path: wait in steps of LOCK_CHECK_NS, looking at the holder after each. */
+static int lock_slow(void)
+{
+    int64_t start = drv_mono_ns();
+    int reported = 0;
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += LOCK_CHECK_NS / 1000000000LL;
+        int rc = pthread_mutex_clocklock(&drv.shm->lock, CLOCK_MONOTONIC, &ts);
+        if (rc != ETIMEDOUT) {
+            if (reported)
+                fprintf(stderr, "pos-sim[%d]: the virtual GPU %s is free again after %.1f s\n",
+                        (int)getpid(), drv.shm_name, (double)(drv_mono_ns() - start) / 1e9);
+            return rc;
+        }
+        if (!reported)
+            reported = report_stopped_holder(drv_mono_ns() - start);
+    }
+}
+
 void drv_lock(void)
 {
-    int rc = pthread_mutex_lock(&drv.shm->lock);
+    int rc = pthread_mutex_trylock(&drv.shm->lock);
+    if (rc == EBUSY)
+        rc = lock_slow();
     if (rc == EOWNERDEAD) {
         /* A process died inside the critical section: rebuild what it may have torn, then
          * drop it (and any other dead process) from the device. */
@@ -123,6 +198,18 @@ void drv_lock(void)
 void drv_unlock(void)
 {
     pthread_mutex_unlock(&drv.shm->lock);
+}
+
+/* Fault injection for tests: this process stops itself (SIGSTOP) while it holds the device
+ * lock, and lets it go once continued. */
+API int pos_sim_fault_stop_in_lock(void)
+{
+    if (drv_check_init() != CUDA_SUCCESS)
+        return -1;
+    drv_lock();
+    kill(getpid(), SIGSTOP); /* the whole process stops, every thread with it */
+    drv_unlock();
+    return 0;
 }
 
 static void instance_name(char *out, size_t len)
@@ -309,8 +396,10 @@ __attribute__((destructor)) static void drv_detach(void)
     if (!drv.shm || drv.forked || drv.owner < 0)
         return;
     drv_agent_stop();
-    drv_debug("agent: %llu cycles, %llu woke before anything completed",
-              (unsigned long long)drv.agent_cycles, (unsigned long long)drv.early_wakes);
+    drv_debug("agent: %llu cycles, %llu woke before anything completed, %.2f us holding the "
+              "device lock per cycle",
+              (unsigned long long)drv.agent_cycles, (unsigned long long)drv.early_wakes,
+              drv.agent_cycles ? (double)drv.agent_lock_ns / 1e3 / (double)drv.agent_cycles : 0.0);
     drv_lock();
     struct sim_gpu *g = &drv.shm->gpu;
     sim_gpu_owner_remove(g, drv.owner, drv_device_now());

@@ -1,0 +1,144 @@
+/* A process stopped inside the simulated GPU's device lock (docs/sim.md, "A process stopped
+ * inside the device lock"): the others wait until it continues, and a waiter names it on
+ * stderr after a second; once it continues, everyone goes on; killed while stopped, the next
+ * locker repairs the device. A child stops itself holding the lock through the driver's
+ * fault-injection entry point, so the case is hit every time rather than in 3% of random
+ * stops (bench/simstop.sh measures how often). */
+#include <cuda.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/cunit_main.h"
+#include "tests/integration/util.h"
+
+int pos_sim_fault_stop_in_lock(void);
+
+static char dir[128];
+
+static int suite_init(void)
+{
+    char inst[96];
+    snprintf(inst, sizeof inst, "test-sim-stop-%d", (int)getpid());
+    setenv("POS_SIM_INSTANCE", inst, 1);
+    snprintf(dir, sizeof dir, "/tmp/pos-test-sim-stop-%d", (int)getpid());
+    return mkdir(dir, 0700) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    char cmd[192];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A child that initialises the driver and stops itself holding the device lock; returns
+ * once it is stopped. */
+static pid_t start_holder(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (cuInit(0) != CUDA_SUCCESS || pos_sim_fault_stop_in_lock() != 0)
+            _exit(1);
+        exit(0); /* the driver leaves the device at exit */
+    }
+    int st;
+    if (waitpid(pid, &st, WUNTRACED) != pid || !WIFSTOPPED(st)) {
+        fprintf(stderr, "holder did not stop\n");
+        return -1;
+    }
+    return pid;
+}
+
+/* A child that needs the lock (cuInit attaches to the device under it) and then launches and
+ * synchronises; its stderr goes to ERR_PATH. */
+static pid_t start_waiter(const char *err_path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        CUcontext c;
+        CUmodule m;
+        CUfunction f;
+        if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(c) != CUDA_SUCCESS ||
+            cuModuleLoadData(&m, ".pos_sim_module 1\n.kernel k flops=1e6\n") != CUDA_SUCCESS ||
+            cuModuleGetFunction(&f, m, "k") != CUDA_SUCCESS ||
+            cuLaunchKernel(f, 8, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
+            cuCtxSynchronize() != CUDA_SUCCESS)
+            _exit(1);
+        exit(0);
+    }
+    return pid;
+}
+
+/* Exit status of PID within MS milliseconds, -1 if it is still running (it is then left). */
+static int exited_within(pid_t pid, int ms)
+{
+    for (int i = 0; i <= ms / 10; i++) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        usleep(10000);
+    }
+    return -1;
+}
+
+static void test_a_stopped_lock_holder_stalls_the_device_and_is_named(void)
+{
+    char err_path[192], err[4096], want[64];
+    snprintf(err_path, sizeof err_path, "%s/waiter.err", dir);
+    pid_t holder = start_holder();
+    CU_ASSERT_FATAL(holder > 0);
+    pid_t waiter = start_waiter(err_path);
+    /* the documented limit: nothing moves while the holder is stopped */
+    CU_ASSERT_EQUAL(exited_within(waiter, 1500), -1);
+    util_read_file(err_path, err, sizeof err);
+    snprintf(want, sizeof want, "held by pid %d", (int)holder);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "stopped (SIGSTOP, Ctrl-Z)"));
+    snprintf(want, sizeof want, "kill -CONT %d", (int)holder);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    if (!strstr(err, "held by pid"))
+        fprintf(stderr, "waiter's stderr:\n%s\n", err);
+    /* once it continues, both go on */
+    kill(holder, SIGCONT);
+    CU_ASSERT_EQUAL(exited_within(waiter, 10000), 0);
+    CU_ASSERT_EQUAL(exited_within(holder, 10000), 0);
+    util_read_file(err_path, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is free again after"));
+    kill(waiter, SIGKILL);
+    kill(holder, SIGKILL);
+    waitpid(waiter, NULL, WNOHANG);
+    waitpid(holder, NULL, WNOHANG);
+}
+
+static void test_a_holder_killed_while_stopped_is_repaired(void)
+{
+    char err_path[192];
+    snprintf(err_path, sizeof err_path, "%s/waiter2.err", dir);
+    pid_t holder = start_holder();
+    CU_ASSERT_FATAL(holder > 0);
+    pid_t waiter = start_waiter(err_path);
+    usleep(200000);
+    kill(holder, SIGKILL);
+    int st;
+    waitpid(holder, &st, 0);
+    CU_ASSERT_EQUAL(exited_within(waiter, 10000), 0);
+    kill(waiter, SIGKILL);
+    waitpid(waiter, NULL, WNOHANG);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("sim_stop", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_a_stopped_lock_holder_stalls_the_device_and_is_named);
+    POS_ADD_TEST(s, test_a_holder_killed_while_stopped_is_repaired);
+}
