@@ -284,6 +284,46 @@ static void test_lone_client_solo_times(void)
     }
 }
 
+/* Kernel profiles: after 50 requests of a model alone, what the core learnt of every sampled
+ * kernel of 20 us or more is within 10% of the device model's own duration (xavier-nx, where
+ * kernels outlast the collector's poll); without the profiling markers (profile_min 0) most
+ * kernels are never sampled. */
+static void test_profiles_learnt_alone_match_the_device(void)
+{
+    static const char *const models[] = {"resnet50", "inception_v3", "bert_base"};
+    for (int k = 0; k < 3; k++) {
+        for (int markers = 1; markers >= 0; markers--) {
+            char text[512];
+            snprintf(text, sizeof text,
+                     "[device]\npreset = xavier-nx\n[sched]\npolicy = pos\nprofile_min = %d\n"
+                     "[client a]\nmodel = %s\nrequests = 50\n",
+                     markers ? 32 : 0, models[k]);
+            load(text);
+            sc.profile_check = 1;
+            run(&res, 1);
+            size_t long_ones = 0, sampled = 0, within = 0;
+            for (size_t i = 0; i < res.nkcheck; i++) {
+                const struct possim_kcheck *c = &res.kcheck[i];
+                if (c->truth_ns < 20000)
+                    continue;
+                long_ones++;
+                if (!c->n)
+                    continue;
+                sampled++;
+                within += fabs(c->learned_ns - c->truth_ns) <= 0.10 * c->truth_ns;
+            }
+            CU_ASSERT(long_ones > 20);
+            if (markers) {
+                CU_ASSERT(sampled >= long_ones - 2); /* a request's first (and last) kernel */
+                CU_ASSERT_EQUAL(within, sampled);
+            } else {
+                CU_ASSERT(sampled < long_ones / 2);
+            }
+            possim_result_free(&res);
+        }
+    }
+}
+
 static void test_priority_protects_latency_client(void)
 {
     load_mixed("none");
@@ -590,6 +630,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_parse_ok);
     POS_ADD_TEST(s, test_deterministic);
     POS_ADD_TEST(s, test_lone_client_solo_times);
+    POS_ADD_TEST(s, test_profiles_learnt_alone_match_the_device);
     POS_ADD_TEST(s, test_priority_protects_latency_client);
     POS_ADD_TEST(s, test_fifo_and_priority_leave_a_lone_client_alone);
     POS_ADD_TEST(s, test_sm_share_feeds_the_device_model);
