@@ -409,6 +409,15 @@ int posd_peer_privileged(const struct posd *d, const struct posd_client *c)
     return 0;
 }
 
+static void reply_kernels(struct posd *d, struct posd_client *c)
+{
+    static uint8_t buf[POS_MSG_MAX];
+    size_t len = posd_engine_kernels(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
+                                     posd_peer_privileged(d, c), c->ident.uid);
+    if (send_msg(c->sock, POS_MSG_KERNELS, buf, len, NULL, 0) < 0)
+        posd_log(POSD_LOG_DEBUG, "kernels reply to a tool failed: %s", strerror(errno));
+}
+
 static void reply_stats(struct posd *d, struct posd_client *c)
 {
     static uint8_t buf[POS_MSG_MAX];
@@ -474,6 +483,13 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
             c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
         }
         reply_stats(d, c);
+        return 0;
+    case POS_MSG_KERNELS_REQ:
+        if (!c->registered) {
+            c->is_tool = 1;
+            c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
+        }
+        reply_kernels(d, c);
         return 0;
     case POS_MSG_CONTROL:
         if (c->registered) {

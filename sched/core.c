@@ -473,6 +473,12 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
     op->release_ns = op->done_ns = 0;
     c->submitted = in->seq;
     request_note_launch(c, op);
+    if (k->prof && is_kernel(op) && op->key) {
+        struct pos_kprof *pr =
+            pos_prof_get(k->prof, c->conf.uid, op->key, op->grid, op->block, 1);
+        if (pr)
+            pr->launches++;
+    }
     if (released || (c->mode == POS_GRANT_WINDOW && in->seq <= c->granted) ||
         c->mode == POS_GRANT_FREE) {
         release_op(c, op, now);

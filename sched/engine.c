@@ -410,6 +410,38 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
     return h;
 }
 
+/* Kernel names by key, for posstat -k: the first 63 bytes of the first name a client sent
+ * for a key (a key is the hash of the name's bytes). Bounded; posd is single-threaded. */
+#define KNAMES_CAP 65536
+static struct kname {
+    uint64_t key;
+    char name[64];
+} knames[KNAMES_CAP];
+static size_t knames_n;
+
+static void kname_put(uint64_t key, const uint8_t *name, size_t n)
+{
+    if (!key || knames_n * 10 >= KNAMES_CAP * 7)
+        return;
+    size_t i = (size_t)(key ^ (key >> 29)) & (KNAMES_CAP - 1);
+    while (knames[i].key && knames[i].key != key)
+        i = (i + 1) & (KNAMES_CAP - 1);
+    if (knames[i].key)
+        return;
+    knames[i].key = key;
+    memcpy(knames[i].name, name, n < 63 ? n : 63);
+    knames[i].name[n < 63 ? n : 63] = '\0';
+    knames_n++;
+}
+
+static const char *kname_get(uint64_t key)
+{
+    size_t i = (size_t)(key ^ (key >> 29)) & (KNAMES_CAP - 1);
+    while (knames[i].key && knames[i].key != key)
+        i = (i + 1) & (KNAMES_CAP - 1);
+    return knames[i].key ? knames[i].name : "";
+}
+
 int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len)
 {
     struct pos_names h;
@@ -439,6 +471,7 @@ int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len)
             if (c->keys[id] == key)
                 return -1;
         c->keys[h.first + i] = key;
+        kname_put(key, body + off, n);
         off += n;
     }
     if (off != len)
@@ -448,6 +481,57 @@ int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len)
 }
 
 /* ---- statistics ------------------------------------------------------------------------- */
+
+static double device_time(const struct pos_kprof *k)
+{
+    return (double)k->launches * (k->n ? k->mean_ns : 0);
+}
+
+static int by_device_time(const void *a, const void *b)
+{
+    const struct pos_kprof *x = *(const struct pos_kprof *const *)a,
+                           *y = *(const struct pos_kprof *const *)b;
+    double dx = device_time(x), dy = device_time(y);
+    if (dx != dy)
+        return dx < dy ? 1 : -1;
+    return x->launches < y->launches ? 1 : x->launches > y->launches ? -1 : 0;
+}
+
+size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t uid)
+{
+    struct pos_kernels_reply r = {.uptime_ns = (uint64_t)(posd_now() - d->started_at)};
+    size_t room = cap > sizeof r ? (cap - sizeof r) / sizeof(struct pos_kernel_stats) : 0;
+    static const struct pos_kprof *list[1 << 20];
+    size_t n = 0;
+    for (size_t i = 0; i < d->prof.cap && n < sizeof list / sizeof list[0]; i++) {
+        const struct pos_kprof *k = &d->prof.t[i];
+        if (k->used && (all || k->uid == (uint32_t)uid))
+            list[n++] = k;
+    }
+    qsort(list, n, sizeof list[0], by_device_time);
+    r.total = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    r.nkernels = (uint32_t)(n < room ? n : room);
+    uint8_t *out = (uint8_t *)buf + sizeof r;
+    for (uint32_t i = 0; i < r.nkernels; i++) {
+        const struct pos_kprof *k = list[i];
+        struct pos_kernel_stats s = {
+            .key = k->key,
+            .uid = k->uid,
+            .co_ratio_milli = k->co_n ? (uint32_t)(k->co_ratio * 1000 + 0.5) : 0,
+            .launches = k->launches,
+            .samples = k->n,
+            .mean_ns = (uint64_t)k->mean_ns,
+            .sd_ns = (uint64_t)pos_kprof_sd(k),
+            .co_samples = k->co_n,
+        };
+        memcpy(s.grid, k->grid, sizeof s.grid);
+        memcpy(s.block, k->block, sizeof s.block);
+        snprintf(s.name, sizeof s.name, "%s", kname_get(k->key));
+        memcpy(out + i * sizeof s, &s, sizeof s);
+    }
+    memcpy(buf, &r, sizeof r);
+    return sizeof r + r.nkernels * sizeof(struct pos_kernel_stats);
+}
 
 static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_client_stats *s,
                               int64_t now)

@@ -215,6 +215,8 @@ int64_t posd_engine_save_profiles(struct posd *d, int periodic);
 /* Writes the kernel profiles to STATE_DIR/profiles now; forgets them all and removes the file.
  * Each returns 0 or a negative errno, with a line for a person in MSG. */
 int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap);
+/* The KERNELS reply body into BUF (CAP bytes): every user's profiles when ALL, else UID's. */
+size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
 int posd_engine_profiles_reset(struct posd *d, char *msg, size_t cap);
 /* Reads every client's rings into the core, decides, publishes grants. Returns the delay in
  * ns until the next tick is wanted, or -1 when nothing needs one (idle). */

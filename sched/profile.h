@@ -34,6 +34,7 @@ struct pos_kprof {
     double m2;       /* their sum of squared deviations (Welford), for the spread */
     uint64_t tries;  /* exact completions looked at, samples or not */
     uint64_t co_n;   /* samples taken while other clients had work in flight */
+    uint64_t launches; /* submissions seen (not kept in the file) */
     double co_ratio; /* their mean ratio to the solo mean (1 = no slowdown) */
 };
 

@@ -73,10 +73,11 @@ struct options {
     int npids;      /* -p: only these clients */
     int32_t pids[MAX_PIDS];
     int unmanaged; /* -u: the processes using the GPU without the shim */
+    int kernels;   /* -k: posd's kernel profiles */
 };
 
 static const char usage_text[] =
-    "usage: posstat [-d] [-a] [-u] [-p PID[,PID...]] [-H] [-t] [-s SOCKET] [-o text|json|prom]\n"
+    "usage: posstat [-d] [-a] [-u] [-k] [-p PID[,PID...]] [-H] [-t] [-s SOCKET] [-o text|json|prom]\n"
     "               [interval [count]]\n"
     "Shows what posd is scheduling: the device, then one line per client (docs/posstat.md).\n"
     "Without an interval it prints totals since each client registered and exits. With one,\n"
@@ -91,6 +92,8 @@ static const char usage_text[] =
     "  -o, --output FORMAT  text (default); json: one JSON object per line; prom: posd's\n"
     "                       counters in the Prometheus text format, once (docs/metrics.md)\n"
     "  -u, --unmanaged      processes using the GPU without the shim (eBPF telemetry)\n"
+    "  -k, --kernels        posd's kernel profiles, most GPU time first: launches/s, solo\n"
+    "                       mean and spread, samples, co-run slowdown (text or json)\n"
     "  -h, --help           this text\n";
 
 static const struct option long_options[] = {
@@ -102,6 +105,7 @@ static const struct option long_options[] = {
     {"socket", required_argument, NULL, 's'},
     {"output", required_argument, NULL, 'o'},
     {"unmanaged", no_argument, NULL, 'u'},
+    {"kernels", no_argument, NULL, 'k'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -159,7 +163,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     *o = (struct options){.socket = posclient_default_socket(), .format = &output_formats[0]};
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":dap:Hts:o:uh", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":dap:Hts:o:ukh", long_options, NULL)) != -1) {
         switch (c) {
         case 'd':
             o->show |= POSSTAT_SHOW_DEVICE;
@@ -181,6 +185,9 @@ static void parse_options(int argc, char **argv, struct options *o)
             break;
         case 'o':
             o->format = find_format(optarg);
+            break;
+        case 'k':
+            o->kernels = 1;
             break;
         case 'u':
             o->unmanaged = 1;
@@ -209,6 +216,8 @@ static void parse_options(int argc, char **argv, struct options *o)
             "-o %s prints one scrape and takes no interval (run it from a timer for "
             "node_exporter's textfile collector)",
             o->format->name);
+    if (o->kernels && (o->format->render_snapshot || o->unmanaged || o->live || o->npids))
+        die(2, "-k shows the kernel profiles as text or json, without -u, -t, -p or -o prom");
     if (!*o->socket || strlen(o->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         die(2, "bad socket path '%s' (want 1 to %zu bytes)", o->socket,
             sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
@@ -383,9 +392,74 @@ static int report_every(const struct options *o)
     return status;
 }
 
+/* -k: one KERNELS request on a connection of its own. */
+static int take_kernels(const char *path, struct posstat_kernels *ks)
+{
+    static _Alignas(8) unsigned char reply[POS_MSG_MAX];
+    char err[512];
+    struct posclient c;
+    size_t got;
+    int rc = posclient_connect(&c, path, 0, err, sizeof err);
+    if (rc == 0) {
+        rc = posclient_kernels(&c, reply, sizeof reply, &got, err, sizeof err);
+        posclient_close(&c);
+    }
+    if (rc == 0)
+        rc = posstat_parse_kernels(reply, got, ks, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "posstat: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* -k [interval [count]]: the profiles once (rates since posd started), or every interval
+ * (rates over it). */
+static int report_kernels(const struct options *o)
+{
+    int json = strcmp(o->format->name, "json") == 0;
+    struct posstat_kernels prev, cur;
+    if (take_kernels(o->socket, &prev) < 0)
+        return 1;
+    if (o->interval_s <= 0) {
+        int bad = posstat_render_kernels(stdout, &prev, NULL, json, 0) < 0 || fflush(stdout);
+        posstat_kernels_free(&prev);
+        return bad;
+    }
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop, NULL);
+    int status = 0;
+    int64_t next = monotonic_ns();
+    for (unsigned long k = 0; !o->count || k < o->count; k++) {
+        next += (int64_t)(o->interval_s * 1e9);
+        if (stopped_before(&stop, next))
+            break;
+        if (take_kernels(o->socket, &cur) < 0) {
+            status = 1;
+            break;
+        }
+        if (k)
+            fputs(o->format->separator, stdout);
+        int bad = posstat_render_kernels(stdout, &cur, &prev, json, 0) < 0 || fflush(stdout);
+        posstat_kernels_free(&prev);
+        prev = cur;
+        if (bad) {
+            status = 1;
+            break;
+        }
+    }
+    posstat_kernels_free(&prev);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     struct options o;
     parse_options(argc, argv, &o);
+    if (o.kernels)
+        return report_kernels(&o);
     return o.interval_s > 0 ? report_every(&o) : report_once(&o);
 }

@@ -854,3 +854,121 @@ int posstat_render_json(FILE *out, const struct posstat_report *r)
     fputs("]}\n", out);
     return ferror(out) ? -EIO : 0;
 }
+
+/* --- kernel profiles (posstat -k) --------------------------------------------------------- */
+
+int posstat_parse_kernels(const void *msg, size_t len, struct posstat_kernels *out, char *err,
+                          size_t errlen)
+{
+    const void *bodyp;
+    size_t blen;
+    int rc = posclient_check_msg(msg, len, POS_MSG_KERNELS, &bodyp, &blen, err, errlen);
+    if (rc < 0)
+        return rc;
+    const char *body = bodyp;
+    struct pos_kernels_reply r;
+    if (blen < sizeof r)
+        return fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: %zu bytes", blen);
+    memcpy(&r, body, sizeof r);
+    if ((uint64_t)r.nkernels * sizeof(struct pos_kernel_stats) != blen - sizeof r ||
+        r.nkernels > r.total)
+        return fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: %u kernels in %zu bytes",
+                    r.nkernels, blen);
+    struct pos_kernel_stats *k = calloc(r.nkernels ? r.nkernels : 1, sizeof *k);
+    if (!k)
+        return fail(-ENOMEM, err, errlen, "out of memory");
+    memcpy(k, body + sizeof r, r.nkernels * sizeof *k);
+    for (uint32_t i = 0; i < r.nkernels; i++)
+        if (!terminated(k[i].name, sizeof k[i].name)) {
+            free(k);
+            return fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: a name not ended");
+        }
+    out->uptime_s = (double)r.uptime_ns / 1e9;
+    out->n = r.nkernels;
+    out->total = r.total;
+    out->k = k;
+    return 0;
+}
+
+void posstat_kernels_free(struct posstat_kernels *ks)
+{
+    free(ks->k);
+    ks->k = NULL;
+    ks->n = 0;
+}
+
+static int same_kernel(const struct pos_kernel_stats *a, const struct pos_kernel_stats *b)
+{
+    return a->key == b->key && a->uid == b->uid && memcmp(a->grid, b->grid, sizeof a->grid) == 0 &&
+           memcmp(a->block, b->block, sizeof a->block) == 0;
+}
+
+/* Launches a second of K: over the interval since PREV (the same kernel in it), else since
+ * posd started. */
+static double kernel_rate(const struct pos_kernel_stats *k, const struct posstat_kernels *cur,
+                          const struct posstat_kernels *prev)
+{
+    if (prev && cur->uptime_s > prev->uptime_s) {
+        for (uint32_t i = 0; i < prev->n; i++)
+            if (same_kernel(&prev->k[i], k))
+                return (double)(k->launches - prev->k[i].launches) /
+                       (cur->uptime_s - prev->uptime_s);
+        return (double)k->launches / (cur->uptime_s - prev->uptime_s);
+    }
+    return cur->uptime_s > 0 ? (double)k->launches / cur->uptime_s : 0;
+}
+
+int posstat_render_kernels(FILE *out, const struct posstat_kernels *cur,
+                           const struct posstat_kernels *prev, int json, uint32_t top)
+{
+    uint32_t n = top && top < cur->n ? top : cur->n;
+    if (json) {
+        fprintf(out, "{\"uptime_s\":%.3f,\"total\":%u,\"kernels\":[", cur->uptime_s, cur->total);
+        for (uint32_t i = 0; i < n; i++) {
+            const struct pos_kernel_stats *k = &cur->k[i];
+            fprintf(out, "%s{\"name\":", i ? "," : "");
+            json_string(out, k->name);
+            fprintf(out,
+                    ",\"key\":\"%016llx\",\"uid\":%u,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
+                    "\"launches\":%llu,\"launches_per_s\":",
+                    (unsigned long long)k->key, k->uid, k->grid[0], k->grid[1], k->grid[2],
+                    k->block[0], k->block[1], k->block[2], (unsigned long long)k->launches);
+            json_number(out, kernel_rate(k, cur, prev), 1);
+            fprintf(out, ",\"samples\":%llu,\"mean_us\":", (unsigned long long)k->samples);
+            json_number(out, k->samples ? (double)k->mean_ns / 1e3 : NAN, 2);
+            fputs(",\"sd_us\":", out);
+            json_number(out, k->samples > 1 ? (double)k->sd_ns / 1e3 : NAN, 2);
+            fprintf(out, ",\"corun_samples\":%llu,\"corun_ratio\":",
+                    (unsigned long long)k->co_samples);
+            json_number(out, k->co_samples ? k->co_ratio_milli / 1000.0 : NAN, 3);
+            fputc('}', out);
+        }
+        fputs("]}\n", out);
+        return ferror(out) ? -EIO : 0;
+    }
+    fprintf(out, "# %-32s %6s %13s %9s %10s %9s %9s %7s %7s\n", "kernel", "uid", "grid", "block",
+            "launches", "mean", "sd", "samples", "corun");
+    fprintf(out, "# %-32s %6s %13s %9s %10s %9s %9s %7s %7s\n", "", "", "", "", "/s", "us", "us",
+            "", "x solo");
+    for (uint32_t i = 0; i < n; i++) {
+        const struct pos_kernel_stats *k = &cur->k[i];
+        char name[48], grid[40], block[40], mean[24], sd[24], co[24];
+        /* names are the clients' bytes: printable ASCII only on a terminal */
+        size_t j = 0;
+        for (const char *p = k->name; *p && j < 32; p++)
+            name[j++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
+        name[j] = '\0';
+        if (!j)
+            snprintf(name, sizeof name, "%016llx", (unsigned long long)k->key);
+        snprintf(grid, sizeof grid, "%u,%u,%u", k->grid[0], k->grid[1], k->grid[2]);
+        snprintf(block, sizeof block, "%u,%u,%u", k->block[0], k->block[1], k->block[2]);
+        snprintf(mean, sizeof mean, k->samples ? "%.2f" : "-", (double)k->mean_ns / 1e3);
+        snprintf(sd, sizeof sd, k->samples > 1 ? "%.2f" : "-", (double)k->sd_ns / 1e3);
+        snprintf(co, sizeof co, k->co_samples ? "%.3f" : "-", k->co_ratio_milli / 1000.0);
+        fprintf(out, "  %-32s %6u %13s %9s %10.1f %9s %9s %7llu %7s\n", name, k->uid, grid, block,
+                kernel_rate(k, cur, prev), mean, sd, (unsigned long long)k->samples, co);
+    }
+    if (cur->total > n)
+        fprintf(out, "# %u more kernels\n", cur->total - n);
+    return ferror(out) ? -EIO : 0;
+}

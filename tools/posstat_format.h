@@ -163,4 +163,21 @@ int posstat_render_json(FILE *out, const struct posstat_report *r);
  * posstat_render_json, which always has "unmanaged"). */
 int posstat_render_unmanaged_text(FILE *out, const struct posstat_report *r);
 
+/* posstat -k: a KERNELS reply. Owns k[]. */
+struct posstat_kernels {
+    double uptime_s; /* posd's, when it answered */
+    uint32_t n, total;
+    struct pos_kernel_stats *k;
+};
+
+/* Checks a received KERNELS message (header included) and copies it into *OUT; 0 or a
+ * negative errno with one line in ERR. */
+int posstat_parse_kernels(const void *msg, size_t len, struct posstat_kernels *out, char *err,
+                          size_t errlen);
+void posstat_kernels_free(struct posstat_kernels *ks);
+/* The kernel view: launches a second over the interval since PREV (NULL: since posd started),
+ * the solo mean and spread, samples and co-run ratio; the first TOP (0: all); text or JSON. */
+int posstat_render_kernels(FILE *out, const struct posstat_kernels *cur,
+                           const struct posstat_kernels *prev, int json, uint32_t top);
+
 #endif

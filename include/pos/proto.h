@@ -23,6 +23,8 @@ enum pos_msg_type {
     POS_MSG_NAMES,         /* shim -> posd: kernel names, struct pos_names + entries */
     POS_MSG_CONTROL,       /* tool (posctl) -> posd: struct pos_control */
     POS_MSG_CONTROL_REPLY, /* posd -> tool: struct pos_control_reply */
+    POS_MSG_KERNELS_REQ,   /* tool -> posd: the kernel profiles (no body) */
+    POS_MSG_KERNELS,       /* posd -> tool: struct pos_kernels_reply + kernels */
 };
 
 struct pos_msg_hdr {
@@ -151,6 +153,31 @@ struct pos_stats_reply {
     uint32_t nclients;
     uint32_t nunmanaged;
     /* struct pos_client_stats clients[nclients], struct pos_unmanaged_stats [nunmanaged] */
+};
+
+/* ---- kernels (posstat -k) ------------------------------------------------------------------ */
+
+/* One kernel profile (docs/policy.md, "Kernel profiles"): a user's kernel at one launch shape,
+ * with the name a client of that user gave it (the first 63 bytes, as sent). */
+struct pos_kernel_stats {
+    uint64_t key; /* 64-bit FNV-1a of the mangled name */
+    uint32_t uid;
+    uint32_t co_ratio_milli; /* co-run samples' mean over the solo mean, x 1000 (0: none) */
+    uint32_t grid[3], block[3];
+    uint64_t launches; /* seen since posd started */
+    uint64_t samples, mean_ns, sd_ns; /* solo duration */
+    uint64_t co_samples;
+    char name[64]; /* NUL-terminated; "" when no client sent it */
+};
+
+/* KERNELS reply: then nkernels pos_kernel_stats, most device time (launches x mean) first.
+ * Root and the group posd get every user's kernels; anyone else only their own uid's. total
+ * counts what the asker may see; the reply carries what fits in POS_MSG_MAX. */
+struct pos_kernels_reply {
+    uint64_t uptime_ns; /* posd's */
+    uint32_t nkernels;
+    uint32_t total;
+    /* struct pos_kernel_stats kernels[nkernels] */
 };
 
 /* ---- control (posctl) --------------------------------------------------------------------- */

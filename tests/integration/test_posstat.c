@@ -198,6 +198,26 @@ static void test_intervals_average_and_live_redraw(void)
     CU_ASSERT_EQUAL(posstat("-t -o prom", out, sizeof out), 2);
 }
 
+/* -k: the kernel profiles posd learnt of the two clients' kernels, most GPU time first, with
+ * launch rates (since posd started, or over each interval), as text and JSON. */
+static void test_kernel_profiles_view(void)
+{
+    static char out[OUT_MAX];
+    CU_ASSERT_EQUAL(posstat("-k", out, sizeof out), 0);
+    CU_ASSERT(data_lines(out) >= 10); /* resnet18 has 23 kernels */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "layer1.0.conv1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "launches"));
+    CU_ASSERT_EQUAL(posstat("-k -o json", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"kernels\":[{\"name\":"));
+    CU_ASSERT_PTR_NULL(strstr(out, "\"launches_per_s\":0.0,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"mean_us\":"));
+    CU_ASSERT_PTR_NULL(strstr(out, "\"samples\":0,\"mean_us\":1")); /* no mean without samples */
+    CU_ASSERT_EQUAL(posstat("-k -o json 0.3 2", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_count(out, "\"uptime_s\""), 2);
+    CU_ASSERT_EQUAL(posstat("-k -t", out, sizeof out), 2);
+    CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("posstat", suite_init, suite_clean);
@@ -205,4 +225,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_gpu_figures_from_nvml_or_dashes);
     POS_ADD_TEST(s, test_pid_filter_and_epoch_time);
     POS_ADD_TEST(s, test_intervals_average_and_live_redraw);
+    POS_ADD_TEST(s, test_kernel_profiles_view);
 }
