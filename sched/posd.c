@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,19 @@ static void dropins_of(const char *config, char *out, size_t len)
         snprintf(out, len, "policy.d");
     else
         snprintf(out, len, "%.*s/policy.d", (int)(slash - config), config);
+}
+
+/* PATH made absolute in OUT (LEN bytes) against the working directory: a detached posd
+ * chdirs to /, and rereads its configuration and removes its socket by these paths later.
+ * Returns 0, or -1 when it does not fit. */
+static int absolute(const char *path, char *out, size_t len)
+{
+    if (path[0] == '/')
+        return snprintf(out, len, "%s", path) < (int)len ? 0 : -1;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return -1;
+    return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -1;
 }
 
 static int detach(void)
@@ -106,7 +120,11 @@ int main(int argc, char **argv)
     d->listen_fd = -1;
     d->metrics_fd = -1;
     d->config_optional = config == NULL;
-    snprintf(d->config_path, sizeof d->config_path, "%s", config ? config : DEFAULT_CONFIG);
+    if (absolute(config ? config : DEFAULT_CONFIG, d->config_path, sizeof d->config_path) < 0) {
+        fprintf(stderr, "posd: configuration path too long (max %zu): %s\n",
+                sizeof d->config_path - 1, config);
+        return 1;
+    }
     dropins_of(d->config_path, d->dropin_dir, sizeof d->dropin_dir);
     char err[512];
     posd_config_defaults(&d->cfg);
@@ -145,12 +163,11 @@ int main(int argc, char **argv)
     /* -s, then $POS_SOCKET (as the shim and the tools read it), then the configuration */
     const char *env_sock = getenv("POS_SOCKET");
     const char *path = sock ? sock : env_sock && *env_sock ? env_sock : d->cfg.socket;
-    if (strlen(path) >= sizeof d->socket_path) {
+    if (absolute(path, d->socket_path, sizeof d->socket_path) < 0) {
         fprintf(stderr, "posd: socket path too long (max %zu): %s\n", sizeof d->socket_path - 1,
                 path);
         return 1;
     }
-    memcpy(d->socket_path, path, strlen(path) + 1);
     /* before the socket exists: no client's cuInit meets the probe's (the simulated driver
      * lets only alike settings share a device) */
     posd_device_probe(&d->device);

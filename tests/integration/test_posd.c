@@ -1286,6 +1286,56 @@ static void test_scheduled_without_posd_is_passthrough(void)
     CU_ASSERT_EQUAL(util_count(out, "posshim"), 1);
 }
 
+/* A detached posd started with relative -c and -s (it chdirs to /) still rereads its
+ * configuration on SIGHUP and removes its own socket at exit: it made both paths absolute. */
+static void test_detached_posd_keeps_relative_paths(void)
+{
+    char sub[160], cwd[400], cmd[1024], log[200], sock[200];
+    snprintf(sub, sizeof sub, "%s/relative", dir);
+    mkdir(sub, 0700);
+    snprintf(log, sizeof log, "%s/log", sub);
+    snprintf(sock, sizeof sock, "%s/s.sock", sub);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(cwd, sizeof cwd));
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '[daemon]\\nlog_level = info\\n' > p.conf && %s/build/posd -c p.conf "
+             "-s s.sock 2>log",
+             sub, cwd);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0); /* the parent returns once it detached */
+    /* the detached posd: the process whose stderr is LOG (SO_PEERCRED would name the parent
+     * that listened and exited) */
+    pid_t pid = -1;
+    for (int k = 0; k < 100 && pid < 0; k++) {
+        DIR *proc = opendir("/proc");
+        struct dirent *e;
+        while (proc && (e = readdir(proc)) && pid < 0) {
+            char fd2[300], target[300];
+            snprintf(fd2, sizeof fd2, "/proc/%s/fd/2", e->d_name);
+            ssize_t n = readlink(fd2, target, sizeof target - 1);
+            if (n > 0 && (target[n] = '\0', strcmp(target, log) == 0) && access(sock, F_OK) == 0)
+                pid = atoi(e->d_name);
+        }
+        if (proc)
+            closedir(proc);
+        if (pid < 0)
+            usleep(20000);
+    }
+    CU_ASSERT_FATAL(pid > 0);
+    kill(pid, SIGHUP);
+    int reloaded = 0;
+    for (int k = 0; k < 100 && !reloaded; k++) {
+        usleep(20000);
+        static char text[8192];
+        reloaded = util_read_file(log, text, sizeof text) >= 0 &&
+                   strstr(text, "configuration reloaded") != NULL;
+    }
+    CU_ASSERT(reloaded);
+    kill(pid, SIGTERM);
+    for (int k = 0; k < 100 && kill(pid, 0) == 0; k++)
+        usleep(20000);
+    CU_ASSERT_NOT_EQUAL(kill(pid, 0), 0);
+    CU_ASSERT_NOT_EQUAL(access(sock, F_OK), 0); /* its socket, removed by its absolute path */
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("posd", suite_init, suite_clean);
@@ -1307,4 +1357,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_kick_flood_is_bounded);
     POS_ADD_TEST(s, test_out_of_descriptors_is_said);
     POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
+    POS_ADD_TEST(s, test_detached_posd_keeps_relative_paths);
 }
