@@ -8,6 +8,7 @@
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
+#   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/)
 #
 # As root, missing Debian packages are installed on the first build (scripts/deps.sh).
 
@@ -196,9 +197,36 @@ TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
 
-test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
+# --- fuzzing (tests/fuzz/) -------------------------------------------------------------
+# libFuzzer targets, each built from its sources with clang's fuzzer and ASan/UBSan runtimes
+# (libclang-rt-14-dev); any UBSan finding aborts the run. make test runs each for
+# FUZZ_SMOKE_SECONDS after replaying its seed corpus; make fuzz for FUZZ_SECONDS.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -fno-omit-frame-pointer
+FUZZ_SECONDS       ?= 60
+FUZZ_SMOKE_SECONDS ?= 3
+FUZZ_ENGINE_SRCS := sched/engine.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
+    $(wildcard sched/policy/*.c)
+FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
+FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
+FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c
+FUZZ_SRCS_module_text := sim/module_text.c
+FUZZ_SRCS_model_file  := sim/model_file.c
+FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRCS_$$*) $(wildcard tests/fuzz/*.h) $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -std=gnu11 -pthread -o $@ $< $(FUZZ_SRCS_$*) \
+	    $(INIH_LIBS) -lm
+
+fuzz: $(FUZZ_BINS)
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build $(FUZZ_BINS)
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
 	    bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+	@echo "=== tests/fuzz/run.sh: each fuzz target briefly, its corpus and past crashes first"
+	@bash tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
 	@echo "=== tests/gpu/run.sh --sim (the real-GPU suite's dry run; report in $(B)/gpu-dry-run)"
 	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
 
@@ -259,7 +287,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all test fuzz demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

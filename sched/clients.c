@@ -412,65 +412,65 @@ static void reply_stats(struct posd *d, struct posd_client *c)
 int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
 {
     const char *who = c->registered ? c->ident.app : "peer";
-    if (len > POS_REQ_MAX) {
+    struct posd_msg m;
+    switch (posd_msg_decode(c->rx, len, &m)) {
+    case POSD_MSG_OK:
+        break;
+    case POSD_MSG_OVERSIZED:
         posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting", who,
                  (int)c->ident.pid, len);
         return -1;
-    }
-    struct pos_msg_hdr h;
-    if (len < sizeof h) {
+    case POSD_MSG_SHORT:
         posd_log(POSD_LOG_WARN, "%s (pid %d): short message: disconnecting", who,
                  (int)c->ident.pid);
         return -1;
-    }
-    memcpy(&h, c->rx, sizeof h);
-    if (h.magic != POS_PROTO_MAGIC || h.version != POS_PROTO_VERSION) {
+    case POSD_MSG_FOREIGN: {
         posd_log(POSD_LOG_WARN,
                  "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
                  "disconnecting",
-                 who, (int)c->ident.pid, POS_PROTO_VERSION, h.magic, h.version);
+                 who, (int)c->ident.pid, POS_PROTO_VERSION, m.hdr.magic, m.hdr.version);
         char why[128];
         snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u", POS_PROTO_VERSION,
-                 h.version);
+                 m.hdr.version);
         reject(c, why);
         return -1;
     }
-    if (h.len != len - sizeof h) {
+    case POSD_MSG_LENGTH:
         posd_log(POSD_LOG_WARN, "%s (pid %d): message length mismatch: disconnecting", who,
                  (int)c->ident.pid);
         return -1;
+    case POSD_MSG_BAD_BODY:
+        posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
+        return -1;
+    default:
+        posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
+                 (int)c->ident.pid, m.hdr.type);
+        reject(c, "unknown message type");
+        return -1;
     }
-    switch (h.type) {
-    case POS_MSG_HELLO: {
-        struct pos_hello hello;
-        if (c->registered || c->is_tool || h.len != sizeof hello) {
+    switch (m.hdr.type) {
+    case POS_MSG_HELLO:
+        if (c->registered || c->is_tool) {
             posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
             return -1;
         }
-        memcpy(&hello, c->rx + sizeof h, sizeof hello);
         c->id = (uint32_t)++d->next_client_id; /* tools get no id */
         posd_config_match(&d->cfg, &c->ident, &c->pol);
-        return register_client(d, c, &hello);
-    }
+        return register_client(d, c, &m.hello);
     case POS_MSG_NAMES:
-        if (!c->registered || posd_engine_names(c, c->rx + sizeof h, h.len) < 0) {
+        if (!c->registered || posd_engine_names(c, m.body, m.body_len) < 0) {
             posd_log(POSD_LOG_WARN, "%s (pid %d): malformed kernel names: disconnecting", who,
                      (int)c->ident.pid);
             return -1;
         }
         return 0;
-    case POS_MSG_STATS_REQ:
+    default: /* POS_MSG_STATS_REQ */
         if (!c->registered) {
             c->is_tool = 1;
             c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
         }
         reply_stats(d, c);
         return 0;
-    default:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
-                 (int)c->ident.pid, h.type);
-        reject(c, "unknown message type");
-        return -1;
     }
 }
 
