@@ -162,6 +162,8 @@ TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_LIBS_test_shim_table     := -ldl
+TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/clock.c sched/log.c \
+    sched/ini_lines.c $(SCHED_CORE_SRCS))
 
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
