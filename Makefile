@@ -173,7 +173,7 @@ $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(HOSTILE),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -197,6 +197,11 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
+# The hostile client test_hostile runs as another user (tests/integration/hostile.c).
+HOSTILE := $(B)/tests/hostile
+$(HOSTILE): $(B)/obj/tests/integration/hostile.o
+	$(CC) $(LINK_FLAGS) -o $@ $<
+TEST_DEPS_test_hostile := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(HOSTILE)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
 
 # --- fuzzing (tests/fuzz/) -------------------------------------------------------------

@@ -455,6 +455,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
             return -1;
         }
         c->id = (uint32_t)++d->next_client_id; /* tools get no id */
+        identify(&c->ident, c->ident.pid);
         posd_config_match(&d->cfg, &c->ident, &c->pol);
         return register_client(d, c, &m.hello);
     case POS_MSG_NAMES:
@@ -523,7 +524,8 @@ struct posd_client *posd_client_new(struct posd *d, int sock)
         c->ident.pid = cred.pid;
         c->ident.uid = cred.uid;
         c->ident.gid = cred.gid;
-        identify(&c->ident, cred.pid);
+        /* the rest of who it is (/proc) at HELLO: a peer that never registers costs no reads
+         * of /proc (a connect/close flood made posd read three files per connection) */
         return c;
     }
     posd_log(POSD_LOG_WARN, "too many peers (%d): refusing pid %d", POSD_MAX_CLIENTS,

@@ -54,7 +54,8 @@ static void clean(int i)
             memset(b + dirty_at[i][k].off, 0, dirty_at[i][k].len);
         memset(b, 0, offsetof(struct pos_client_shm, sub));
         memset(b + offsetof(struct pos_client_shm, sync_next), 0,
-               offsetof(struct pos_client_shm, sync_ring) - offsetof(struct pos_client_shm, sync_next));
+               offsetof(struct pos_client_shm, sync_ring) -
+                   offsetof(struct pos_client_shm, sync_next));
         memset(b + offsetof(struct pos_client_shm, done_tail), 0,
                offsetof(struct pos_client_shm, done) - offsetof(struct pos_client_shm, done_tail));
     }
