@@ -4,7 +4,7 @@
 # regression tests), then new inputs, kept in build/fuzz/corpus/NAME between runs. A crash,
 # leak, UBSan finding or timeout stops that target and fails the run; its input is left as
 # build/fuzz/NAME-crash-* (add it to the seed corpus with the fix). Prints one line per target
-# and appends it to build/fuzz/summary.tsv (target, seconds, executions, crashes).
+# and appends it to build/fuzz/summary.tsv (target, seconds taken, executions, crashes).
 # Usage: tests/fuzz/run.sh SECONDS build/fuzz/fuzz_NAME...
 #        FUZZ_RUNS=N tests/fuzz/run.sh ...   (also stop a target after N executions)
 set -u
@@ -26,14 +26,15 @@ for bin in "$@"; do
         -artifact_prefix="$out/$name-" "$work" "$seeds" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+    took=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)
     crashes=0
     if [ $rc -ne 0 ]; then
         crashes=1
         failed+=("$name")
         grep -E 'ERROR|runtime error|SUMMARY|Test unit written' "$log" | head -n 8
     fi
-    echo "fuzz $name: ${execs:-?} executions in $secs s, $crashes crash(es) (log $log)"
-    printf '%s\t%s\t%s\t%s\n' "$name" "$secs" "${execs:-?}" "$crashes" >>"$out/summary.tsv"
+    echo "fuzz $name: ${execs:-?} executions in ${took:-$secs} s, $crashes crash(es) (log $log)"
+    printf '%s\t%s\t%s\t%s\n' "$name" "${took:-$secs}" "${execs:-?}" "$crashes" >>"$out/summary.tsv"
 done
 if [ ${#failed[@]} -gt 0 ]; then
     echo "FUZZ FAILED: ${failed[*]}"

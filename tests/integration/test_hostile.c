@@ -326,9 +326,9 @@ static void test_hostile_clients_change_nothing_for_others(void)
         int kept = 0;
         for (int k = 0; k < ncases; k++) {
             char want[40];
-            snprintf(want, sizeof want, ",%s,", names[k]);
+            snprintf(want, sizeof want, ",%.31s,", names[k]);
             char have[512];
-            snprintf(have, sizeof have, ",%s,", only);
+            snprintf(have, sizeof have, ",%.500s,", only);
             if (strstr(have, want))
                 memmove(names[kept++], names[k], sizeof names[k]);
         }
