@@ -202,6 +202,7 @@ HOSTILE := $(B)/tests/hostile
 $(HOSTILE): $(B)/obj/tests/integration/hostile.o
 	$(CC) $(LINK_FLAGS) -o $@ $<
 TEST_DEPS_test_hostile := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(HOSTILE)
+TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS)
 
 # --- fuzzing (tests/fuzz/) -------------------------------------------------------------

@@ -183,8 +183,11 @@ int posd_listen(struct posd *d)
     if (rc < 0)
         return rc;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) {
+        rc = -errno;
+        posd_log(POSD_LOG_ERROR, "cannot make a socket for %s: %s", d->socket_path, strerror(-rc));
+        return rc;
+    }
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
         rc = -errno;
         posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s", d->socket_path, strerror(-rc));
