@@ -9,6 +9,7 @@
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/)
+#   make soak       the fault suite's long form for SOAK_MINUTES (docs/results/reliability.md)
 #
 # As root, missing Debian packages are installed on the first build (scripts/deps.sh).
 
@@ -249,6 +250,11 @@ bench: all
 	@bash bench/core.sh
 	@bash bench/completion.sh
 
+# The fault suite's long form: 8 clients, churn and faults for SOAK_MINUTES (default 30).
+SOAK_MINUTES ?= 30
+soak: all $(HOSTILE)
+	@SOAK_MINUTES=$(SOAK_MINUTES) bash bench/soak.sh
+
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all
 	@bash bench/e2e.sh
@@ -295,7 +301,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test fuzz demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all test fuzz soak demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
