@@ -9,6 +9,8 @@
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/)
+#   make check-static  cppcheck and clang-tidy (scripts/check-static.sh)
+#   make memcheck   posd under valgrind's memcheck through an integration run (tests/memcheck.sh)
 #   make soak       the fault suite's long form for SOAK_MINUTES (docs/results/reliability.md)
 #
 # As root, missing Debian packages are installed on the first build (scripts/deps.sh).
@@ -250,6 +252,12 @@ bench: all
 	@bash bench/core.sh
 	@bash bench/completion.sh
 
+check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h
+	@bash scripts/check-static.sh
+
+memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
+	@bash tests/memcheck.sh
+
 # The fault suite's long form: 8 clients, churn and faults for SOAK_MINUTES (default 30).
 SOAK_MINUTES ?= 30
 soak: all $(HOSTILE)
@@ -301,7 +309,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all test fuzz soak demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all test fuzz soak check-static memcheck demo bench bench-e2e gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

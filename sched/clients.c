@@ -302,7 +302,8 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         snprintf(why, sizeof why,
                  "version mismatch: the shim speaks shared-memory v%u / records v%u, posd v%u / "
                  "v%u; update the shim or posd",
-                 h->shm_version, h->record_version, POS_SHM_VERSION, POS_OP_RECORD_VERSION);
+                 h->shm_version, h->record_version, (unsigned)POS_SHM_VERSION,
+                 (unsigned)POS_OP_RECORD_VERSION);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
         reject(c, why);
         return -1;

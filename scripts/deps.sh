@@ -5,8 +5,10 @@
 #        CUDA_HOME=/opt/cuda scripts/deps.sh
 set -euo pipefail
 
+# libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for the fuzz targets (make fuzz, and
+# briefly in make test); cppcheck, clang-tidy: make check-static; valgrind: make memcheck
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
-          liburing-dev libcunit1-dev libinih-dev)
+          liburing-dev libcunit1-dev libinih-dev libclang-rt-14-dev cppcheck clang-tidy valgrind)
 
 missing=()
 for p in "${packages[@]}"; do
