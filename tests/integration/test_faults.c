@@ -3,7 +3,8 @@
  * default stream, a capped class) while other clients are stopped and killed holding grants:
  * every launch made and checked, none lost; posd stopped (SIGSTOP) under clients that wait for
  * its grants: they go on without it and finish, and posd serves again once continued; and the
- * start-up faults the posd suite does not cover: a missing socket directory (made), a socket
+ * start-up faults the posd suite does not cover: a missing socket directory (made, and the
+ * socket in it open to every local user), a socket
  * path posd cannot create (its parent a file, or on a read-only file system), and a descriptor
  * limit too low to start. (test_posd covers a live posd, a stale socket, a full backlog and
  * running out of descriptors while running.) */
@@ -337,6 +338,12 @@ static void test_socket_directory_faults_are_said(void)
     pid_t pid = util_posd_start(conf_path, sock, log_path, "priority");
     CU_ASSERT_FATAL(pid > 0);
     CU_ASSERT_EQUAL(access(sock, F_OK), 0);
+    /* any local user may connect (the socket 0666, its new directory 0755) */
+    struct stat st;
+    CU_ASSERT(stat(sock, &st) == 0 && S_ISSOCK(st.st_mode) && (st.st_mode & 0777) == 0666);
+    *strrchr(sock, '/') = '\0';
+    CU_ASSERT(stat(sock, &st) == 0 && (st.st_mode & 0777) == 0755);
+    strcat(sock, "/posd.sock");
     util_posd_stop(&pid, SIGTERM);
     CU_ASSERT_NOT_EQUAL(access(sock, F_OK), 0); /* and removed at exit */
     /* its parent is a regular file */

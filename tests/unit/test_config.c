@@ -454,6 +454,21 @@ static void test_match(void)
     posd_config_free(&c);
 }
 
+/* A class given by app name and uid goes only to that uid: a process of another user that
+ * names itself into the rule (POS_APP, or its executable's name) gets the default class. */
+static void test_app_name_alone_does_not_promote_another_uid(void)
+{
+    struct files f = files_at("bind");
+    put_main(&f, "[rule camera]\nmatch_app = detector\nmatch_uid = 1001\nclass = realtime\n");
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(match(&c, ident("detector", 1001, 1001, "")).class_name, "realtime");
+    CU_ASSERT_STRING_EQUAL(match(&c, ident("detector", 1000, 1001, "")).class_name, "latency");
+    CU_ASSERT_STRING_EQUAL(match(&c, ident("other", 1001, 1001, "")).class_name, "latency");
+    posd_config_free(&c);
+}
+
 static void test_match_all_and_default_class(void)
 {
     struct files f = files_at("match-all");
@@ -924,6 +939,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_classes);
     POS_ADD_TEST(s, test_class_limit);
     POS_ADD_TEST(s, test_match);
+    POS_ADD_TEST(s, test_app_name_alone_does_not_promote_another_uid);
     POS_ADD_TEST(s, test_match_all_and_default_class);
     POS_ADD_TEST(s, test_user_and_group_names);
     POS_ADD_TEST(s, test_lexical);
