@@ -18,7 +18,8 @@ static size_t msg(uint8_t *buf, int type, const void *body, size_t len)
 {
     struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, (uint16_t)type, (uint32_t)len, 0};
     memcpy(buf, &h, sizeof h);
-    memcpy(buf + sizeof h, body, len);
+    if (len) /* BODY may be NULL for none (UBSan: memcpy's arguments are never null) */
+        memcpy(buf + sizeof h, body, len);
     return sizeof h + len;
 }
 
