@@ -26,15 +26,8 @@ for f in $APP $SHIM $POSD $POSSTAT $HOSTILE; do
 done
 export LD_LIBRARY_PATH=build/sim POS_SOCKET=$T/posd.sock POS_SIM_INSTANCE=soak-$$
 install -m 0755 $HOSTILE "$T/hostile"
-cat >"$T/posd.conf" <<'EOF'
-[rule batch-jobs]
-match_app = batch*
-class = batch
-[rule capped]
-match_app = capped*
-class = batch
-max_inflight = 1
-EOF
+printf '[rule %s]\nmatch_app = %s*\nclass = batch\n' batch-jobs batch capped capped >"$T/posd.conf"
+echo "max_inflight = 1" >>"$T/posd.conf" # the capped rule, last
 
 . bench/lib.sh
 SLOT_PIDS=()

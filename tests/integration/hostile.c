@@ -19,9 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pos/client_shm.h"
-#include "pos/op_record.h"
-#include "pos/proto.h"
+#include "tests/integration/client.h"
 
 static const char *sock_path;
 static struct timespec t_start;
@@ -46,17 +44,7 @@ static int running(void)
 
 static int connect_posd(int nonblock)
 {
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(s);
-        return -1;
-    }
-    return s;
+    return client_connect(sock_path, nonblock, 5);
 }
 
 static void fill_hdr(struct pos_msg_hdr *h, int type, size_t len)
@@ -66,13 +54,7 @@ static void fill_hdr(struct pos_msg_hdr *h, int type, size_t len)
 
 static ssize_t send_hello(int s)
 {
-    struct {
-        struct pos_msg_hdr h;
-        struct pos_hello b;
-    } m;
-    fill_hdr(&m.h, POS_MSG_HELLO, sizeof m.b);
-    m.b = (struct pos_hello){POS_OP_RECORD_VERSION, POS_SHM_VERSION};
-    return send(s, &m, sizeof m, MSG_NOSIGNAL);
+    return client_hello(s, POS_SHM_VERSION);
 }
 
 /* Whether posd closes S within MS (after any REJECT). */
@@ -103,69 +85,20 @@ static void one_message(const void *buf, size_t len)
     close(s);
 }
 
-struct client {
-    int sock, memfd, kick;
-    struct pos_client_shm *shm;
-    size_t size;
-};
-
-/* Registers as a client (HELLO, WELCOME with the memfd and eventfd). */
-static int client_register(struct client *c)
+/* Registers as a client (client.h), counted. */
+static int do_register(struct client *c)
 {
-    memset(c, 0, sizeof *c);
-    c->sock = connect_posd(0);
-    if (c->sock < 0 || send_hello(c->sock) < 0)
-        goto fail;
-    char buf[512];
-    union {
-        char b[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {buf, sizeof buf};
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
-    ssize_t n = recvmsg(c->sock, &m, MSG_CMSG_CLOEXEC);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    if (n < (ssize_t)(sizeof(struct pos_msg_hdr) + sizeof(struct pos_welcome)) || !cm)
-        goto fail;
-    int fds[2];
-    memcpy(fds, CMSG_DATA(cm), sizeof fds);
-    c->memfd = fds[0];
-    c->kick = fds[1];
-    struct pos_welcome w;
-    memcpy(&w, buf + sizeof(struct pos_msg_hdr), sizeof w);
-    c->size = w.shm_size;
-    c->shm = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
-    if (c->shm == MAP_FAILED) {
-        close(c->memfd);
-        close(c->kick);
-        goto fail;
-    }
+    if (client_register(sock_path, c) < 0)
+        return -1;
     registrations++;
     return 0;
-fail:
-    if (c->sock >= 0)
-        close(c->sock);
-    c->sock = -1;
-    return -1;
 }
 
 static void kick(struct client *c)
 {
     uint64_t one = 1;
-    if (write(c->kick, &one, sizeof one) < 0)
+    if (write(c->fds[1], &one, sizeof one) < 0)
         return;
-}
-
-static void client_close(struct client *c)
-{
-    if (c->sock < 0)
-        return;
-    munmap(c->shm, c->size);
-    close(c->memfd);
-    close(c->kick);
-    close(c->sock);
-    c->sock = -1;
 }
 
 /* ---- the cases ----------------------------------------------------------------------- */
@@ -228,7 +161,7 @@ static void case_double_hello(void)
 {
     while (running()) {
         struct client c;
-        if (client_register(&c) < 0)
+        if (do_register(&c) < 0)
             continue;
         rounds++;
         send_hello(c.sock);
@@ -293,7 +226,7 @@ static void case_ring_values(void)
 {
     while (running()) {
         struct client c;
-        if (client_register(&c) < 0)
+        if (do_register(&c) < 0)
             continue;
         rounds++;
         for (int k = 0; k < 64 && running(); k++) {
@@ -334,13 +267,13 @@ static void case_memfd_shrink(void)
 {
     while (running()) {
         struct client c;
-        if (client_register(&c) < 0)
+        if (do_register(&c) < 0)
             continue;
         rounds++;
-        if (ftruncate(c.memfd, 0) == 0 || ftruncate(c.memfd, (off_t)c.size * 2) == 0 ||
-            ftruncate(c.memfd, (off_t)c.size - 4096) == 0)
+        if (ftruncate(c.fds[0], 0) == 0 || ftruncate(c.fds[0], (off_t)c.size * 2) == 0 ||
+            ftruncate(c.fds[0], (off_t)c.size - 4096) == 0)
             fprintf(stderr, "hostile: the memfd could be resized\n");
-        fallocate(c.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)c.size);
+        fallocate(c.fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)c.size);
         atomic_store(&c.shm->done_tail, 1); /* posd reads the punched pages */
         kick(&c);
         closed_by_posd += sees_close(c.sock, 100);
@@ -414,7 +347,7 @@ static void case_register_leave(void)
 {
     while (running()) {
         struct client c;
-        if (client_register(&c) == 0) {
+        if (do_register(&c) == 0) {
             rounds++;
             client_close(&c);
         }
@@ -424,7 +357,7 @@ static void case_register_leave(void)
 static void case_kick_flood(void)
 {
     struct client c;
-    if (client_register(&c) < 0)
+    if (do_register(&c) < 0)
         exit(2);
     while (running()) {
         for (int i = 0; i < 1000; i++)
@@ -442,7 +375,7 @@ static void case_names_flood(void)
     static uint8_t buf[POS_REQ_MAX];
     while (running()) {
         struct client c;
-        if (client_register(&c) < 0)
+        if (do_register(&c) < 0)
             continue;
         uint32_t id = 1;
         while (running() && id <= POS_MAX_KERNEL_IDS + 1) {

@@ -31,13 +31,6 @@
 static char dir[128], sock_path[160], conf_path[160], log_path[160];
 static pid_t posd_pid = -1;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static int suite_init(void)
 {
     snprintf(dir, sizeof dir, "/tmp/pos-test-faults-%d", (int)getpid());
@@ -84,8 +77,8 @@ static int posd_answers(void)
 
 static int wait_answers(double secs)
 {
-    double t0 = now_s();
-    while (now_s() - t0 < secs) {
+    double t0 = util_now();
+    while (util_now() - t0 < secs) {
         if (posd_answers())
             return 1;
         usleep(20000);
@@ -93,43 +86,30 @@ static int wait_answers(double secs)
     return 0;
 }
 
-struct client {
+struct job {
     pid_t pid;
     char out[192];
     const char *what;
 };
 
 /* posapp under the shim as APP with ARGS (NULL-terminated, after the program). */
-static void client_start(struct client *c, const char *app, const char *const *args)
+static void client_start(struct job *c, const char *app, const char *const *args)
 {
     static int n;
     snprintf(c->out, sizeof c->out, "%s/client.%d.out", dir, n++);
     c->what = app;
-    c->pid = fork();
+    c->pid = util_posapp_start(c->out, app, args);
     CU_ASSERT_FATAL(c->pid >= 0);
-    if (c->pid == 0) {
-        int fd = open(c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", app, 1);
-        const char *argv[32] = {"build/posapp"};
-        int k = 1;
-        for (int i = 0; args[i] && k < 31; i++)
-            argv[k++] = args[i];
-        argv[k] = NULL;
-        execv("build/posapp", (char *const *)argv);
-        _exit(127);
-    }
 }
 
 /* Waits up to LIMIT_S for C; returns its exit status (128 + signal; 137 when it had to be
  * killed) and its output in OUT. */
-static int client_wait(struct client *c, double limit_s, char *out, size_t cap)
+static int client_wait(struct job *c, double limit_s, char *out, size_t cap)
 {
     int st = 0;
-    double t0 = now_s();
+    double t0 = util_now();
     while (waitpid(c->pid, &st, WNOHANG) == 0) {
-        if (now_s() - t0 > limit_s) {
+        if (util_now() - t0 > limit_s) {
             kill(c->pid, SIGKILL);
             waitpid(c->pid, &st, 0);
             break;
@@ -141,7 +121,7 @@ static int client_wait(struct client *c, double limit_s, char *out, size_t cap)
 }
 
 /* Checks that C verified and made exactly its requests' launches; returns its launches. */
-static long long client_verified(struct client *c, double limit_s)
+static long long client_verified(struct job *c, double limit_s)
 {
     char out[OUT_MAX] = "";
     int rc = client_wait(c, limit_s, out, sizeof out);
@@ -185,7 +165,7 @@ static void test_kill_storm_loses_no_launch(void)
     static const char *const apps[STORM_CLIENTS] = {"app",      "app-streams", "batch-threads",
                                                     "app-ptds", "batch-mixed", "capped-ptds",
                                                     "capped",   "batch"};
-    struct client c[STORM_CLIENTS], stopped, victim;
+    struct job c[STORM_CLIENTS], stopped, victim;
     for (int i = 0; i < STORM_CLIENTS; i++)
         client_start(&c[i], apps[i], shapes[i]);
     const char *const forever[] = {"--model", "resnet50", "--requests", "1000000", NULL};
@@ -259,17 +239,17 @@ static void test_stopped_posd_stalls_nobody(void)
     CU_ASSERT_FATAL(wait_answers(3));
     const char *const some[] = {"--model", "resnet18", "--verify", "--requests", "150", NULL};
     const char *const lat[] = {"--model", "resnet18", "--verify", "--requests", "400", NULL};
-    struct client c[3];
+    struct job c[3];
     client_start(&c[0], "capped", some);
     client_start(&c[1], "app", lat);
     client_start(&c[2], "batch", some);
     usleep(300000);
     kill(posd_pid, SIGSTOP);
-    double t0 = now_s();
+    double t0 = util_now();
     int done_while_stopped = 0;
     for (int i = 0; i < 3; i++)
         done_while_stopped += client_verified(&c[i], 20) > 0;
-    double took = now_s() - t0;
+    double took = util_now() - t0;
     int still_stopped = 1;
     char stat[512];
     char path[64];
@@ -283,7 +263,7 @@ static void test_stopped_posd_stalls_nobody(void)
     fprintf(stderr, "\nposd stopped: 3 clients finished verified in %.1f s without it\n", took);
     kill(posd_pid, SIGCONT);
     CU_ASSERT(wait_answers(5));
-    struct client after;
+    struct job after;
     client_start(&after, "app", some);
     CU_ASSERT(client_verified(&after, 20) > 0);
     util_posd_stop(&posd_pid, SIGTERM);

@@ -31,6 +31,7 @@
 #include "pos/op_record.h"
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/client.h"
 #include "tests/integration/util.h"
 
 #define NOBODY          65534
@@ -45,13 +46,6 @@
 
 static char dir[128], sock_path[160], conf_path[160], log_path[160], hostile_bin[192];
 static pid_t posd_pid = -1;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static int suite_init(void)
 {
@@ -119,54 +113,18 @@ static int posd_alive(void)
 /* ---- the well-behaved client ---------------------------------------------------------- */
 
 struct probe {
-    int sock, fds[2];
-    struct pos_client_shm *shm;
-    size_t size;
+    struct client c;
     uint64_t seq, done;
     double lat[PROBES_MAX];
     int n, lost; /* grants that did not come within a second */
 };
-
-static int probe_register(struct probe *p)
-{
-    p->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)sizeof a.sun_path - 1, sock_path);
-    if (connect(p->sock, (struct sockaddr *)&a, sizeof a) < 0)
-        return -1;
-    struct {
-        struct pos_msg_hdr h;
-        struct pos_hello b;
-    } m = {{POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_HELLO, sizeof(struct pos_hello), 0},
-           {POS_OP_RECORD_VERSION, POS_SHM_VERSION}};
-    if (send(p->sock, &m, sizeof m, 0) != (ssize_t)sizeof m)
-        return -1;
-    char buf[512];
-    union {
-        char c[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {buf, sizeof buf};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c, .msg_controllen = sizeof ctl.c};
-    ssize_t n = recvmsg(p->sock, &mh, MSG_CMSG_CLOEXEC);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    if (n <= 0 || !cm)
-        return -1;
-    memcpy(p->fds, CMSG_DATA(cm), sizeof p->fds);
-    struct pos_welcome w;
-    memcpy(&w, buf + sizeof(struct pos_msg_hdr), sizeof w);
-    p->size = w.shm_size;
-    p->shm = mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fds[0], 0);
-    return p->shm == MAP_FAILED ? -1 : 0;
-}
 
 /* One request: a kernel submitted, posd kicked, the time until posd grants it; then its
  * completion reported, as the shim's collector would. */
 static void probe_once(struct probe *p)
 {
     uint64_t seq = ++p->seq;
-    struct pos_submission *s = &p->shm->sub[seq % POS_SUB_RING];
+    struct pos_submission *s = &p->c.shm->sub[seq % POS_SUB_RING];
     memset((uint8_t *)s + sizeof s->stamp, 0, sizeof *s - sizeof s->stamp);
     s->seq = seq;
     s->kind = POS_OP_KERNEL;
@@ -176,28 +134,28 @@ static void probe_once(struct probe *p)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     s->submit_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    atomic_store(&p->shm->next_seq, seq);
+    atomic_store(&p->c.shm->next_seq, seq);
     atomic_store(&s->stamp, seq);
-    double t0 = now_s();
+    double t0 = util_now();
     uint64_t one = 1;
-    if (write(p->fds[1], &one, sizeof one) != sizeof one)
+    if (write(p->c.fds[1], &one, sizeof one) != sizeof one)
         p->lost++;
-    while (atomic_load(&p->shm->granted) < seq && now_s() - t0 < 1.0)
+    while (atomic_load(&p->c.shm->granted) < seq && util_now() - t0 < 1.0)
         ;
-    double t = now_s() - t0;
-    if (atomic_load(&p->shm->granted) < seq)
+    double t = util_now() - t0;
+    if (atomic_load(&p->c.shm->granted) < seq)
         p->lost++;
     else if (p->n < PROBES_MAX)
         p->lat[p->n++] = t;
     uint64_t i = p->done++;
-    struct pos_completion_rec *r = &p->shm->done[i % POS_DONE_RING];
+    struct pos_completion_rec *r = &p->c.shm->done[i % POS_DONE_RING];
     r->seq = seq;
     r->how = POS_DONE_MARKER;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     r->complete_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     atomic_store(&r->stamp, i + 1);
-    atomic_store(&p->shm->done_tail, i + 1);
-    atomic_store(&p->shm->local_done, seq);
+    atomic_store(&p->c.shm->done_tail, i + 1);
+    atomic_store(&p->c.shm->local_done, seq);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -246,17 +204,9 @@ static int fds_settle(int base)
 /* A verifying posapp for about as long as a case, under the shim. */
 static pid_t posapp_start(const char *out_path)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", "app", 1);
-        execl("build/posapp", "posapp", "--model", "resnet18", "--requests", "100000", "--duration",
-              "0.8", "--verify", (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    static const char *const args[] = {"--model",    "resnet18", "--requests", "100000",
+                                       "--duration", "0.8",      "--verify",   NULL};
+    return util_posapp_start(out_path, "app", args);
 }
 
 /* Waits for the posapp at PID; returns its requests when it verified with every launch,
@@ -289,7 +239,7 @@ static void test_hostile_clients_change_nothing_for_others(void)
     CU_ASSERT_FATAL(posd_pid > 0 && access(sock_path, F_OK) == 0);
     static struct probe p;
     memset(&p, 0, sizeof p);
-    CU_ASSERT_FATAL(probe_register(&p) == 0);
+    CU_ASSERT_FATAL(client_register(sock_path, &p.c) == 0);
     char app_out[192];
     snprintf(app_out, sizeof app_out, "%s/posapp.out", dir);
     long long launches = 0;
@@ -383,9 +333,9 @@ static void test_hostile_clients_change_nothing_for_others(void)
     CU_ASSERT(rss2 > 0 && rss2 - rss1 <= (rss1 - rss0) / 2 + HOSTILE_RSS_SLACK_KB);
     CU_ASSERT_EQUAL(p.lost, 0);
     /* the well-behaved client is still registered: posd never took it for a hostile one */
-    CU_ASSERT_EQUAL(atomic_load(&p.shm->posd_state), POS_POSD_ALIVE);
+    CU_ASSERT_EQUAL(atomic_load(&p.c.shm->posd_state), POS_POSD_ALIVE);
     char c;
-    CU_ASSERT(recv(p.sock, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
+    CU_ASSERT(recv(p.c.sock, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
     fprintf(stderr, "posapp: %lld launches verified\n", launches);
     util_posd_stop(&posd_pid, SIGTERM);
 }
