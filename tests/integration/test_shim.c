@@ -314,8 +314,8 @@ static void test_processes_without_cuda_or_driver(void)
     CU_ASSERT_EQUAL(exit_code(&r), 0);
     /* no driver at all: the program fails exactly as it does without the shim */
     const char *const no_driver[] = {"LD_LIBRARY_PATH=/nonexistent", NULL};
-    const char *const no_driver_shim[] = {"LD_LIBRARY_PATH=/nonexistent", util_shim_preload_env(),
-                                          NULL};
+    const char *const no_driver_shim[] = {"LD_LIBRARY_PATH=/nonexistent",
+                                          util_shim_preload_env(), NULL};
     const char *const dl[] = {"build/tests/shim_dlopen", "10", NULL};
     struct result a, b;
     run(no_driver, dl, &a);
@@ -358,8 +358,8 @@ static void test_interposer_loaded_after_the_shim(void)
     snprintf(after, sizeof after, "%s:build/tests/libinterpose.so", util_shim_preload_env());
     snprintf(before, sizeof before, "%s", util_shim_preload_env());
     const char *rt = getenv("POS_TEST_SAN_RUNTIME");
-    snprintf(alone, sizeof alone, "LD_PRELOAD=%s%sbuild/tests/libinterpose.so", rt && *rt ? rt : "",
-             rt && *rt ? ":" : "");
+    snprintf(alone, sizeof alone, "LD_PRELOAD=%s%sbuild/tests/libinterpose.so",
+             rt && *rt ? rt : "", rt && *rt ? ":" : "");
     /* the interposer first, then the shim: LD_PRELOAD=[runtime:]interposer:shim */
     char *shim = strstr(before, "build/libposshim.so");
     snprintf(shim, sizeof before - (size_t)(shim - before),

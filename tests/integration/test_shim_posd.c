@@ -142,8 +142,8 @@ static void test_posd_restarts_do_not_pile_up_mappings(void)
 {
     char out_path[192];
     snprintf(out_path, sizeof out_path, "%s/survivor.out", dir);
-    const char *const argv[] = {"build/posapp", "--model", "resnet18",
-                                "--requests",   "1000000", NULL};
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "1000000",
+                                NULL};
     posd_start();
     pid_t pid = start("survivor", out_path, argv);
     long long n = 0;
@@ -160,7 +160,7 @@ static void test_posd_restarts_do_not_pile_up_mappings(void)
         CU_ASSERT_EQUAL(n, 1); /* re-attached */
         if (n != 1)
             fprintf(stderr, "restart %d: posd has %lld clients\n", r, n);
-        usleep(100000); /* some launches in the new session */
+        usleep(100000);        /* some launches in the new session */
         int m = session_mappings(pid);
         if (m > most)
             most = m;
