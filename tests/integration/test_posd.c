@@ -422,7 +422,8 @@ static void test_waiting_thread_steps_its_own_window(void)
     /* ... and each wait ended with the completion, not with the collector's next poll */
     CU_ASSERT(ms < 2.0);
     if (ms >= 2.0 || launch <= 5000.0)
-        fprintf(stderr, "capped client: 100 launches in %.3f s, launch p50 %.0f ns\n", ms, launch);
+        fprintf(stderr, "capped client: 100 launches in %.3f s, launch p50 %.0f ns\n", ms,
+                launch);
     kill(l.pid, SIGKILL);
     posapp_wait(&l, out, sizeof out);
     posd_stop(SIGTERM);
