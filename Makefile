@@ -11,6 +11,10 @@
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
+#   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/)
+#   make check-static  cppcheck and clang-tidy (scripts/check-static.sh)
+#   make memcheck   posd under valgrind's memcheck through an integration run (tests/memcheck.sh)
+#   make soak       the fault suite's long form for SOAK_MINUTES (docs/results/reliability.md)
 #
 # As root, missing Debian packages are installed on the first build (scripts/deps.sh).
 
@@ -242,6 +246,8 @@ TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
+TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/clock.c sched/log.c \
+    sched/ini_lines.c $(SCHED_CORE_SRCS))
 
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
@@ -251,7 +257,7 @@ $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML) $(HOSTILE),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -296,10 +302,43 @@ SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
 TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 TEST_DEPS_test_sim_stop := $(SIM_LIB)
 TEST_DEPS_test_sim_agents := $(SIM_LIB)
+# The hostile client test_hostile runs as another user (tests/integration/hostile.c).
+HOSTILE := $(B)/tests/hostile
+$(HOSTILE): $(B)/obj/tests/integration/hostile.o
+	$(CC) $(LINK_FLAGS) -o $@ $<
+TEST_DEPS_test_hostile := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(HOSTILE)
+TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 
-test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build
+# --- fuzzing (tests/fuzz/) -------------------------------------------------------------
+# libFuzzer targets, each built from its sources with clang's fuzzer and ASan/UBSan runtimes
+# (libclang-rt-14-dev); any UBSan finding aborts the run. make test runs each for
+# FUZZ_SMOKE_SECONDS after replaying its seed corpus; make fuzz for FUZZ_SECONDS.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -fno-omit-frame-pointer
+FUZZ_SECONDS       ?= 60
+FUZZ_SMOKE_SECONDS ?= 3
+FUZZ_ENGINE_SRCS := sched/engine.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
+    $(wildcard sched/policy/*.c)
+FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
+FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
+FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c
+FUZZ_SRCS_module_text := sim/module_text.c
+FUZZ_SRCS_model_file  := sim/model_file.c
+FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRCS_$$*) $(wildcard tests/fuzz/*.h) $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -std=gnu11 -pthread -o $@ $< $(FUZZ_SRCS_$*) \
+	    $(INIH_LIBS) -lm
+
+fuzz: $(FUZZ_BINS)
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build $(FUZZ_BINS)
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
 	    bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+	@echo "=== tests/fuzz/run.sh: each fuzz target briefly, its corpus and past crashes first"
+	@bash tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
 	@echo "=== tests/gpu/run.sh --sim (the real-GPU suite's dry run; report in $(B)/gpu-dry-run)"
 	@CUDA_HOME=$(CUDA_HOME) bash tests/gpu/run.sh $(B)/gpu-dry-run --sim
 
@@ -320,6 +359,17 @@ bench: all $(SIMSTOP)
 	@bash bench/core.sh
 	@bash bench/completion.sh
 	@bash bench/simstop.sh
+
+check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h
+	@bash scripts/check-static.sh
+
+memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
+	@bash tests/memcheck.sh
+
+# The fault suite's long form: 8 clients, churn and faults for SOAK_MINUTES (default 30).
+SOAK_MINUTES ?= 30
+soak: all $(HOSTILE)
+	@SOAK_MINUTES=$(SOAK_MINUTES) bash bench/soak.sh
 
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all
@@ -382,7 +432,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat test demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat test fuzz soak check-static memcheck demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -183,8 +183,11 @@ int posd_listen(struct posd *d)
     if (rc < 0)
         return rc;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) {
+        rc = -errno;
+        posd_log(POSD_LOG_ERROR, "cannot make a socket for %s: %s", d->socket_path, strerror(-rc));
+        return rc;
+    }
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
         rc = -errno;
         posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s", d->socket_path, strerror(-rc));
@@ -304,7 +307,8 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         snprintf(why, sizeof why,
                  "version mismatch: the shim speaks shared-memory v%u / records v%u, posd v%u / "
                  "v%u; update the shim or posd",
-                 h->shm_version, h->record_version, POS_SHM_VERSION, POS_OP_RECORD_VERSION);
+                 h->shm_version, h->record_version, (unsigned)POS_SHM_VERSION,
+                 (unsigned)POS_OP_RECORD_VERSION);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
         reject(c, why);
         return -1;
@@ -430,48 +434,54 @@ static void reply_stats(struct posd *d, struct posd_client *c)
 int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
 {
     const char *who = c->registered ? c->ident.app : "peer";
-    if (len > POS_REQ_MAX) {
+    struct posd_msg m;
+    switch (posd_msg_decode(c->rx, len, &m)) {
+    case POSD_MSG_OK:
+        break;
+    case POSD_MSG_OVERSIZED:
         posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting", who,
                  (int)c->ident.pid, len);
         return -1;
-    }
-    struct pos_msg_hdr h;
-    if (len < sizeof h) {
+    case POSD_MSG_SHORT:
         posd_log(POSD_LOG_WARN, "%s (pid %d): short message: disconnecting", who,
                  (int)c->ident.pid);
         return -1;
-    }
-    memcpy(&h, c->rx, sizeof h);
-    if (h.magic != POS_PROTO_MAGIC || h.version != POS_PROTO_VERSION) {
+    case POSD_MSG_FOREIGN: {
         posd_log(POSD_LOG_WARN,
                  "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
                  "disconnecting",
-                 who, (int)c->ident.pid, POS_PROTO_VERSION, h.magic, h.version);
+                 who, (int)c->ident.pid, POS_PROTO_VERSION, m.hdr.magic, m.hdr.version);
         char why[128];
         snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u", POS_PROTO_VERSION,
-                 h.version);
+                 m.hdr.version);
         reject(c, why);
         return -1;
     }
-    if (h.len != len - sizeof h) {
+    case POSD_MSG_LENGTH:
         posd_log(POSD_LOG_WARN, "%s (pid %d): message length mismatch: disconnecting", who,
                  (int)c->ident.pid);
         return -1;
+    case POSD_MSG_BAD_BODY:
+        posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
+        return -1;
+    default:
+        posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
+                 (int)c->ident.pid, m.hdr.type);
+        reject(c, "unknown message type");
+        return -1;
     }
-    switch (h.type) {
-    case POS_MSG_HELLO: {
-        struct pos_hello hello;
-        if (c->registered || c->is_tool || h.len != sizeof hello) {
+    switch (m.hdr.type) {
+    case POS_MSG_HELLO:
+        if (c->registered || c->is_tool) {
             posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
             return -1;
         }
-        memcpy(&hello, c->rx + sizeof h, sizeof hello);
         c->id = (uint32_t)++d->next_client_id; /* tools get no id */
+        identify(&c->ident, c->ident.pid);
         posd_config_match(&d->cfg, &c->ident, &c->pol);
-        return register_client(d, c, &hello);
-    }
+        return register_client(d, c, &m.hello);
     case POS_MSG_NAMES:
-        if (!c->registered || posd_engine_names(c, c->rx + sizeof h, h.len) < 0) {
+        if (!c->registered || posd_engine_names(c, m.body, m.body_len) < 0) {
             posd_log(POSD_LOG_WARN, "%s (pid %d): malformed kernel names: disconnecting", who,
                      (int)c->ident.pid);
             return -1;
@@ -491,7 +501,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         }
         reply_kernels(d, c);
         return 0;
-    case POS_MSG_CONTROL:
+    default: /* POS_MSG_CONTROL */
         if (c->registered) {
             posd_log(POSD_LOG_WARN, "%s (pid %d): CONTROL from a client: disconnecting", who,
                      (int)c->ident.pid);
@@ -499,12 +509,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         }
         c->is_tool = 1;
         c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
-        return posd_control(d, c, c->rx + sizeof h, h.len);
-    default:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
-                 (int)c->ident.pid, h.type);
-        reject(c, "unknown message type");
-        return -1;
+        return posd_control(d, c, m.body, m.body_len);
     }
 }
 
@@ -557,7 +562,8 @@ struct posd_client *posd_client_new(struct posd *d, int sock)
         c->ident.pid = cred.pid;
         c->ident.uid = cred.uid;
         c->ident.gid = cred.gid;
-        identify(&c->ident, cred.pid);
+        /* the rest of who it is (/proc) at HELLO: a peer that never registers costs no reads
+         * of /proc (a connect/close flood made posd read three files per connection) */
         return c;
     }
     posd_log(POSD_LOG_WARN, "too many peers (%d): refusing pid %d", POSD_MAX_CLIENTS,

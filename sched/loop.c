@@ -440,8 +440,11 @@ int posd_loop(struct posd *d)
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
-    if (d->signal_fd < 0)
-        return -errno;
+    if (d->signal_fd < 0) {
+        int e = errno;
+        posd_log(POSD_LOG_ERROR, "signalfd: %s", strerror(e));
+        return -e;
+    }
     int rc = io_uring_queue_init(256, &d->ring, 0);
     if (rc < 0) {
         posd_log(POSD_LOG_ERROR, "io_uring: %s", strerror(-rc));

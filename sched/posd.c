@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,6 +56,36 @@ static int absolute(const char *path, char *out, size_t len)
     if (!getcwd(cwd, sizeof cwd))
         return -1;
     return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -1;
+}
+
+/* posd's own descriptors (socket, signalfd, io_uring, stdio) and room for a tool's connection;
+ * each client then holds two (its connection and its kick eventfd) and a third while it
+ * registers. Below POSD_MIN_NOFILE posd could serve no one (with 4 it exited without a word,
+ * with 6 it ran and refused every connection): it says so and does not start. */
+#define POSD_MIN_NOFILE 16
+
+static int check_fd_limit(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) < 0)
+        return 0;
+    rlim_t full = POSD_MIN_NOFILE + 2 * POSD_MAX_CLIENTS;
+    if (r.rlim_cur < POSD_MIN_NOFILE) {
+        fprintf(stderr,
+                "posd: its open-file limit (%llu) is too low to serve any client: it needs at "
+                "least %d, and %llu for a full table of %d clients (LimitNOFILE=, ulimit -n)\n",
+                (unsigned long long)r.rlim_cur, POSD_MIN_NOFILE, (unsigned long long)full,
+                POSD_MAX_CLIENTS);
+        return -1;
+    }
+    if (r.rlim_cur < full)
+        posd_log(POSD_LOG_WARN,
+                 "open-file limit %llu: room for about %llu clients of %d (LimitNOFILE=%llu for "
+                 "all)",
+                 (unsigned long long)r.rlim_cur,
+                 (unsigned long long)(r.rlim_cur - POSD_MIN_NOFILE / 2) / 2, POSD_MAX_CLIENTS,
+                 (unsigned long long)full);
+    return 0;
 }
 
 static int detach(void)
@@ -168,6 +199,8 @@ int main(int argc, char **argv)
                 path);
         return 1;
     }
+    if (check_fd_limit() < 0)
+        return 1;
     /* before the socket exists: no client's cuInit meets the probe's (the simulated driver
      * lets only alike settings share a device) */
     posd_device_probe(&d->device);

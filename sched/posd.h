@@ -105,7 +105,10 @@ struct posd_client {
     uint32_t sample_published, kick_published;
     /* kernel keys by the client's kernel id (NAMES messages) */
     uint64_t *keys;
-    uint32_t nkeys; /* ids 1..nkeys known */
+    uint32_t nkeys;    /* ids 1..nkeys known */
+    uint64_t *key_set; /* the same keys as a hash set (0 marks a free slot) */
+    uint32_t key_set_cap;
+    int key_set_zero; /* key 0 is in the set */
     /* I/O buffers of the pending recv and kick read */
     uint8_t rx[POS_REQ_MAX];
     uint64_t kick_buf;
@@ -175,6 +178,26 @@ void posd_set_log_level(int level);
 int64_t posd_log_flush(void);
 /* When posd_log_flush has something to print, or 0. */
 int64_t posd_log_due(void);
+
+/* wire.c: decoding a peer's message */
+enum posd_msg_verdict {
+    POSD_MSG_OK,
+    POSD_MSG_OVERSIZED, /* longer than POS_REQ_MAX */
+    POSD_MSG_SHORT,     /* shorter than a header */
+    POSD_MSG_FOREIGN,   /* another magic or version */
+    POSD_MSG_LENGTH,    /* the header's length is not the message's */
+    POSD_MSG_BAD_BODY,  /* a body of the wrong size for its type */
+    POSD_MSG_UNKNOWN,   /* a type posd does not take */
+};
+struct posd_msg {
+    struct pos_msg_hdr hdr; /* a copy: valid unless SHORT or OVERSIZED */
+    const uint8_t *body;    /* into the buffer decoded; NULL unless the length is right */
+    size_t body_len;
+    struct pos_hello hello; /* HELLO's body, copied */
+};
+/* Decodes the LEN bytes at BUF into M. Returns an enum posd_msg_verdict. A NAMES body is
+ * checked by posd_engine_names, which keeps the client's keys. */
+int posd_msg_decode(const uint8_t *buf, size_t len, struct posd_msg *m);
 
 /* clients.c: registration and teardown */
 int posd_listen(struct posd *d);

@@ -6,8 +6,11 @@
 #        scripts/deps.sh --hashcat  (only Debian's hashcat, ~100 MB, for tests/integration/test_hashcat.c)
 set -euo pipefail
 
+# libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for the fuzz targets (make fuzz, and
+# briefly in make test); cppcheck, clang-tidy: make check-static; valgrind: make memcheck
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
-          liburing-dev libcunit1-dev libinih-dev libmicrohttpd-dev)
+          liburing-dev libcunit1-dev libinih-dev libmicrohttpd-dev libclang-rt-14-dev cppcheck
+          clang-tidy valgrind)
 only_optional=0
 if [ "${1:-}" = "--hashcat" ]; then
     packages=(hashcat)

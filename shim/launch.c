@@ -82,6 +82,7 @@ static int stream_capturing(struct launch *L);
 static inline void submit_point(struct launch *L)
 {
     L->sched_seq = 0;
+    L->session = 0; /* copied into the record even when nothing was submitted */
     L->windowed = 0;
     if (likely(atomic_load_explicit(&shim_session, memory_order_relaxed) == NULL) ||
         stream_capturing(L))

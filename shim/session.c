@@ -354,10 +354,10 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
     int step = atomic_load_explicit(&shm->window_cap, memory_order_acquire) != 0 &&
                atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_WINDOW;
     uint64_t when = (uint64_t)shim_cfg.help_when_us * 1000;
-    int help = step && (atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < when ||
-                        atomic_fetch_add_explicit(&s->step_waits, 1, memory_order_relaxed) %
-                                HELP_PROBE ==
-                            0);
+    int help =
+        step &&
+        (atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < when ||
+         atomic_fetch_add_explicit(&s->step_waits, 1, memory_order_relaxed) % HELP_PROBE == 0);
     uint64_t spin = help ? HELP_SPIN_NS : SPIN_NS;
     for (; now - t0 < spin; now = shim_now_ns()) {
         if (granted(shm, seq) || posd_gone(s))
@@ -410,10 +410,21 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
 {
     struct pos_client_shm *shm = s->shm;
     uint64_t seq = atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
-    /* a full ring: posd is behind; wake it and wait for room (or for it to be gone) */
+    /* a full ring: posd is behind; wake it and wait for room, or for it to be gone, or, as for
+     * a grant, for STUCK_NS without a decision of posd's (a stopped posd held a client whose
+     * ring had filled until it was continued) */
+    uint64_t beat = 0, beat_at = 0;
     while (seq - atomic_load_explicit(&shm->sub_head, memory_order_acquire) > POS_SUB_RING) {
         if (posd_gone(s))
             return 0;
+        uint64_t now = shim_now_ns(), b = atomic_load(&shm->heartbeat);
+        if (!beat_at || b != beat) {
+            beat = b;
+            beat_at = now;
+        } else if ((int64_t)(now - beat_at) > STUCK_NS) {
+            atomic_store(&shm->posd_state, POS_POSD_GONE);
+            return 0;
+        }
         kick(s);
         usleep(50);
     }

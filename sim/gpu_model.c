@@ -786,9 +786,8 @@ static int admit_kernels(struct sim_gpu *g, int64_t t)
         struct sim_op *op = &g->ops[i];
         if (op->kind != SIM_OP_KERNEL)
             continue;
-        if (op->state == SIM_OP_READY && op_may_run(g, op))
-            cand[n++] = i;
-        else if (op->state == SIM_OP_RUNNING && !op_fully_placed(op))
+        if ((op->state == SIM_OP_READY && op_may_run(g, op)) ||
+            (op->state == SIM_OP_RUNNING && !op_fully_placed(op)))
             cand[n++] = i;
     }
     /* insertion sort: the candidate lists are short */

@@ -267,7 +267,7 @@ static int parse_line(struct parser *p, char *s, struct sim_model *m, size_t *ca
         char *f[2];
         if (*seen & SEEN_DTYPE)
             return fail(p, -EINVAL, "second 'dtype' directive");
-        if (split_fields(s, f, 2) != 1 || (strcmp(f[0], "fp32") && strcmp(f[0], "fp16")))
+        if (split_fields(s, f, 2) != 1 || (strcmp(f[0], "fp32") != 0 && strcmp(f[0], "fp16") != 0))
             return fail(p, -EINVAL, "'dtype' takes fp32 or fp16");
         m->fp16 = strcmp(f[0], "fp16") == 0;
         *seen |= SEEN_DTYPE;

@@ -134,7 +134,7 @@ static const char *parse_kernel_line(char *line, struct sim_kernel_decl *d, char
     d->regs = 32;
     d->maxthreads = 1024;
     char *save = NULL;
-    char *tok = strtok_r(line, " \t", &save); /* ".kernel" */
+    strtok_r(line, " \t", &save); /* ".kernel" */
     char *name = strtok_r(NULL, " \t", &save);
     if (!name)
         return "missing kernel name";
@@ -145,7 +145,7 @@ static const char *parse_kernel_line(char *line, struct sim_kernel_decl *d, char
         if (!name_char_ok(name[i]))
             return "bad character in kernel name";
     memcpy(d->name, name, nlen + 1);
-    while ((tok = strtok_r(NULL, " \t", &save)) != NULL) {
+    for (char *tok; (tok = strtok_r(NULL, " \t", &save)) != NULL;) {
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok || !eq[1]) {
             snprintf(badkey, badlen, "%s", tok);

@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 # Hermetic: nothing the caller exported (POS_SOCKET of a posd they run, POS_MODE, POS_TRACE,
 # LD_PRELOAD...) reaches the tests; a test that wants a posd starts its own on its own socket,
 # and none finds a system posd at the default path.
+# POS_TEST_* is the harness's own (make test SANITIZE=... passes the sanitizer's runtime in
+# POS_TEST_SAN_RUNTIME): kept, or a sanitized shim could not be preloaded.
 for v in $(compgen -e); do
-    case $v in POS_* | POSD_*) unset "$v" ;; esac
+    case $v in POS_TEST_*) ;; POS_* | POSD_*) unset "$v" ;; esac
 done
 unset LD_PRELOAD
 export POS_SOCKET=/nonexistent/pos-tests-start-their-own-posd.sock

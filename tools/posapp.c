@@ -131,10 +131,11 @@ static const char usage_text[] =
 
 static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
-    char *end;
+    char *end = NULL;
     errno = 0;
-    unsigned long long v = isdigit((unsigned char)s[0]) ? strtoull(s, &end, 10) : 0;
-    if (!isdigit((unsigned char)s[0]) || errno || *end || v < min || v > max)
+    int digit = isdigit((unsigned char)s[0]) != 0;
+    unsigned long long v = digit ? strtoull(s, &end, 10) : 0;
+    if (!digit || errno || *end || v < min || v > max)
         die(2, "bad --%s '%s' (want an integer in [%llu, %llu])", opt, s, (unsigned long long)min,
             (unsigned long long)max);
     return v;
@@ -142,10 +143,11 @@ static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_
 
 static double parse_positive(const char *opt, const char *s)
 {
-    char *end;
+    char *end = NULL;
     errno = 0;
-    double v = (isdigit((unsigned char)s[0]) || s[0] == '.') ? strtod(s, &end) : -1.0;
-    if (v <= 0.0 || errno || *end || !isfinite(v))
+    int number = isdigit((unsigned char)s[0]) || s[0] == '.';
+    double v = number ? strtod(s, &end) : -1.0;
+    if (!number || v <= 0.0 || errno || *end || !isfinite(v))
         die(2, "bad --%s '%s' (want a number > 0)", opt, s);
     return v;
 }
@@ -386,7 +388,7 @@ static void kernels_load(struct kernels *k, const struct sim_model *m, const str
 {
     size_t nops = r ? r->nops : 0;
     k->nops = nops;
-    k->ops = calloc(nops ? nops : 1, sizeof *k->ops);
+    k->ops = calloc(nops ? nops : 1, sizeof *k->ops); /* NOLINT: CUfunction is a handle */
     if (!k->ops)
         die(1, "out of memory");
     char *text = module_text(m, r);
@@ -683,7 +685,7 @@ static void issue_request(struct worker *w, struct slot *s, uint64_t req)
 static int reap_oldest(struct worker *w, uint64_t *reaped, int block)
 {
     const struct options *o = w->sh->o;
-    struct slot *s = &w->slots[*reaped % o->streams];
+    struct slot *s = &w->slots[*reaped % o->streams]; /* NOLINT: --streams >= 1 (parse_uint) */
     if (block) {
         CU(cuEventSynchronize(s->done));
     } else {
@@ -741,7 +743,7 @@ static void run_requests(struct worker *w)
         if (issued - reaped == o->streams)
             reap_oldest(w, &reaped, 1);
         sh->arrive_ns[req] = sh->schedule ? arrive : now_ns();
-        issue_request(w, &w->slots[issued % o->streams], req);
+        issue_request(w, &w->slots[issued % o->streams], req); /* NOLINT: --streams >= 1 */
     }
     while (reaped < issued)
         reap_oldest(w, &reaped, 1);

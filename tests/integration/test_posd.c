@@ -29,6 +29,7 @@
 #include "pos/op_record.h"
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/client.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX    16384
@@ -75,22 +76,9 @@ static void posapp_start(struct proc *p, const char *app, const char *const *arg
 {
     static int n;
     snprintf(p->out_path, sizeof p->out_path, "%s/posapp.%d.out", dir, n++);
-    p->pid = fork();
+    setup_env();
+    p->pid = util_posapp_start(p->out_path, app, args);
     CU_ASSERT_FATAL(p->pid >= 0);
-    if (p->pid == 0) {
-        int fd = open(p->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        setup_env();
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", app, 1);
-        const char *argv[32] = {"build/posapp"};
-        int k = 1;
-        for (int i = 0; args[i] && k < 31; i++)
-            argv[k++] = args[i];
-        argv[k] = NULL;
-        execv("build/posapp", (char *const *)argv);
-        _exit(127);
-    }
 }
 
 static int posapp_wait(struct proc *p, char *out, size_t cap)
@@ -479,7 +467,7 @@ static void test_fail_open_and_reattach(void)
 
 static int peer_connect(void)
 {
-    return util_connect(sock_path);
+    return client_connect(sock_path, 0, 10); /* generous: CI machines can be loaded */
 }
 
 /* True when posd closed S (a recv returns 0, after an optional REJECT message). */
@@ -509,55 +497,21 @@ static int closed_by_posd_within(int s, int ms)
 
 static void hello(int s, uint32_t shm_version)
 {
-    struct {
-        struct pos_msg_hdr h;
-        struct pos_hello b;
-    } m = {{POS_PROTO_MAGIC, POS_PROTO_VERSION, POS_MSG_HELLO, sizeof(struct pos_hello), 0},
-           {POS_OP_RECORD_VERSION, shm_version}};
-    CU_ASSERT_EQUAL(send(s, &m, sizeof m, 0), (ssize_t)sizeof m);
+    CU_ASSERT_EQUAL(client_hello(s, shm_version),
+                    (ssize_t)(sizeof(struct pos_msg_hdr) + sizeof(struct pos_hello)));
 }
 
-/* A client registered by hand, with its shared memory and kick eventfd. */
-struct fake {
-    int sock;
-    int fds[2];
-    struct pos_client_shm *shm;
-    size_t size;
-};
+/* A client registered by hand, with its shared memory and kick eventfd (client.h). */
+#define fake client
 
 static int fake_register(struct fake *f)
 {
-    memset(f, 0, sizeof *f);
-    f->sock = peer_connect();
-    if (f->sock < 0)
-        return -1;
-    hello(f->sock, POS_SHM_VERSION);
-    char buf[512];
-    union {
-        char c[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {buf, sizeof buf};
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.c, .msg_controllen = sizeof ctl.c};
-    ssize_t n = recvmsg(f->sock, &m, 0);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    if (n <= 0 || !cm)
-        return -1;
-    memcpy(f->fds, CMSG_DATA(cm), sizeof f->fds);
-    struct pos_welcome w;
-    memcpy(&w, buf + sizeof(struct pos_msg_hdr), sizeof w);
-    f->size = w.shm_size;
-    f->shm = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fds[0], 0);
-    return f->shm == MAP_FAILED ? -1 : 0;
+    return client_register(sock_path, f);
 }
 
 static void fake_close(struct fake *f)
 {
-    munmap(f->shm, f->size);
-    close(f->sock);
-    close(f->fds[0]);
-    close(f->fds[1]);
+    client_close(f);
 }
 
 /* Kicks posd and checks that it hangs up on F (WHAT names the case in a failure). */
@@ -1254,9 +1208,11 @@ static void test_out_of_descriptors_is_said(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(reason, "posd is out of file descriptors"));
     close(s);
     char out[OUT_MAX];
-    FILE *f = popen("LD_PRELOAD=build/libposshim.so build/posapp --model resnet18 --requests 2 "
-                    "--verify 2>&1",
-                    "r");
+    char cmd[1536];
+    /* the shim's preload as every test gives it (a sanitized build's runtime first) */
+    snprintf(cmd, sizeof cmd, "%s build/posapp --model resnet18 --requests 2 --verify 2>&1",
+             util_shim_preload_env());
+    FILE *f = popen(cmd, "r");
     size_t len = fread(out, 1, sizeof out - 1, f);
     out[len] = '\0';
     CU_ASSERT_EQUAL(pclose(f), 0);

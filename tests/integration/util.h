@@ -1,6 +1,7 @@
 /* Small helpers shared by the integration tests: reading a whole file, reading a number out of
- * a program's output, counting a string, the shim's preload, a posd of the test's own, and
- * talking to it through the tools' client library (tools/posclient.c). */
+ * a program's output, counting a string, the shim's preload, posapp under it, the clock, a
+ * posd of the test's own, and talking to it through the tools' client library
+ * (tools/posclient.c). */
 #ifndef POS_TESTS_INTEGRATION_UTIL_H
 #define POS_TESTS_INTEGRATION_UTIL_H
 
@@ -12,9 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tools/posclient.h"
+/* Seconds on CLOCK_MONOTONIC. */
+static inline double util_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
 
 /* Reads PATH into BUF (NUL-terminated, at most CAP-1 bytes). Returns 0 or -1. */
 static inline int util_read_file(const char *path, char *buf, size_t cap)
@@ -59,6 +68,27 @@ static inline const char *util_shim_preload_env(void)
     static char buf[1100];
     snprintf(buf, sizeof buf, "LD_PRELOAD=%s", util_shim_preload());
     return buf;
+}
+
+/* posapp under the shim (util_shim_preload) as app APP with ARGS (NULL-terminated), its
+ * standard output into OUT. Returns its pid, -1 if fork failed. */
+static inline pid_t util_posapp_start(const char *out, const char *app, const char *const *args)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
+        setenv("POS_APP", app, 1);
+        const char *argv[32] = {"build/posapp"};
+        int k = 1;
+        for (int i = 0; args[i] && k < 31; i++)
+            argv[k++] = args[i];
+        argv[k] = NULL;
+        execv("build/posapp", (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
 }
 
 /* How often WHAT occurs in TEXT. */

@@ -483,6 +483,18 @@ static void test_sm_share_from_class_and_rule(void)
     CU_ASSERT_EQUAL(match(&c, ident("train-small", 1, 1, "")).sm_share, 30);
     CU_ASSERT_EQUAL(match(&c, ident("train-big", 1, 1, "")).sm_share, 70);
     CU_ASSERT_EQUAL(match(&c, ident("other", 1, 1, "")).sm_share, 0);
+/* A class given by app name and uid goes only to that uid: a process of another user that
+ * names itself into the rule (POS_APP, or its executable's name) gets the default class. */
+static void test_app_name_alone_does_not_promote_another_uid(void)
+{
+    struct files f = files_at("bind");
+    put_main(&f, "[rule camera]\nmatch_app = detector\nmatch_uid = 1001\nclass = realtime\n");
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(match(&c, ident("detector", 1001, 1001, "")).class_name, "realtime");
+    CU_ASSERT_STRING_EQUAL(match(&c, ident("detector", 1000, 1001, "")).class_name, "latency");
+    CU_ASSERT_STRING_EQUAL(match(&c, ident("other", 1001, 1001, "")).class_name, "latency");
     posd_config_free(&c);
 }
 
@@ -972,6 +984,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_classes);
     POS_ADD_TEST(s, test_class_limit);
     POS_ADD_TEST(s, test_match);
+    POS_ADD_TEST(s, test_app_name_alone_does_not_promote_another_uid);
     POS_ADD_TEST(s, test_match_all_and_default_class);
     POS_ADD_TEST(s, test_sm_share_from_class_and_rule);
     POS_ADD_TEST(s, test_user_and_group_names);
