@@ -319,6 +319,7 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 3
 FUZZ_ENGINE_SRCS := sched/engine.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
+    sched/profile.c sched/profile_file.c sched/schedule.c sched/schedule_file.c \
     $(wildcard sched/policy/*.c)
 FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
 FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sched/posd.h"
+#include "tests/engine_outside.h"
 
 static struct posd D;
 static int64_t now_ns = 1000000000LL;

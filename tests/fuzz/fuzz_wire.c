@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sched/posd.h"
+#include "tests/engine_outside.h"
 
 static struct posd_client C;
 

@@ -209,7 +209,10 @@ static void test_kernel_profiles_view(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "launches"));
     CU_ASSERT_EQUAL(posstat("-k -o json", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"kernels\":[{\"name\":"));
-    CU_ASSERT_PTR_NULL(strstr(out, "\"launches_per_s\":0.0,"));
+    /* the first (most GPU time) is one of the running clients' kernels: it launches now
+     * (profiles loaded from the state directory have no launches since posd started) */
+    const char *rate = strstr(out, "\"launches_per_s\":");
+    CU_ASSERT(rate && strtod(rate + strlen("\"launches_per_s\":"), NULL) > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"mean_us\":"));
     CU_ASSERT_PTR_NULL(strstr(out, "\"samples\":0,\"mean_us\":1")); /* no mean without samples */
     CU_ASSERT_EQUAL(posstat("-k -o json 0.3 2", out, sizeof out), 0);

@@ -483,6 +483,9 @@ static void test_sm_share_from_class_and_rule(void)
     CU_ASSERT_EQUAL(match(&c, ident("train-small", 1, 1, "")).sm_share, 30);
     CU_ASSERT_EQUAL(match(&c, ident("train-big", 1, 1, "")).sm_share, 70);
     CU_ASSERT_EQUAL(match(&c, ident("other", 1, 1, "")).sm_share, 0);
+    posd_config_free(&c);
+}
+
 /* A class given by app name and uid goes only to that uid: a process of another user that
  * names itself into the rule (POS_APP, or its executable's name) gets the default class. */
 static void test_app_name_alone_does_not_promote_another_uid(void)

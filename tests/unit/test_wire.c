@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sched/posd.h"
+#include "tests/engine_outside.h"
 #include "tests/cunit_main.h"
 
 /* the engine's one call out of it, unused by what is tested here */
@@ -48,7 +49,7 @@ static void test_decoder_verdicts(void)
     CU_ASSERT_EQUAL(posd_msg_decode(buf, n, &m), POSD_MSG_FOREIGN);
     CU_ASSERT_EQUAL(m.hdr.version, POS_PROTO_VERSION ^ 1); /* for the REJECT's text */
     buf[4] ^= 1;
-    n = msg(buf, POS_MSG_NAMES + 1, NULL, 0);
+    n = msg(buf, POS_MSG_KERNELS + 1, NULL, 0); /* past the last type */
     CU_ASSERT_EQUAL(posd_msg_decode(buf, n, &m), POSD_MSG_UNKNOWN);
     n = msg(buf, POS_MSG_WELCOME, NULL, 0); /* posd's own messages are not for it to take */
     CU_ASSERT_EQUAL(posd_msg_decode(buf, n, &m), POSD_MSG_UNKNOWN);

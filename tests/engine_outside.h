@@ -1,0 +1,37 @@
+/* What the engine (sched/engine.c) calls outside itself beyond the core, the profiles and the
+ * log, for test and fuzz programs that link the engine alone: no telemetry (no eBPF parts, no
+ * unmanaged processes), no stage schedule, no policy note. Include it in one file of a program. */
+#ifndef POS_TESTS_ENGINE_OUTSIDE_H
+#define POS_TESTS_ENGINE_OUTSIDE_H
+
+#include "sched/posd.h"
+
+uint32_t posd_telemetry_parts(void)
+{
+    return 0;
+}
+
+size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out, size_t cap)
+{
+    (void)d, (void)out, (void)cap;
+    return 0;
+}
+
+struct pos_schedule *posd_schedule_open(const struct posd_config *cfg,
+                                        const struct pos_sched_device *dev)
+{
+    (void)cfg, (void)dev;
+    return NULL;
+}
+
+void posd_schedule_close(struct pos_schedule *s)
+{
+    (void)s;
+}
+
+void posd_log_policy_note(struct posd *d)
+{
+    (void)d;
+}
+
+#endif
