@@ -651,3 +651,17 @@ int pos_schedule_decide(struct pos_schedule_state *st, const struct pos_schedule
     }
     return 1;
 }
+
+const char *pos_schedule_note(const struct pos_schedule_state *st, const char *policy,
+                              const char *otherwise, char *buf, size_t len)
+{
+    if (!st->s)
+        return NULL;
+    if (!st->why)
+        snprintf(buf, len, "%s: following the schedule (%zu models, %zu stages)", policy,
+                 st->s->nmodels, st->s->nstages);
+    else
+        snprintf(buf, len, "%s: schedule not followed (%s decides): %s; %llu rounds followed",
+                 policy, otherwise, st->why, (unsigned long long)st->rounds);
+    return buf;
+}

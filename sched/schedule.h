@@ -111,4 +111,10 @@ void pos_schedule_observe(struct pos_schedule_state *st, const struct pos_schedu
 int pos_schedule_decide(struct pos_schedule_state *st, const struct pos_schedule *s,
                         struct pos_sched_view *v);
 
+/* The follower's state in words, for a policy's note: "POLICY: following the schedule (...)"
+ * or "POLICY: schedule not followed (OTHERWISE decides): why; N rounds followed", into BUF.
+ * NULL while no schedule was ever matched. */
+const char *pos_schedule_note(const struct pos_schedule_state *st, const char *policy,
+                              const char *otherwise, char *buf, size_t len);
+
 #endif

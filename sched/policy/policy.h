@@ -135,6 +135,21 @@ const struct pos_sched_op *pos_sched_queued_op(const struct pos_sched_client *c,
 /* The grant that lets C have at most LIMIT operators in flight (never below its grant). */
 uint64_t pos_sched_window_grant(const struct pos_sched_client *c, uint64_t limit);
 
+/* Whether C has work that outranks: queued, or in flight and not stalled, or completed less
+ * than idle_grace ago (a closed-loop client launches its next request microseconds after its
+ * last one ended: a window handed out in that gap would be in the GPU's queue ahead of it). */
+int pos_sched_has_work(const struct pos_sched_client *c, const struct pos_sched_view *v);
+
+/* NEXT, brought forward to when O's idle grace ends if that is still to come. */
+int64_t pos_sched_grace_next(const struct pos_sched_client *o, const struct pos_sched_view *v,
+                             int64_t next);
+
+/* Holds C (WINDOW mode, no new grant) but for the starvation guard: a client with work queued
+ * that has had less than min_share of the guard period gets one step (its class's cap, or one
+ * operator) in the period's last min_share. Returns NEXT, brought forward to when the guard
+ * would let it go. */
+int64_t pos_sched_hold(struct pos_sched_client *c, const struct pos_sched_view *v, int64_t next);
+
 /* How many operators of C make about WINDOW_NS of device time by its estimate (2 at least,
  * CAP at most; 2 while nothing is known yet). */
 uint64_t pos_sched_ops_in(const struct pos_sched_client *c, int64_t window_ns, uint64_t cap);

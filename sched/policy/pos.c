@@ -89,12 +89,6 @@ static void pos_fini(void *state)
     free(state);
 }
 
-static int has_work(const struct pos_sched_client *c, const struct pos_sched_view *v)
-{
-    return pos_sched_queued(c) > 0 || (pos_sched_inflight(c) > 0 && !c->stalled) ||
-           (c->last_done_ns && v->now - c->last_done_ns < v->idle_grace_ns);
-}
-
 static struct pos_track *track(struct pos_state *s, const struct pos_sched_client *c)
 {
     struct pos_track *t = &s->t[(unsigned)c->slot & (POS_MAX_TRACKED - 1)];
@@ -122,7 +116,7 @@ static double op_demand(const struct pos_sched_view *v, const struct pos_sched_o
 static void prepare(const struct pos_sched_view *v, struct pos_sched_client *c,
                     struct pos_track *t, struct pos_pre *p)
 {
-    *p = (struct pos_pre){.work = has_work(c, v)};
+    *p = (struct pos_pre){.work = pos_sched_has_work(c, v)};
     double remaining = 0;
     uint64_t looked = 0, queued = 0;
     for (uint64_t seq = c->completed_upto + 1; seq <= c->submitted; seq++) {
@@ -231,10 +225,7 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
                  * alone (so that its solo profile can be learnt first), runs alone */
                 contended |= po->contended || po->unlearnt;
             }
-            int64_t grace_end = o->last_done_ns + v->idle_grace_ns;
-            if (o->last_done_ns && !pos_sched_queued(o) && !pos_sched_inflight(o) &&
-                grace_end > v->now && grace_end < next)
-                next = grace_end;
+            next = pos_sched_grace_next(o, v, next);
         }
         c->held = 0;
         c->window = 0;
@@ -271,20 +262,7 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
             c->new_granted = pos_sched_window_grant(c, fit);
             continue;
         }
-        /* held, but for the starvation guard */
-        double period = (double)v->guard_period_ns;
-        int64_t guard_at = v->period_start + (int64_t)((1.0 - c->min_share) * period);
-        int starving = pos_sched_queued(c) > 0 && c->min_share > 0 && v->now >= guard_at &&
-                       (double)c->served_ns < c->min_share * period;
-        if (starving) {
-            c->new_granted = pos_sched_window_grant(c, c->max_inflight ? c->max_inflight : 1);
-        } else {
-            c->new_granted = c->granted;
-            c->held = 1;
-            if (pos_sched_queued(c) > 0 && c->min_share > 0 && guard_at > v->now &&
-                guard_at < next)
-                next = guard_at;
-        }
+        next = pos_sched_hold(c, v, next); /* held, but for the starvation guard */
     }
     return next;
 }
@@ -301,16 +279,7 @@ static void pos_on_complete(void *state, const struct pos_sched_client *c,
 static const char *pos_note(void *state)
 {
     struct pos_state *s = state;
-    if (!s->st.s)
-        return NULL;
-    if (!s->st.why)
-        snprintf(s->note, sizeof s->note, "pos: following the schedule (%zu models, %zu stages)",
-                 s->st.s->nmodels, s->st.s->nstages);
-    else
-        snprintf(s->note, sizeof s->note,
-                 "pos: schedule not followed (online decisions): %s; %llu rounds followed",
-                 s->st.why, (unsigned long long)s->st.rounds);
-    return s->note;
+    return pos_schedule_note(&s->st, "pos", "online", s->note, sizeof s->note);
 }
 
 const struct pos_policy_ops pos_policy_pos = {

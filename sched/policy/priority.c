@@ -13,16 +13,6 @@
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
 
-/* Work that outranks: queued, or in flight on a client that still completes things; and a
- * client that completed its last work less than idle_grace ago, because a closed-loop client
- * launches its next request microseconds after its last one ended (a window handed out in
- * that gap would be in the GPU's queue ahead of it). */
-static int has_work(const struct pos_sched_client *c, const struct pos_sched_view *v)
-{
-    return pos_sched_queued(c) > 0 || (pos_sched_inflight(c) > 0 && !c->stalled) ||
-           (c->last_done_ns && v->now - c->last_done_ns < v->idle_grace_ns);
-}
-
 static uint64_t umax(uint64_t a, uint64_t b)
 {
     return a > b ? a : b;
@@ -40,11 +30,8 @@ static int64_t priority_decide(void *state, struct pos_sched_view *v)
             if (k == i || o->device != c->device || o->priority >= c->priority)
                 continue;
             outranked = 1;
-            outranked_busy |= has_work(o, v);
-            int64_t grace_end = o->last_done_ns + v->idle_grace_ns;
-            if (o->last_done_ns && !pos_sched_queued(o) && !pos_sched_inflight(o) &&
-                grace_end > v->now && grace_end < next)
-                next = grace_end; /* decide again when its grace ends */
+            outranked_busy |= pos_sched_has_work(o, v);
+            next = pos_sched_grace_next(o, v, next); /* decide again when its grace ends */
         }
         c->held = 0;
         c->window = 0;
@@ -52,20 +39,7 @@ static int64_t priority_decide(void *state, struct pos_sched_view *v)
             c->mode = POS_GRANT_FREE;
             c->new_granted = umax(c->granted, c->submitted);
         } else if (outranked_busy) {
-            double period = (double)v->guard_period_ns;
-            int64_t guard_at = v->period_start + (int64_t)((1.0 - c->min_share) * period);
-            int starving = pos_sched_queued(c) > 0 && c->min_share > 0 && v->now >= guard_at &&
-                           (double)c->served_ns < c->min_share * period;
-            c->mode = POS_GRANT_WINDOW;
-            if (starving) {
-                c->new_granted = pos_sched_window_grant(c, c->max_inflight ? c->max_inflight : 1);
-            } else {
-                c->new_granted = c->granted;
-                c->held = 1;
-                if (pos_sched_queued(c) > 0 && c->min_share > 0 && guard_at > v->now &&
-                    guard_at < next)
-                    next = guard_at;
-            }
+            next = pos_sched_hold(c, v, next);
         } else {
             c->mode = POS_GRANT_WINDOW;
             uint64_t limit =

@@ -51,15 +51,8 @@ static void staged_on_complete(void *state, const struct pos_sched_client *c,
 static const char *staged_note(void *state)
 {
     struct staged *s = state;
-    if (!s->st.s)
+    if (!pos_schedule_note(&s->st, "staged", "priority", s->note, sizeof s->note))
         snprintf(s->note, sizeof s->note, "staged: no schedule followed yet (priority decides)");
-    else if (!s->st.why)
-        snprintf(s->note, sizeof s->note, "staged: following the schedule (%zu models, %zu stages)",
-                 s->st.s->nmodels, s->st.s->nstages);
-    else
-        snprintf(s->note, sizeof s->note,
-                 "staged: schedule not followed (priority decides): %s; %llu rounds followed",
-                 s->st.why, (unsigned long long)s->st.rounds);
     return s->note;
 }
 

@@ -33,20 +33,6 @@ static int suite_clean(void)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* Runs CMD through the shell (stderr joined); its output in OUT; returns its exit status. */
-static int sh(const char *cmd, char *out, size_t cap)
-{
-    char line[2048];
-    snprintf(line, sizeof line, "%s 2>&1", cmd);
-    FILE *f = popen(line, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int make(const char *target, char *out, size_t cap)
 {
     char cmd[512];
@@ -54,7 +40,7 @@ static int make(const char *target, char *out, size_t cap)
              "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory %s "
              "PREFIX=" PREFIX " DESTDIR=%s SANITIZE='%s'",
              target, dest, sanitize);
-    return sh(cmd, out, cap);
+    return util_run(cmd, out, cap);
 }
 
 static int exists(const char *rel)
@@ -99,26 +85,26 @@ static void test_install_runs_and_uninstall_removes_it(void)
     static const char *const tools[] = {"posd", "posctl", "posstat", "possim", "postrace"};
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s" PREFIX "/bin/%s --help", dest, tools[i]);
-        CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
     }
     snprintf(cmd, sizeof cmd,
              "cd / && LD_LIBRARY_PATH=%s" PREFIX "/lib/pos/sim POS_SIM_INSTANCE=test-install-%d "
              "%s" PREFIX "/bin/posapp --model resnet18 --requests 2",
              dest, (int)getpid(), dest);
-    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0); /* finds the installed model by itself */
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0); /* finds the installed model by itself */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"requests\":2"));
     snprintf(cmd, sizeof cmd,
              "cd / && %s" PREFIX "/bin/possim %s" PREFIX "/share/pos/possim/mixed.ini", dest, dest);
-    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "detector"));
     /* man pages: troff that renders without a warning */
     snprintf(cmd, sizeof cmd,
              "for m in %s" PREFIX "/share/man/man*/*; do man --warnings -l -Tutf8 \"$m\" "
              ">/dev/null || echo FAILED $m; done",
              dest);
-    if (sh("command -v man", out, sizeof out) == 0) {
-        CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+    if (util_run("command -v man", out, sizeof out) == 0) {
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
         CU_ASSERT_STRING_EQUAL(out, "");
         if (out[0])
             fprintf(stderr, "\n  man: %s", out);
@@ -129,11 +115,11 @@ static void test_install_runs_and_uninstall_removes_it(void)
              "grep -c '^ExecStart=" PREFIX "/bin/posd -f$' %s" PREFIX
              "/lib/systemd/system/posd.service",
              dest);
-    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
     /* uninstall leaves no file behind */
     CU_ASSERT_EQUAL_FATAL(make("uninstall", out, sizeof out), 0);
     snprintf(cmd, sizeof cmd, "find %s -type f -o -type l", dest);
-    CU_ASSERT_EQUAL(sh(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
     CU_ASSERT_STRING_EQUAL(out, "");
     if (out[0])
         fprintf(stderr, "\n  left after uninstall:\n%s", out);

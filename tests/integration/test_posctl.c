@@ -62,25 +62,11 @@ static void posd_start(const char *policy)
     CU_ASSERT_FATAL(access(sock_path, F_OK) == 0);
 }
 
-/* Runs CMD (a shell line, stderr joined); its output in OUT; returns its exit status. */
-static int run(const char *cmd, char *out, size_t cap)
-{
-    char line[1024];
-    snprintf(line, sizeof line, "%s 2>&1", cmd);
-    FILE *f = popen(line, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int posctl(const char *args, char *out, size_t cap)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "build/posctl -s %s %s", sock_path, args);
-    return run(cmd, out, cap);
+    return util_run(cmd, out, cap);
 }
 
 static int posctl_load(const char *file, char *out, size_t cap)
@@ -326,7 +312,7 @@ static void test_profiles_save_reset_load(void)
     CU_ASSERT(n > 5); /* resnet18 has 23 kernels; most are sampled in 30 requests */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, file));
     snprintf(cmd, sizeof cmd, "grep -c '^k ' %s && cp %s %s", file, file, copy);
-    CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
     CU_ASSERT_EQUAL((unsigned)atoi(out), n);
     CU_ASSERT_EQUAL(posctl("profiles reset", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "forgotten"));
@@ -335,7 +321,7 @@ static void test_profiles_save_reset_load(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "0 kernel profiles saved"));
     /* a broken file: refused whole */
     snprintf(cmd, sizeof cmd, "head -n 3 %s > %s", copy, bad);
-    CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
     CU_ASSERT_EQUAL(posctl_load(bad, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused, nothing loaded"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "truncated"));
@@ -401,20 +387,20 @@ static void test_tools_say_what_to_do_in_one_line(void)
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
         const char *list = strstr(tools[i], "posctl") ? " list" : "";
         snprintf(cmd, sizeof cmd, "%s -s %s/nosuch.sock%s", tools[i], dir, list);
-        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 1);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "no posd socket there: is posd running?"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
         snprintf(cmd, sizeof cmd, "%s -s %s%s", tools[i], other, list);
-        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 1);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "speaks protocol version"));
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "that came with this posd"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
         snprintf(cmd, sizeof cmd, "%s --no-such-option", tools[i]);
-        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 2);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 2);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "see --help"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
         snprintf(cmd, sizeof cmd, "%s --help", tools[i]);
-        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
     }
     /* the other tools: an unknown option is one line, exit 2; --help is usage, exit 0 */
@@ -422,18 +408,18 @@ static void test_tools_say_what_to_do_in_one_line(void)
                                          "build/posapp"};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s --no-such-option", others[i]);
-        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 2);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 2);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "see --help"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
         if (util_count(out, "\n") != 1)
             fprintf(stderr, "\n  %s: %s", others[i], out);
         snprintf(cmd, sizeof cmd, "%s --help", others[i]);
-        CU_ASSERT_EQUAL(run(cmd, out, sizeof out), 0);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
     }
-    CU_ASSERT_EQUAL(run("build/posctl frobnicate", out, sizeof out), 2);
+    CU_ASSERT_EQUAL(util_run("build/posctl frobnicate", out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown command 'frobnicate'"));
-    CU_ASSERT_EQUAL(run("build/posctl", out, sizeof out), 2);
+    CU_ASSERT_EQUAL(util_run("build/posctl", out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "no command given"));
     kill(fake, SIGKILL);
     waitpid(fake, NULL, 0);

@@ -37,6 +37,21 @@ static inline int util_read_file(const char *path, char *buf, size_t cap)
     return 0;
 }
 
+/* Runs CMD (a shell line, stderr joined to stdout); its output in OUT (CAP bytes, cut there);
+ * returns its exit status, 128 + N for a signal N, -1 when it could not run. */
+static inline int util_run(const char *cmd, char *out, size_t cap)
+{
+    char line[2048];
+    snprintf(line, sizeof line, "%s 2>&1", cmd);
+    FILE *f = popen(line, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* The number after "KEY": (JSON) or after "KEY " (a program's "key N" line), -1 if absent. */
 static inline long long util_number(const char *text, const char *key)
 {
