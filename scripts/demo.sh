@@ -11,7 +11,9 @@ APP=build/posapp SHIM=$PWD/build/libposshim.so
 REQ=${DEMO_REQUESTS:-60}
 SLO=${DEMO_SLO_MS:-10}
 T=$(mktemp -d)
-trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"' EXIT
+# the virtual GPU's segment too: the demo's background models are killed, so the last process
+# that had it may not have removed it
+trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"; rm -f "/dev/shm/pos-sim.$(id -u).demo-$$"' EXIT
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "demo: a real GPU is present ($(nvidia-smi -L | head -1)); posapp's workloads are"

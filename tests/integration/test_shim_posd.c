@@ -95,6 +95,7 @@ static int suite_init(void)
 static int suite_clean(void)
 {
     posd_stop(SIGKILL);
+    util_sim_segment_remove(instance); /* its last client was killed: nobody unlinked it */
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;
