@@ -300,9 +300,39 @@ static void reject(struct posd_client *c, const char *reason)
     send_msg(c->sock, POS_MSG_REJECT, reason, strlen(reason) + 1, NULL, 0);
 }
 
+/* Whether UID may register now (root always may). */
+static int registration_allowed(struct posd *d, uid_t uid, int64_t now)
+{
+    if (uid == 0)
+        return 1;
+    struct posd_reg_uid *r = NULL, *oldest = &d->reg_uids[0];
+    for (int i = 0; i < POSD_REG_UIDS && !r; i++) {
+        struct posd_reg_uid *e = &d->reg_uids[i];
+        if (e->used && e->uid == uid)
+            r = e;
+        else if (!e->used || (oldest->used && e->last_ns < oldest->last_ns))
+            oldest = e;
+    }
+    if (!r) { /* a uid not seen lately starts with a full bucket */
+        r = oldest;
+        *r = (struct posd_reg_uid){.used = 1, .uid = uid};
+    }
+    r->last_ns = now;
+    return posd_bucket_take(&r->b, now, POSD_REG_BURST, POSD_REG_PERIOD_NS);
+}
+
 static int register_client(struct posd *d, struct posd_client *c, const struct pos_hello *h)
 {
     char why[160];
+    if (!registration_allowed(d, c->ident.uid, posd_now())) {
+        snprintf(why, sizeof why,
+                 "uid %u registers too often (more than %d a second after a burst of %d): this "
+                 "process runs unscheduled",
+                 (unsigned)c->ident.uid, (int)(1000000000 / POSD_REG_PERIOD_NS), POSD_REG_BURST);
+        posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
+        reject(c, why);
+        return -1;
+    }
     if (h->shm_version != POS_SHM_VERSION || h->record_version != POS_OP_RECORD_VERSION) {
         snprintf(why, sizeof why,
                  "version mismatch: the shim speaks shared-memory v%u / records v%u, posd v%u / "

@@ -189,7 +189,7 @@ static void on_accept(struct posd *d, int res)
 }
 
 /* Refills B (one token per PERIOD, up to BURST) and takes one. Returns 0 when there is none. */
-static int bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period)
+int posd_bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period)
 {
     if (!b->refilled_at) {
         b->tokens = burst;
@@ -240,8 +240,8 @@ static int64_t unpark_kicks(struct posd *d, int64_t now)
         d->kicks_parked--;
         if (!c->used || c->kick_fd < 0)
             continue;
-        bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS);
-        bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS);
+        posd_bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS);
+        posd_bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS);
         uint64_t kicks;
         if (read(c->kick_fd, &kicks, sizeof kicks) < 0 && errno != EAGAIN)
             continue; /* its socket's hang-up closes it */
@@ -269,7 +269,7 @@ static void on_kick(struct posd *d, struct posd_client *c, int res)
         return;
     }
     int64_t now = posd_now();
-    if (!bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS)) {
+    if (!posd_bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS)) {
         park_kicks(d, c, now, c->kick_any.refilled_at + POSD_KICK_PERIOD_NS - now);
         return;
     }
@@ -282,7 +282,7 @@ static void on_kick(struct posd *d, struct posd_client *c, int res)
     if (mark != c->kick_mark) {
         c->kick_mark = mark;
         c->kick_park_ns = 0; /* it had news: not a flood of empty kicks */
-    } else if (!bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS)) {
+    } else if (!posd_bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS)) {
         /* empty kicks over their rate: the next one waits, longer while they go on */
         int64_t wait = c->kick_park_ns ? c->kick_park_ns : POSD_IDLE_KICK_PERIOD_NS;
         c->kick_park_ns = 2 * wait < POSD_KICK_PARK_MAX_NS ? 2 * wait : POSD_KICK_PARK_MAX_NS;

@@ -61,6 +61,22 @@ struct posd_bucket {
     int tokens;
     int64_t refilled_at;
 };
+/* Refills B (one token per PERIOD ns, up to BURST) and takes one. Returns 0 when there is
+ * none. (loop.c) */
+int posd_bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period);
+
+/* Registrations of one non-root uid: each costs posd a memfd, a mapping, /proc reads and a
+ * clean slot in the core, so a register/leave loop is held to this rate (a REJECT the shim
+ * reads: that process runs unscheduled). */
+#define POSD_REG_UIDS      64
+#define POSD_REG_BURST     128
+#define POSD_REG_PERIOD_NS 10000000 /* 100 a second */
+struct posd_reg_uid {
+    int used;
+    uid_t uid;
+    int64_t last_ns;
+    struct posd_bucket b;
+};
 
 /* What the eBPF telemetry (telemetry.c) knows of a client; all zero without it. */
 #define POSD_TELE_TIDS 8
@@ -151,6 +167,7 @@ struct posd {
     uint64_t next_client_id;
     struct pos_sched_device device;
     struct sched_core *core;
+    struct posd_reg_uid reg_uids[POSD_REG_UIDS]; /* registration rates, least recent replaced */
     struct pos_profiles prof;  /* kernel profiles: STATE_DIR/profiles, saved periodically */
     char state_dir[POSD_PATH_MAX]; /* fixed at start ($POSD_STATE_DIR, else state_dir) */
     int64_t prof_save_at;      /* the next periodic save */

@@ -1242,6 +1242,61 @@ static void test_scheduled_without_posd_is_passthrough(void)
     CU_ASSERT_EQUAL(util_count(out, "posshim"), 1);
 }
 
+/* The unprivileged register/leave loop: registers and leaves for 1 s as fast as it can and
+ * reports on FD how many registrations posd accepted and how many it refused. */
+static void register_leave_loop(int fd)
+{
+    int counts[2] = {0, 0};
+    double end = util_now() + 1.0;
+    while (util_now() < end) {
+        struct client c;
+        if (client_register(sock_path, &c) == 0) {
+            counts[0]++;
+            client_close(&c);
+        } else {
+            counts[1]++;
+        }
+    }
+    if (write(fd, counts, sizeof counts) != (ssize_t)sizeof counts)
+        _exit(4);
+}
+
+/* A uid that registers and leaves in a loop gets its burst, then about 100 registrations a
+ * second (each costs posd a memfd, a mapping, /proc reads and a clean slot), the rest refused
+ * with a reason the shim prints; a client of another uid registers meanwhile. */
+static void test_registration_rate_is_bounded_per_uid(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_registration_rate_is_bounded_per_uid: needs another uid (fork + "
+                        "setuid(%d) as root): skipped\n",
+                NOBODY);
+        return;
+    }
+    long log_at = log_size();
+    posd_start("priority");
+    int p[2];
+    CU_ASSERT_FATAL(pipe(p) == 0);
+    pid_t kid = as_nobody(register_leave_loop, p[1], p[0]);
+    close(p[1]);
+    usleep(500000);
+    struct fake f;
+    CU_ASSERT_EQUAL(fake_register(&f), 0); /* root, in the middle of the flood */
+    int counts[2] = {-1, -1};
+    CU_ASSERT_EQUAL(read(p[0], counts, sizeof counts), (ssize_t)sizeof counts);
+    close(p[0]);
+    int st;
+    waitpid(kid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* the burst and a second's refill, with room for a slow start */
+    CU_ASSERT(counts[0] >= 64 && counts[0] <= 128 + 110); /* posd.h: POSD_REG_BURST, 100/s */
+    CU_ASSERT(counts[1] > 0);
+    fake_close(&f);
+    posd_stop(SIGTERM);
+    static char log[OUT_MAX * 16];
+    read_log_from(log_at, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 registers too often"));
+}
+
 /* A detached posd started with relative -c and -s (it chdirs to /) still rereads its
  * configuration on SIGHUP and removes its own socket at exit: it made both paths absolute. */
 static void test_detached_posd_keeps_relative_paths(void)
@@ -1314,4 +1369,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_out_of_descriptors_is_said);
     POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
     POS_ADD_TEST(s, test_detached_posd_keeps_relative_paths);
+    POS_ADD_TEST(s, test_registration_rate_is_bounded_per_uid);
 }
