@@ -2,7 +2,6 @@
  * requests, stalls, guard periods, grant publication rules and the next decision time. Pure:
  * the clock is an argument, memory is the only resource it takes. */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

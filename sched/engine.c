@@ -553,9 +553,13 @@ size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t
 {
     struct pos_kernels_reply r = {.uptime_ns = (uint64_t)(posd_now() - d->started_at)};
     size_t room = cap > sizeof r ? (cap - sizeof r) / sizeof(struct pos_kernel_stats) : 0;
-    static const struct pos_kprof *list[1 << 20];
+    const struct pos_kprof **list = malloc((d->prof.count ? d->prof.count : 1) * sizeof *list);
+    if (!list) { /* an empty reply rather than none */
+        memcpy(buf, &r, sizeof r);
+        return sizeof r;
+    }
     size_t n = 0;
-    for (size_t i = 0; i < d->prof.cap && n < sizeof list / sizeof list[0]; i++) {
+    for (size_t i = 0; i < d->prof.cap && n < d->prof.count; i++) {
         const struct pos_kprof *k = &d->prof.t[i];
         if (k->used && (all || k->uid == (uint32_t)uid))
             list[n++] = k;
@@ -581,6 +585,7 @@ size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t
         snprintf(s.name, sizeof s.name, "%s", kname_get(k->key));
         memcpy(out + i * sizeof s, &s, sizeof s);
     }
+    free(list);
     memcpy(buf, &r, sizeof r);
     return sizeof r + r.nkernels * sizeof(struct pos_kernel_stats);
 }

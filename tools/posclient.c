@@ -186,12 +186,6 @@ int posclient_stats(struct posclient *c, void *buf, size_t cap, size_t *got, cha
     return posclient_exchange(c, POS_MSG_STATS_REQ, NULL, 0, buf, cap, got, err, errlen);
 }
 
-int posclient_kernels(struct posclient *c, void *buf, size_t cap, size_t *got, char *err,
-                      size_t errlen)
-{
-    return posclient_exchange(c, POS_MSG_KERNELS_REQ, NULL, 0, buf, cap, got, err, errlen);
-}
-
 int posclient_control(struct posclient *c, const struct pos_control *req,
                       struct pos_control_reply *rep, char *err, size_t errlen)
 {

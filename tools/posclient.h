@@ -49,9 +49,6 @@ int posclient_exchange(struct posclient *c, int type, const void *body, size_t l
  * its header checked; the body's contents are the caller's to check (posstat_parse_reply). */
 int posclient_stats(struct posclient *c, void *buf, size_t cap, size_t *got, char *err,
                     size_t errlen);
-/* One KERNELS request, the same way (the kernel profiles, posstat -k). */
-int posclient_kernels(struct posclient *c, void *buf, size_t cap, size_t *got, char *err,
-                      size_t errlen);
 
 /* One CONTROL request. Returns 0 when posd did it, its refusal (a negative errno: -EPERM,
  * -ESRCH, -EINVAL, ...) otherwise; either way posd's one-line answer is in ERR (success too),

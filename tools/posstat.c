@@ -232,18 +232,27 @@ static double wall_time(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* One STATS request on a connection of its own (tools/posclient.c). */
+/* One request of TYPE (no body) on a connection of its own (tools/posclient.c): the whole
+ * reply in REPLY (POS_MSG_MAX bytes), its length in *GOT. */
+static int ask_posd(const char *path, int type, unsigned char *reply, size_t *got, char *err,
+                    size_t errlen)
+{
+    struct posclient c;
+    int rc = posclient_connect(&c, path, 0, err, errlen);
+    if (rc == 0) {
+        rc = posclient_exchange(&c, type, NULL, 0, reply, POS_MSG_MAX, got, err, errlen);
+        posclient_close(&c);
+    }
+    return rc;
+}
+
+/* One STATS request. */
 static int take_snapshot(const char *path, struct posstat_snapshot *snap)
 {
     static _Alignas(8) unsigned char reply[POS_MSG_MAX];
     char err[512];
-    struct posclient c;
     size_t got;
-    int rc = posclient_connect(&c, path, 0, err, sizeof err);
-    if (rc == 0) {
-        rc = posclient_stats(&c, reply, sizeof reply, &got, err, sizeof err);
-        posclient_close(&c);
-    }
+    int rc = ask_posd(path, POS_MSG_STATS_REQ, reply, &got, err, sizeof err);
     if (rc == 0)
         rc = posstat_parse_reply(reply, got, snap, err, sizeof err);
     if (rc < 0) {
@@ -392,18 +401,13 @@ static int report_every(const struct options *o)
     return status;
 }
 
-/* -k: one KERNELS request on a connection of its own. */
+/* -k: one KERNELS request. */
 static int take_kernels(const char *path, struct posstat_kernels *ks)
 {
     static _Alignas(8) unsigned char reply[POS_MSG_MAX];
     char err[512];
-    struct posclient c;
     size_t got;
-    int rc = posclient_connect(&c, path, 0, err, sizeof err);
-    if (rc == 0) {
-        rc = posclient_kernels(&c, reply, sizeof reply, &got, err, sizeof err);
-        posclient_close(&c);
-    }
+    int rc = ask_posd(path, POS_MSG_KERNELS_REQ, reply, &got, err, sizeof err);
     if (rc == 0)
         rc = posstat_parse_kernels(reply, got, ks, err, sizeof err);
     if (rc < 0) {

@@ -30,7 +30,6 @@
  * follows it (sched/schedule.c) and returns to these online decisions when the mix changes.
  * Pure code: the same object runs in posd and possim. docs/policy.md documents it. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "pos/client_shm.h"
@@ -66,7 +65,6 @@ struct pos_pre {
 };
 
 struct pos_state {
-    const struct pos_sched_device *dev;
     struct pos_schedule_state st; /* a searched schedule ([policy] schedule), when it applies */
     char note[160];
     struct pos_track t[POS_MAX_TRACKED];
@@ -78,7 +76,7 @@ static int pos_init(void **state, const struct pos_sched_device *dev)
     struct pos_state *s = calloc(1, sizeof *s);
     if (!s)
         return -12; /* -ENOMEM */
-    s->dev = dev;
+    (void)dev; /* the view carries the device */
     pos_schedule_state_init(&s->st, NULL);
     *state = s;
     return 0;
