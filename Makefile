@@ -305,6 +305,7 @@ TEST_DEPS_test_sim_agents := $(SIM_LIB)
 # The hostile client test_hostile runs as another user (tests/integration/hostile.c).
 HOSTILE := $(B)/tests/hostile
 $(HOSTILE): $(B)/obj/tests/integration/hostile.o
+	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $<
 TEST_DEPS_test_hostile := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(HOSTILE)
 TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
