@@ -324,13 +324,14 @@ FUZZ_ENGINE_SRCS := sched/engine.c sched/core.c sched/log.c sched/ini_lines.c sc
     $(wildcard sched/policy/*.c)
 FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
 FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
+FUZZ_DEFS_ring        := -DSCHED_MAX_CLIENTS=8
 FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c
 FUZZ_SRCS_module_text := sim/module_text.c
 FUZZ_SRCS_model_file  := sim/model_file.c
 FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRCS_$$*) $(wildcard tests/fuzz/*.h) $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -std=gnu11 -pthread -o $@ $< $(FUZZ_SRCS_$*) \
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_DEFS_$*) $(FUZZ_FLAGS) -std=gnu11 -pthread -o $@ $< $(FUZZ_SRCS_$*) \
 	    $(INIH_LIBS) -lm
 
 fuzz: $(FUZZ_BINS)

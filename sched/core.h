@@ -23,7 +23,11 @@
 
 #include "sched/policy/policy.h"
 
+/* clients one core serves (posd's slots); fuzz_ring builds with fewer to spend its time on
+ * the engine's logic rather than on scans of empty slots */
+#ifndef SCHED_MAX_CLIENTS
 #define SCHED_MAX_CLIENTS 256
+#endif
 #define SCHED_WINDOW      16384 /* operators tracked per client (power of two) */
 
 /* Tunables of the core's own rules (set from posd.conf's [daemon]/[policy], or by possim). */
