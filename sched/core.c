@@ -553,9 +553,11 @@ static void request_maybe_end(struct core_client *c, int64_t when)
     if (!c->req.active || c->completed != c->submitted)
         return;
     c->req.active = 0;
+    c->req.ended++;
+    c->req.last_ns = when - c->req.start_ns;
     c->requests++;
     c->request_ops += c->req.ops;
-    hist_add(&c->lat, when - c->req.start_ns);
+    hist_add(&c->lat, c->req.last_ns);
 }
 
 int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now)

@@ -48,6 +48,8 @@ struct pos_sched_request {
     uint64_t id;
     int64_t start_ns; /* its first launch */
     uint64_t ops;     /* operators launched so far */
+    uint64_t ended;   /* requests of the client ended so far */
+    int64_t last_ns;  /* the latency of the last one, its first launch to its completion */
 };
 
 /* One client as a policy sees it. Inputs are filled by the core; a policy sets the outputs. */

@@ -24,6 +24,12 @@
  *   - a client above has work, on a time-sliced device (no MPS: contexts of different
  *     processes never overlap, so nothing can be co-located): C is held, and the ranks order
  *     whole requests back to back by slack;
+ *   - the SLO guard: while more than about 2% of an SLO client's recent requests took posd
+ *     more than 0.8 x its SLO (first launch to completion), nothing runs beside it and the
+ *     clients below it get no wider window than window_us while it is idle, until the share
+ *     falls under 1%: co-location is tried again where it did not cost the SLO, whatever
+ *     the profiles predicted (on a loaded host, or with profiles learnt from coarse polls,
+ *     they can be wrong);
  *   - held clients keep the starvation guard (min_share of every guard period);
  *   - a grant is never taken back, and grants are prefixes of launch order (the core's rules).
  * With a searched stage schedule loaded ([policy] schedule) and exactly its mix running, pos
@@ -41,6 +47,13 @@
 #define LOOKAHEAD       16  /* next operators of a client looked at for their SM demand */
 #define CORUN_EVIDENCE  8   /* co-run samples before a kernel's slowdown is believed */
 #define SLO_FRACTION    0.8 /* CoMPI: start by arrival + 0.8 x SLO - remaining */
+/* The SLO guard: an SLO client's requests that take posd more than SLO_FRACTION of the SLO
+ * (first launch to completion) are late; their share, a moving average over about the last
+ * 1/TIGHT_WEIGHT requests, past TIGHT_ON guards the client (nothing beside it, no wider
+ * window below it while it is idle) until it falls under TIGHT_OFF. */
+#define TIGHT_WEIGHT (1.0 / 32)
+#define TIGHT_ON     0.02
+#define TIGHT_OFF    0.01
 #define SCHED_MAX_VIEW  256 /* clients of one view (the core's SCHED_MAX_CLIENTS) */
 
 struct pos_track {
@@ -50,6 +63,9 @@ struct pos_track {
     uint64_t req_ops;  /* its operators so far */
     double ops_avg;    /* operators per request, averaged over ended requests */
     double max_demand; /* the largest SM demand of its kernels seen so far */
+    uint64_t ended;    /* its requests ended, when last looked at */
+    double tight;      /* SLO clients: moving share of its requests that ended late */
+    int guarded;       /* SLO clients: nothing runs beside it (late requests of late) */
 };
 
 /* What one decision works out once per client. */
@@ -61,6 +77,7 @@ struct pos_pre {
     double next_max;   /* largest SM demand of its next queued operators */
     int contended;     /* one of its kernels in flight or next slows down beside others */
     int unlearnt;      /* one of them has no solo profile yet */
+    int guarded;       /* its SLO guard is on (pos_track) */
     int work;          /* has_work */
 };
 
@@ -100,6 +117,12 @@ static struct pos_track *track(struct pos_state *s, const struct pos_sched_clien
         t->req_id = c->request.id;
     }
     t->req_ops = c->request.ops;
+    if (c->request.ended != t->ended) { /* a request ended since: was it late? */
+        t->ended = c->request.ended;
+        int late = c->slo_ms > 0 && (double)c->request.last_ns > SLO_FRACTION * c->slo_ms * 1e6;
+        t->tight += ((double)late - t->tight) * TIGHT_WEIGHT;
+        t->guarded = t->guarded ? t->tight > TIGHT_OFF : t->tight > TIGHT_ON;
+    }
     return t;
 }
 
@@ -114,7 +137,7 @@ static double op_demand(const struct pos_sched_view *v, const struct pos_sched_o
 static void prepare(const struct pos_sched_view *v, struct pos_sched_client *c,
                     struct pos_track *t, struct pos_pre *p)
 {
-    *p = (struct pos_pre){.work = pos_sched_has_work(c, v)};
+    *p = (struct pos_pre){.work = pos_sched_has_work(c, v), .guarded = t->guarded};
     double remaining = 0;
     uint64_t looked = 0, queued = 0;
     for (uint64_t seq = c->completed_upto + 1; seq <= c->submitted; seq++) {
@@ -204,7 +227,7 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
     for (size_t i = 0; i < n; i++) {
         struct pos_sched_client *c = &v->clients[i];
         const struct pos_pre *pc = &s->pre[i];
-        int outranked = 0, busy_above = 0, contended = 0, rivals = 0;
+        int outranked = 0, busy_above = 0, contended = 0, rivals = 0, guarded = 0;
         double above = 0, above_max = 0;
         for (size_t k = 0; k < n; k++) {
             const struct pos_sched_client *o = &v->clients[k];
@@ -216,12 +239,13 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
                 continue;
             outranked = 1;
             above_max += po->max_demand;
+            guarded |= po->guarded;
             if (po->work) {
                 busy_above = 1;
                 above += po->demand;
                 /* a kernel above that slows down beside others, or one not yet measured
                  * alone (so that its solo profile can be learnt first), runs alone */
-                contended |= po->contended || po->unlearnt;
+                contended |= po->contended || po->unlearnt || po->guarded;
             }
             next = pos_sched_grace_next(o, v, next);
         }
@@ -247,7 +271,7 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
             /* the clients above are idle: about window_us of work, so that a request arriving
              * above finds little ahead of it; under MPS, more where it fits beside the
              * largest kernels they run */
-            if (concurrent && !c->max_inflight) {
+            if (concurrent && !c->max_inflight && !guarded) {
                 uint64_t fit = fit_beside(c, pc, above_max, v->credits);
                 cap = fit > cap ? fit : cap;
             }

@@ -405,10 +405,36 @@ static void test_telemetry_reaches_the_policy_view(void)
     sched_core_free(k);
 }
 
+/* The policy sees each ended request's latency as posd saw it (first launch to the
+ * completion that ended it) and how many have ended: what pos's SLO guard reads. */
+static void test_request_latency_reaches_the_policy_view(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_params p;
+    sched_params_defaults(&p);
+    struct sched_core *k = sched_core_new(&p, &dev, &recorder, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    add(k, 0, 10, 0, 0);
+    sched_core_decide(k, 0, g);
+    for (int r = 0; r < 3; r++) {
+        int64_t t0 = (r + 1) * 100 * MS;
+        submit(k, 0, 5, 0x100, 1, 1, t0);
+        sched_core_decide(k, t0 + 1, g);
+        CU_ASSERT_EQUAL(seen_client.request.ended, (uint64_t)r); /* under way: not yet */
+        struct sched_sync s = stream_sync(0x100, next_seq[0], t0 + (r + 2) * MS);
+        sched_core_sync(k, 0, &s, t0 + 9 * MS);
+        sched_core_decide(k, t0 + 9 * MS, g);
+        CU_ASSERT_EQUAL(seen_client.request.ended, (uint64_t)r + 1);
+        CU_ASSERT_EQUAL(seen_client.request.last_ns, (r + 2) * MS);
+    }
+    sched_core_free(k);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("core", NULL, NULL);
     POS_ADD_TEST(s, test_telemetry_reaches_the_policy_view);
+    POS_ADD_TEST(s, test_request_latency_reaches_the_policy_view);
     POS_ADD_TEST(s, test_counts_and_grants_never_go_back);
     POS_ADD_TEST(s, test_window_cap_moves_with_completions);
     POS_ADD_TEST(s, test_sync_completes_only_its_scope);

@@ -5,7 +5,9 @@
  * never takes a grant back, and grants a starving held client its guard share; pos runs lower
  * classes beside busy higher ones where their kernels fit (MPS) and not where they do not, on
  * a time-sliced device or beside a kernel that has slowed down beyond its budget, conserves
- * work, orders SLO clients by latest start time and keeps the guard. */
+ * work, orders SLO clients by latest start time, keeps the guard, and stops co-locating
+ * beside an SLO client whose recent requests ended late (the SLO guard) until they no longer
+ * do. */
 #include <string.h>
 
 #include "pos/client_shm.h"
@@ -253,6 +255,7 @@ static void pos_client(int i, int prio, uint64_t submitted, uint64_t released, u
         op->state = (seq <= released ? POS_SCHED_OP_RELEASED : 0) |
                     (seq <= completed ? POS_SCHED_OP_DONE : 0);
     }
+    cl[i].slot = i; /* the policy keeps its state of a client by slot */
     cl[i].ops = ops[i];
     cl[i].ops_mask = 63;
     cl[i].op_ns = 20000;
@@ -397,6 +400,51 @@ static void test_pos_slo_rivals_keep_a_window(void)
     CU_ASSERT(cl[0].new_granted >= 40);
 }
 
+/* The SLO guard: beside a busy SLO client whose last requests took posd more than 0.8 x the
+ * SLO, nothing runs though it fits; and while it is idle the batch client's window is no
+ * wider than window_us. After enough requests on time, co-location comes back. One policy
+ * state across the decisions, as in posd. */
+static void test_pos_slo_guard_stops_colocation_while_requests_end_late(void)
+{
+    const struct pos_policy_ops *p = pos_policy_find("pos");
+    void *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(p->init(&st, &h200), 0);
+    struct pos_sched_view v = view(2, 1000000);
+    v.device = &h200;
+    uint64_t ended = 0;
+    /* BUSY: the latency client has kernels in flight; LATE_MS: its last request's latency */
+#define SLO_STEP(busy, late_ms)                                                                \
+    do {                                                                                       \
+        pos_client(0, 10, 20, 20, (busy) ? 5 : 20, 8);                                         \
+        pos_client(1, 20, 60, 2, 0, 1); /* one block each: many fit */                         \
+        cl[0].slo_ms = 10;                                                                     \
+        cl[0].request.ended = ended;                                                           \
+        cl[0].request.last_ns = (int64_t)((late_ms) * 1e6);                                    \
+        p->decide(st, &v);                                                                     \
+    } while (0)
+    SLO_STEP(1, 0);
+    CU_ASSERT_EQUAL(cl[1].held, 0); /* beside it: the kernels fit */
+    CU_ASSERT(cl[1].new_granted > 2);
+    SLO_STEP(0, 0);
+    uint64_t wide = cl[1].new_granted; /* idle above: a window as wide as fits beside it */
+    ended++;
+    SLO_STEP(1, 9); /* a request took 9 ms of a 10 ms SLO: late */
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 2);
+    SLO_STEP(0, 9);
+    CU_ASSERT_EQUAL(cl[1].held, 0); /* work-conserving still, but a narrower window */
+    CU_ASSERT(cl[1].new_granted > 2 && cl[1].new_granted < wide);
+    int n = 0;
+    do { /* requests on time, one after another, until the guard lifts */
+        ended++;
+        SLO_STEP(1, 1);
+    } while (cl[1].held && ++n < 200);
+    CU_ASSERT(n > 8 && n < 200); /* not at the first request on time, but it lifts */
+    CU_ASSERT(cl[1].new_granted > 2);
+#undef SLO_STEP
+    p->fini(st);
+}
+
 /* A held batch client that has had less than its share of the guard period gets a step in
  * the period's last min_share. */
 static void test_pos_starvation_guard(void)
@@ -430,4 +478,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_pos_latest_start_orders_slo_clients);
     POS_ADD_TEST(s, test_pos_slo_rivals_keep_a_window);
     POS_ADD_TEST(s, test_pos_starvation_guard);
+    POS_ADD_TEST(s, test_pos_slo_guard_stops_colocation_while_requests_end_late);
 }
