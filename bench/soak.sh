@@ -11,11 +11,23 @@
 #
 #   make soak SOAK_MINUTES=30     (bash bench/soak.sh; SOAK_MINUTES=3 for a short one)
 #   OUT=/tmp/r.md SOAK_MINUTES=1 bash bench/soak.sh
+# SOAK_FAULTS: the faults taken in turn (default all: posd-kill posd-stop client-stop
+# client-kill hostile); without posd-kill one posd lives the whole soak, so that its RSS and
+# descriptors over time show a leak. SOAK_POLICY: posd's policy (default pos, posd's default).
+# SOAK_SECTION: the name of the markers of the section it writes (default soak).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${SOAK_MINUTES:-30}
 FAULT_S=${FAULT_S:-20}
 SAMPLE_S=${SAMPLE_S:-15}
+POLICY=${SOAK_POLICY:-pos}
+SECTION=${SOAK_SECTION:-soak}
+read -r -a faults <<<"${SOAK_FAULTS:-posd-kill posd-stop client-stop client-kill hostile}"
+for f in "${faults[@]}"; do
+    case $f in posd-kill | posd-stop | client-stop | client-kill | hostile) ;;
+    *) echo "soak: unknown fault '$f' in SOAK_FAULTS (posd-kill posd-stop client-stop client-kill hostile)" >&2; exit 2 ;;
+    esac
+done
 OUT=${OUT:-docs/results/reliability.md}
 T=$(mktemp -d /tmp/pos-soak.XXXXXX)
 chmod 711 "$T"
@@ -76,7 +88,7 @@ slot() { # index app args...
 
 shapes=("app" "app-streams --streams 4" "batch-threads --threads 4" "app-ptds --ptds"
         "batch-mixed --threads 2 --streams 2" "capped-ptds --threads 3 --ptds" "capped" "batch --threads 2")
-posd_up priority
+posd_up "$POLICY"
 for i in "${!shapes[@]}"; do
     # shellcheck disable=SC2086
     slot "$i" ${shapes[$i]} &
@@ -99,7 +111,6 @@ jobs_so_far() { # "jobs launches errors killed"
 }
 run_as() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
 
-faults=(posd-kill posd-stop client-stop client-kill hostile)
 hostile_cases=($($HOSTILE --list))
 declare -A done_faults=()
 samples="$T/samples"
@@ -124,7 +135,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
         case $f in
         posd-kill)
             posd_down -KILL
-            posd_up priority
+            posd_up "$POLICY"
             restarts=$((restarts + 1))
             ;;
         posd-stop)
@@ -169,10 +180,10 @@ printf '%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' $((now - start)) "$(posd_rss)"
     "${ncl:--}" "${sub:--}" "${comp:--}" "$jobs" "$launches" "$errors" "$restarts" >>"$samples"
 
 {
-    echo "<!-- soak:begin (bench/soak.sh writes this section) -->"
-    echo "## Soak: $MINUTES minutes, 8 client slots, churn and faults (simulated GPU)"
+    echo "<!-- $SECTION:begin (bench/soak.sh writes this section) -->"
+    echo "## Soak: $MINUTES minutes, 8 client slots, churn and faults${SOAK_TITLE:+, $SOAK_TITLE} (simulated GPU)"
     echo
-    echo "\`SOAK_MINUTES=$MINUTES make soak\` on $(date -u +%Y-%m-%d), $(uname -srm), $(nproc) cores"
+    echo "\`SOAK_MINUTES=$MINUTES SAMPLE_S=$SAMPLE_S SOAK_FAULTS=\"${faults[*]}\" make soak\` (posd policy $POLICY) on $(date -u +%Y-%m-%d), $(uname -srm), $(nproc) cores"
     echo "(shared with other work: a loaded machine), as $(id -un)."
     echo
     echo "Jobs: **$jobs** verifying posapp jobs finished, **$launches** launches checked, **$errors**"
@@ -180,7 +191,7 @@ printf '%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' $((now - start)) "$(posd_rss)"
     echo "killed on purpose (not counted). posd alive at the end: **$alive**."
     echo
     printf 'Faults injected:'
-    for k in "${!done_faults[@]}"; do printf ' %s x%s,' "$k" "${done_faults[$k]}"; done | sed 's/,$//'
+    for k in "${!done_faults[@]}"; do printf ' %s x%s,\n' "$k" "${done_faults[$k]}"; done | sort | tr -d '\n' | sed 's/,$//'
     echo "."
     echo
     echo "Samples every $SAMPLE_S s. posd's counters and RSS start again at each posd-kill restart"
@@ -189,11 +200,12 @@ printf '%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' $((now - start)) "$(posd_rss)"
     echo "| t (s) | posd RSS (KiB) | posd fds | clients | posd submitted | posd completed | jobs | launches checked | errors | posd restarts |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
     awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}' "$samples"
-    echo "<!-- soak:end -->"
+    echo "<!-- $SECTION:end -->"
 } >"$T/section.md"
-if [ -f "$OUT" ] && grep -q '<!-- soak:begin' "$OUT"; then
-    awk -v sec="$T/section.md" '/<!-- soak:begin/ {while ((getline l < sec) > 0) print l; skip = 1; next}
-        /<!-- soak:end -->/ {skip = 0; next} !skip' "$OUT" >"$T/out.md"
+if [ -f "$OUT" ] && grep -q "<!-- $SECTION:begin" "$OUT"; then
+    awk -v sec="$T/section.md" -v b="<!-- $SECTION:begin" -v e="<!-- $SECTION:end -->" \
+        'index($0, b) == 1 {while ((getline l < sec) > 0) print l; skip = 1; next}
+        index($0, e) == 1 {skip = 0; next} !skip' "$OUT" >"$T/out.md"
     cat "$T/out.md" >"$OUT"
 else
     cat "$T/section.md" >>"$OUT"
