@@ -379,13 +379,22 @@ static int64_t record_view(void *state, struct pos_sched_view *v)
 
 static const struct pos_policy_ops recorder = {.name = "recorder", .decide = record_view};
 
-static void test_telemetry_reaches_the_policy_view(void)
+/* A core whose policy records what it is shown, with one client in slot 0 */
+static struct sched_core *recorder_core(void)
 {
+    memset(next_seq, 0, sizeof next_seq);
     struct sched_params p;
     sched_params_defaults(&p);
     struct sched_core *k = sched_core_new(&p, &dev, &recorder, 0);
+    if (k)
+        add(k, 0, 10, 0, 0);
+    return k;
+}
+
+static void test_telemetry_reaches_the_policy_view(void)
+{
+    struct sched_core *k = recorder_core();
     CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-    add(k, 0, 10, 0, 0);
     sched_core_decide(k, 1, g);
     CU_ASSERT_EQUAL(seen_client.runq_delay_ns, 0); /* none given: zero, as in possim */
     CU_ASSERT_EQUAL(seen_unmanaged, 0);
@@ -409,12 +418,8 @@ static void test_telemetry_reaches_the_policy_view(void)
  * completion that ended it) and how many have ended: what pos's SLO guard reads. */
 static void test_request_latency_reaches_the_policy_view(void)
 {
-    memset(next_seq, 0, sizeof next_seq);
-    struct sched_params p;
-    sched_params_defaults(&p);
-    struct sched_core *k = sched_core_new(&p, &dev, &recorder, 0);
+    struct sched_core *k = recorder_core();
     CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-    add(k, 0, 10, 0, 0);
     sched_core_decide(k, 0, g);
     for (int r = 0; r < 3; r++) {
         int64_t t0 = (r + 1) * 100 * MS;
