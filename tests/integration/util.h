@@ -92,9 +92,9 @@ static inline const char *util_shim_preload_env(void)
     return buf;
 }
 
-/* posapp under the shim (util_shim_preload) as app APP with ARGS (NULL-terminated), its
- * standard output into OUT. Returns its pid, -1 if fork failed. */
-static inline pid_t util_posapp_start(const char *out, const char *app, const char *const *args)
+/* Program ARGV[0] with ARGV (NULL-terminated) under the shim (util_shim_preload) as app APP,
+ * its standard output into OUT. Returns its pid, -1 if fork failed. */
+static inline pid_t util_shim_start(const char *out, const char *app, const char *const *argv)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -102,15 +102,22 @@ static inline pid_t util_posapp_start(const char *out, const char *app, const ch
         dup2(fd, 1);
         setenv("LD_PRELOAD", util_shim_preload(), 1);
         setenv("POS_APP", app, 1);
-        const char *argv[32] = {"build/posapp"};
-        int k = 1;
-        for (int i = 0; args[i] && k < 31; i++)
-            argv[k++] = args[i];
-        argv[k] = NULL;
-        execv("build/posapp", (char *const *)argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     return pid;
+}
+
+/* build/posapp with ARGS (NULL-terminated) under the shim as app APP, its standard output
+ * into OUT. Returns its pid, -1 if fork failed. */
+static inline pid_t util_posapp_start(const char *out, const char *app, const char *const *args)
+{
+    const char *argv[32] = {"build/posapp"};
+    int k = 1;
+    for (int i = 0; args[i] && k < 31; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    return util_shim_start(out, app, argv);
 }
 
 /* posapp under the shim as app APP running MODEL until it is killed (a million requests), its
