@@ -202,15 +202,7 @@ static int posctl_as(gid_t gid, const char *args, char *out, size_t cap)
         _exit(127);
     }
     close(p[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n < cap - 1 && (k = read(p[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = '\0';
-    close(p[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return util_child_output(pid, p[0], out, cap);
 }
 
 /* Changing posd needs root or the posd group: anyone else gets one line and exit 1, and

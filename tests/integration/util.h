@@ -42,6 +42,7 @@ static inline int util_read_file(const char *path, char *buf, size_t cap)
  * returns its exit status, 128 + N for a signal N, -1 when it could not run. */
 static inline int util_run_stdout(const char *cmd, char *out, size_t cap)
 {
+    out[0] = '\0';
     FILE *f = popen(cmd, "r");
     if (!f)
         return -1;
@@ -57,6 +58,22 @@ static inline int util_run(const char *cmd, char *out, size_t cap)
     char line[2048];
     snprintf(line, sizeof line, "%s 2>&1", cmd);
     return util_run_stdout(line, out, cap);
+}
+
+/* Reads what child PID writes to FD (a pipe's read end, closed here) into OUT (CAP bytes, cut
+ * there) until the pipe closes, then reaps the child. Returns its exit status, 128 + N for a
+ * signal N. */
+static inline int util_child_output(pid_t pid, int fd, char *out, size_t cap)
+{
+    size_t n = 0;
+    ssize_t k;
+    while (n < cap - 1 && (k = read(fd, out + n, cap - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = '\0';
+    close(fd);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* The number after "KEY": (JSON) or after "KEY " (a program's "key N" line), -1 if absent. */
