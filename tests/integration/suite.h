@@ -13,12 +13,12 @@
 #include "tests/integration/util.h"
 
 struct suite {
-    char dir[128];      /* /tmp/pos-test-NAME-PID: whatever the suite writes */
-    char sock[160];     /* posd's socket, configuration and log, in dir */
+    char dir[128];  /* /tmp/pos-test-NAME-PID: whatever the suite writes */
+    char sock[160]; /* posd's socket, configuration and log, in dir */
     char conf[160];
     char log[160];
-    char instance[64];  /* its virtual GPU (POS_SIM_INSTANCE): test-NAME-PID */
-    pid_t posd;         /* the posd it runs, -1 when none */
+    char instance[64]; /* its virtual GPU (POS_SIM_INSTANCE): test-NAME-PID */
+    pid_t posd;        /* the posd it runs, -1 when none */
 };
 
 /* Makes suite S named NAME: its directory, posd's configuration there with the text CONF (no

@@ -336,7 +336,6 @@ static int check_exposition(const char *text, struct checker *c)
 
 /* ---- tests ---------------------------------------------------------------------------------- */
 
-
 /* Waits until posd has seen requests of a client (up to 5 s). */
 static void wait_requests(void)
 {
@@ -439,8 +438,8 @@ static void test_port_alone_is_loopback_and_bad_specs_stop_posd(void)
     CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot serve metrics on"));
     util_posd_stop(&suite.posd, SIGTERM);
-    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/third.sock --metrics 99999",
-             suite.conf, suite.dir);
+    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/third.sock --metrics 99999", suite.conf,
+             suite.dir);
     CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad --metrics '99999'"));
 }

@@ -58,7 +58,6 @@ static int posctl_load(const char *file, char *out, size_t cap)
     return posctl(args, out, cap);
 }
 
-
 static void posapp_stop(pid_t pid)
 {
     kill(pid, SIGKILL);

@@ -307,7 +307,6 @@ static void summary_free(struct summary *sm)
     free(sm->s);
 }
 
-
 /* possim's timeline: a process and a track per client, one op slice per launch, one request
  * slice per request, each op inside its request. */
 static void test_possim_timeline_is_valid_and_complete(void)
