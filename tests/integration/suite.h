@@ -4,6 +4,7 @@
 #ifndef POS_TESTS_INTEGRATION_SUITE_H
 #define POS_TESTS_INTEGRATION_SUITE_H
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,16 +25,18 @@ struct suite {
 /* Makes suite S named NAME: its directory, posd's configuration there with the text CONF (no
  * file when NULL), and the environment every child inherits: the simulated driver
  * (LD_LIBRARY_PATH), the suite's own virtual GPU (POS_SIM_INSTANCE) and its posd's socket
- * (POS_SOCKET). Returns 0, or -1 when the configuration could not be written. */
+ * (POS_SOCKET). Returns 0, or -1 when the directory could not be made or the configuration not
+ * written. */
 static inline int suite_open(struct suite *s, const char *name, const char *conf)
 {
+    s->posd = -1;
     snprintf(s->dir, sizeof s->dir, "/tmp/pos-test-%s-%d", name, (int)getpid());
-    mkdir(s->dir, 0700);
+    if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
+        return -1;
     snprintf(s->sock, sizeof s->sock, "%s/posd.sock", s->dir);
     snprintf(s->conf, sizeof s->conf, "%s/posd.conf", s->dir);
     snprintf(s->log, sizeof s->log, "%s/posd.log", s->dir);
     snprintf(s->instance, sizeof s->instance, "test-%s-%d", name, (int)getpid());
-    s->posd = -1;
     setenv("LD_LIBRARY_PATH", "build/sim", 1);
     setenv("POS_SIM_INSTANCE", s->instance, 1);
     setenv("POS_SOCKET", s->sock, 1);
