@@ -51,10 +51,18 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static void posd_with_metrics(const char *spec)
+/* The suite's posd serving metrics on a port that was free, at ADDR ("127.0.0.1:", or "" for
+ * a port alone); returns the port. */
+static int posd_with_metrics(const char *addr)
 {
+    int port = free_port();
+    CU_ASSERT_FATAL(port > 0);
+    char spec[32];
+    snprintf(spec, sizeof spec, "%s%d", addr, port);
     const char *const args[] = {"--metrics", spec, NULL};
     suite_posd_start_args(&suite, args);
+    CU_ASSERT_FATAL(access(suite.sock, F_OK) == 0);
+    return port;
 }
 
 /* HTTP GET PATH from 127.0.0.1:PORT; the whole response in OUT. Returns its status code. */
@@ -354,12 +362,7 @@ static char body[OUT_MAX], resp[OUT_MAX], prom[OUT_MAX], doc[1 << 16];
  * documented family served; posstat -o prom prints the same families, also well-formed. */
 static void test_scrape_is_valid_exposition_and_documented(void)
 {
-    int port = free_port();
-    CU_ASSERT_FATAL(port > 0);
-    char spec[32];
-    snprintf(spec, sizeof spec, "127.0.0.1:%d", port);
-    posd_with_metrics(spec);
-    CU_ASSERT_FATAL(access(suite.sock, F_OK) == 0);
+    int port = posd_with_metrics("127.0.0.1:");
     pid_t app = util_posapp_until_killed("we\"ird\\app", "resnet18");
     wait_requests();
     CU_ASSERT_EQUAL(http_get(port, "/metrics", resp, sizeof resp), 200);
@@ -422,12 +425,7 @@ static int listening_on(const char *hex_addr, int port)
  * start with one line. */
 static void test_port_alone_is_loopback_and_bad_specs_stop_posd(void)
 {
-    int port = free_port();
-    CU_ASSERT_FATAL(port > 0);
-    char spec[32];
-    snprintf(spec, sizeof spec, "%d", port);
-    posd_with_metrics(spec);
-    CU_ASSERT_FATAL(access(suite.sock, F_OK) == 0);
+    int port = posd_with_metrics("");
     CU_ASSERT(listening_on("0100007F", port));
     CU_ASSERT(!listening_on("00000000", port));
     CU_ASSERT_EQUAL(http_get(port, "/metrics", resp, sizeof resp), 200);
