@@ -14,10 +14,10 @@
 #include "tests/integration/util.h"
 
 struct suite {
-    char dir[128];  /* /tmp/pos-test-NAME-PID: whatever the suite writes */
-    char sock[160]; /* posd's socket, configuration and log, in dir */
-    char conf[160];
-    char log[160];
+    char dir[128];     /* /tmp/pos-test-NAME-PID: whatever the suite writes */
+    char sock[160];    /* in dir: posd's socket, */
+    char conf[160];    /* its configuration */
+    char log[160];     /* and its log (its stderr, appended) */
     char instance[64]; /* its virtual GPU (POS_SIM_INSTANCE): test-NAME-PID */
     pid_t posd;        /* the posd it runs, -1 when none */
 };
