@@ -22,6 +22,7 @@
 
 #include "sim/driver/drv.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX         16384
@@ -29,50 +30,30 @@
 #define STORM_KILLS     20
 #define LAUNCHES_PER_RQ 31 /* resnet18 with --verify's four twin kernels */
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160];
-static pid_t posd_pid = -1;
+static struct suite suite;
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-faults-%d", (int)getpid());
-    mkdir(dir, 0700);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    FILE *f = fopen(conf_path, "w");
-    if (!f)
-        return -1;
-    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n"
-          "[rule capped]\nmatch_app = capped*\nclass = batch\nmax_inflight = 1\n",
-          f);
-    fclose(f);
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SOCKET", sock_path, 1);
-    return access("build/posd", X_OK) == 0 ? 0 : -1;
+    const char *conf = "[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n"
+                       "[rule capped]\nmatch_app = capped*\nclass = batch\nmax_inflight = 1\n";
+    return suite_open(&suite, "faults", conf) == 0 && access("build/posd", X_OK) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void)
 {
-    util_posd_stop(&posd_pid, SIGKILL);
-    char cmd[512];
-    /* killed clients leave the virtual GPU's segment behind */
-    const char *inst = getenv("POS_SIM_INSTANCE");
-    snprintf(cmd, sizeof cmd, "rm -rf %s /dev/shm/pos-sim.%u.%s", dir, (unsigned)getuid(),
-             inst && *inst ? inst : "default");
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite); /* its virtual GPU's segment too: killed clients leave it */
 }
 
 static void posd_start(void)
 {
-    posd_pid = util_posd_start(conf_path, sock_path, log_path, "priority");
-    CU_ASSERT_FATAL(posd_pid > 0);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
 }
 
 /* Whether posd answers a STATS request (posstat). */
 static int posd_answers(void)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json >/dev/null 2>&1", sock_path);
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json >/dev/null 2>&1", suite.sock);
     return system(cmd) == 0;
 }
 
@@ -97,7 +78,7 @@ struct job {
 static void client_start(struct job *c, const char *app, const char *const *args)
 {
     static int n;
-    snprintf(c->out, sizeof c->out, "%s/client.%d.out", dir, n++);
+    snprintf(c->out, sizeof c->out, "%s/client.%d.out", suite.dir, n++);
     c->what = app;
     c->pid = util_posapp_start(c->out, app, args);
     CU_ASSERT_FATAL(c->pid >= 0);
@@ -228,13 +209,13 @@ static void test_kill_storm_loses_no_launch(void)
             kill(stopped.pid, SIGCONT);
         if (k == 12)
             kill(victim.pid, SIGKILL);
-        util_posd_stop(&posd_pid, SIGKILL);
+        util_posd_stop(&suite.posd, SIGKILL);
         posd_start();
         int up = wait_answers(3);
         restarted += up;
         if (!up) {
             char log[OUT_MAX * 4];
-            int n = util_read_file(log_path, log, sizeof log);
+            int n = util_read_file(suite.log, log, sizeof log);
             fprintf(stderr, "restart %d: posd does not answer; log ends:\n%s\n", k,
                     n == 0 && strlen(log) > 2000 ? log + strlen(log) - 2000 : log);
         }
@@ -252,12 +233,8 @@ static void test_kill_storm_loses_no_launch(void)
     long long attached = -1;
     char cmd[512], js[OUT_MAX];
     for (int i = 0; i < 100 && attached != 1; i++) {
-        snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>/dev/null", sock_path);
-        FILE *f = popen(cmd, "r");
-        size_t n = f ? fread(js, 1, sizeof js - 1, f) : 0;
-        js[n] = '\0';
-        if (f)
-            pclose(f);
+        snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>/dev/null", suite.sock);
+        util_run_stdout(cmd, js, sizeof js);
         attached = util_number(js, "clients");
         if (attached != 1)
             usleep(50000);
@@ -270,7 +247,7 @@ static void test_kill_storm_loses_no_launch(void)
     kill(stopped.pid, SIGKILL);
     client_wait(&stopped, 10, out, sizeof out);
     client_wait(&victim, 10, out, sizeof out);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
 }
 
 /* ---- posd stopped ---------------------------------------------------------------------- */
@@ -290,7 +267,7 @@ static void test_stopped_posd_stalls_nobody(void)
     client_start(&c[1], "app", lat);
     client_start(&c[2], "batch", some);
     usleep(300000);
-    kill(posd_pid, SIGSTOP);
+    kill(suite.posd, SIGSTOP);
     double t0 = util_now();
     int done_while_stopped = 0;
     for (int i = 0; i < 3; i++)
@@ -299,7 +276,7 @@ static void test_stopped_posd_stalls_nobody(void)
     int still_stopped = 1;
     char stat[512];
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)posd_pid);
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)suite.posd);
     if (util_read_file(path, stat, sizeof stat) == 0) {
         const char *p = strrchr(stat, ')');
         still_stopped = p && p[2] == 'T';
@@ -307,14 +284,14 @@ static void test_stopped_posd_stalls_nobody(void)
     CU_ASSERT_EQUAL(done_while_stopped, 3);
     CU_ASSERT(still_stopped); /* they finished without posd */
     fprintf(stderr, "\nposd stopped: 3 clients finished verified in %.1f s without it\n", took);
-    kill(posd_pid, SIGCONT);
+    kill(suite.posd, SIGCONT);
     CU_ASSERT(wait_answers(5));
     struct job after;
     client_start(&after, "app", some);
     CU_ASSERT(client_verified(&after, 20) > 0);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     char log[OUT_MAX * 8];
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     CU_ASSERT(util_count(log, "app 'app'") >= 2); /* the last one registered */
 }
 
@@ -338,20 +315,12 @@ static int posd_run(const char *sock, int nofile, int limit_s, char *out, size_t
             _exit(125);
         char secs[16];
         snprintf(secs, sizeof secs, "%d", limit_s);
-        execlp("timeout", "timeout", secs, "build/posd", "-f", "-c", conf_path, "-s", sock,
+        execlp("timeout", "timeout", secs, "build/posd", "-f", "-c", suite.conf, "-s", sock,
                (char *)NULL);
         _exit(127);
     }
     close(p[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n < cap - 1 && (k = read(p[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = '\0';
-    close(p[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return util_child_output(pid, p[0], out, cap);
 }
 
 /* A socket directory that does not exist is made (systemd's RuntimeDirectory may be absent);
@@ -360,8 +329,8 @@ static void test_socket_directory_faults_are_said(void)
 {
     char sock[256], out[4096];
     /* missing: made, and posd serves there */
-    snprintf(sock, sizeof sock, "%s/run-missing/posd.sock", dir);
-    pid_t pid = util_posd_start(conf_path, sock, log_path, "priority");
+    snprintf(sock, sizeof sock, "%s/run-missing/posd.sock", suite.dir);
+    pid_t pid = util_posd_start(suite.conf, sock, suite.log, "priority");
     CU_ASSERT_FATAL(pid > 0);
     CU_ASSERT_EQUAL(access(sock, F_OK), 0);
     /* any local user may connect (the socket 0666, its new directory 0755) */
@@ -374,11 +343,11 @@ static void test_socket_directory_faults_are_said(void)
     CU_ASSERT_NOT_EQUAL(access(sock, F_OK), 0); /* and removed at exit */
     /* its parent is a regular file */
     char file[200];
-    snprintf(file, sizeof file, "%s/not-a-dir", dir);
+    snprintf(file, sizeof file, "%s/not-a-dir", suite.dir);
     FILE *f = fopen(file, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fclose(f);
-    snprintf(sock, sizeof sock, "%s/not-a-dir/posd.sock", dir);
+    snprintf(sock, sizeof sock, "%s/not-a-dir/posd.sock", suite.dir);
     int rc = posd_run(sock, 0, 5, out, sizeof out);
     CU_ASSERT(rc != 0 && rc != 124);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, sock));
@@ -389,7 +358,7 @@ static void test_socket_directory_faults_are_said(void)
     if (geteuid() == 0) {
         snprintf(sock, sizeof sock, "/proc/posd-test-%d.sock", (int)getpid());
     } else {
-        snprintf(ro, sizeof ro, "%s/read-only", dir);
+        snprintf(ro, sizeof ro, "%s/read-only", suite.dir);
         mkdir(ro, 0500);
         snprintf(sock, sizeof sock, "%s/posd.sock", ro);
     }
@@ -409,14 +378,14 @@ static void test_low_descriptor_limit_at_start_is_said(void)
 {
     char out[4096];
     for (int n = 4; n <= 12; n += 8) {
-        int rc = posd_run(sock_path, n, 5, out, sizeof out);
+        int rc = posd_run(suite.sock, n, 5, out, sizeof out);
         CU_ASSERT(rc != 0 && rc != 124);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "too low to serve any client"));
         if (!strstr(out, "too low to serve any client"))
             fprintf(stderr, "posd with %d descriptors: status %d: %s\n", n, rc, out);
-        CU_ASSERT_NOT_EQUAL(access(sock_path, F_OK), 0); /* left nothing behind */
+        CU_ASSERT_NOT_EQUAL(access(suite.sock, F_OK), 0); /* left nothing behind */
     }
-    int rc = posd_run(sock_path, 40, 1, out, sizeof out);
+    int rc = posd_run(suite.sock, 40, 1, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 124); /* served until timeout stopped it */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "room for about"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "listening on"));

@@ -32,6 +32,7 @@
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
 #include "tests/integration/client.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define NOBODY          65534
@@ -44,38 +45,25 @@
 #define PROBES_MAX           100000
 #define OUT_MAX              16384
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160], hostile_bin[192];
-static pid_t posd_pid = -1;
+static struct suite suite;
+static char hostile_bin[192];
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-hostile-%d", (int)getpid());
-    mkdir(dir, 0711); /* the unprivileged user reaches the socket and the program */
-    chmod(dir, 0711);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    snprintf(hostile_bin, sizeof hostile_bin, "%s/hostile", dir);
-    FILE *f = fopen(conf_path, "w");
-    if (!f)
+    if (suite_open(&suite, "hostile", "[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n") < 0)
         return -1;
-    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n", f);
-    fclose(f);
+    chmod(suite.dir, 0711); /* the unprivileged user reaches the socket and the program */
+    snprintf(hostile_bin, sizeof hostile_bin, "%s/hostile", suite.dir);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "install -m 0755 build/tests/hostile %s", hostile_bin);
     if (system(cmd) != 0)
         return -1;
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SOCKET", sock_path, 1);
     return access("build/posd", X_OK) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void)
 {
-    util_posd_stop(&posd_pid, SIGKILL);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite);
 }
 
 /* ---- what posd holds ------------------------------------------------------------------ */
@@ -83,7 +71,7 @@ static int suite_clean(void)
 static int posd_fds(void)
 {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)posd_pid);
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)suite.posd);
     DIR *d = opendir(path);
     if (!d)
         return -1;
@@ -97,7 +85,7 @@ static int posd_fds(void)
 static long posd_rss_kb(void)
 {
     char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)posd_pid);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)suite.posd);
     if (util_read_file(path, buf, sizeof buf) < 0)
         return -1;
     const char *p = strstr(buf, "VmRSS:");
@@ -107,7 +95,7 @@ static long posd_rss_kb(void)
 static int posd_alive(void)
 {
     int st;
-    return posd_pid > 0 && waitpid(posd_pid, &st, WNOHANG) == 0;
+    return suite.posd > 0 && waitpid(suite.posd, &st, WNOHANG) == 0;
 }
 
 /* ---- the well-behaved client ---------------------------------------------------------- */
@@ -183,7 +171,7 @@ static pid_t hostile_start(const char *name, const char *out)
         dup2(fd, 2);
         if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
             _exit(3);
-        execl(hostile_bin, "hostile", sock_path, name, HOSTILE_SECONDS, name, (char *)NULL);
+        execl(hostile_bin, "hostile", suite.sock, name, HOSTILE_SECONDS, name, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -235,13 +223,12 @@ static void test_hostile_clients_change_nothing_for_others(void)
                 NOBODY);
         return;
     }
-    posd_pid = util_posd_start(conf_path, sock_path, log_path, "priority");
-    CU_ASSERT_FATAL(posd_pid > 0 && access(sock_path, F_OK) == 0);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0 && access(suite.sock, F_OK) == 0);
     static struct probe p;
     memset(&p, 0, sizeof p);
-    CU_ASSERT_FATAL(client_register(sock_path, &p.c) == 0);
+    CU_ASSERT_FATAL(client_register(suite.sock, &p.c) == 0);
     char app_out[192];
-    snprintf(app_out, sizeof app_out, "%s/posapp.out", dir);
+    snprintf(app_out, sizeof app_out, "%s/posapp.out", suite.dir);
     long long launches = 0;
     /* posd's table of this client's operators is touched once round before the RSS counts
      * (SCHED_WINDOW of them: its pages come in as seqs advance) */
@@ -290,7 +277,7 @@ static void test_hostile_clients_change_nothing_for_others(void)
              * starved CPU looks like a stall once, a stall posd causes shows every time */
             for (int try = 0; try < HOSTILE_TRIES; try++) {
                 char out[320], text[1024] = "";
-                snprintf(out, sizeof out, "%.127s/hostile.%.31s.out", dir, names[k]);
+                snprintf(out, sizeof out, "%.127s/hostile.%.31s.out", suite.dir, names[k]);
                 p.n = 0;
                 app = posapp_start(app_out);
                 pid_t h = hostile_start(names[k], out);
@@ -337,7 +324,7 @@ static void test_hostile_clients_change_nothing_for_others(void)
     char c;
     CU_ASSERT(recv(p.c.sock, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
     fprintf(stderr, "posapp: %lld launches verified\n", launches);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
 }
 
 void pos_test_register(void)

@@ -22,38 +22,21 @@
 
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX (1 << 20)
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
-static pid_t posd_pid = -1;
+static struct suite suite;
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-metrics-%d", (int)getpid());
-    mkdir(dir, 0700);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    snprintf(instance, sizeof instance, "test-metrics-%d", (int)getpid());
-    FILE *f = fopen(conf_path, "w");
-    if (!f)
-        return -1;
-    fclose(f);
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SIM_INSTANCE", instance, 1);
-    setenv("POS_SOCKET", sock_path, 1);
-    return 0;
+    return suite_open(&suite, "metrics", "");
 }
 
 static int suite_clean(void)
 {
-    util_posd_stop(&posd_pid, SIGKILL);
-    util_sim_segment_remove(instance);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite);
 }
 
 /* A TCP port that was free a moment ago. */
@@ -68,19 +51,18 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static pid_t posd_with_metrics(const char *spec)
+/* The suite's posd serving metrics on a port that was free, at ADDR ("127.0.0.1:", or "" for
+ * a port alone); returns the port. */
+static int posd_with_metrics(const char *addr)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 2);
-        execl("build/posd", "posd", "-f", "-c", conf_path, "-s", sock_path, "--metrics", spec,
-              (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(sock_path, F_OK) != 0; i++)
-        usleep(10000);
-    return pid;
+    int port = free_port();
+    CU_ASSERT_FATAL(port > 0);
+    char spec[32];
+    snprintf(spec, sizeof spec, "%s%d", addr, port);
+    const char *const args[] = {"--metrics", spec, NULL};
+    suite_posd_start_args(&suite, args);
+    CU_ASSERT_FATAL(access(suite.sock, F_OK) == 0);
+    return port;
 }
 
 /* HTTP GET PATH from 127.0.0.1:PORT; the whole response in OUT. Returns its status code. */
@@ -362,28 +344,13 @@ static int check_exposition(const char *text, struct checker *c)
 
 /* ---- tests ---------------------------------------------------------------------------------- */
 
-static pid_t posapp_start(const char *app)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", app, 1);
-        execl("build/posapp", "posapp", "--model", "resnet18", "--requests", "1000000",
-              (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 /* Waits until posd has seen requests of a client (up to 5 s). */
 static void wait_requests(void)
 {
     for (int i = 0; i < 100; i++) {
         struct pos_device_stats dev;
         struct pos_client_stats cs[4];
-        if (util_stats(sock_path, &dev, cs, 4) > 0 && cs[0].requests > 3)
+        if (util_stats(suite.sock, &dev, cs, 4) > 0 && cs[0].requests > 3)
             return;
         usleep(50000);
     }
@@ -395,13 +362,8 @@ static char body[OUT_MAX], resp[OUT_MAX], prom[OUT_MAX], doc[1 << 16];
  * documented family served; posstat -o prom prints the same families, also well-formed. */
 static void test_scrape_is_valid_exposition_and_documented(void)
 {
-    int port = free_port();
-    CU_ASSERT_FATAL(port > 0);
-    char spec[32];
-    snprintf(spec, sizeof spec, "127.0.0.1:%d", port);
-    posd_pid = posd_with_metrics(spec);
-    CU_ASSERT_FATAL(access(sock_path, F_OK) == 0);
-    pid_t app = posapp_start("we\"ird\\app");
+    int port = posd_with_metrics("127.0.0.1:");
+    pid_t app = util_posapp_until_killed("we\"ird\\app", "resnet18");
     wait_requests();
     CU_ASSERT_EQUAL(http_get(port, "/metrics", resp, sizeof resp), 200);
     CU_ASSERT_PTR_NOT_NULL(strstr(resp, "Content-Type: text/plain; version=0.0.4"));
@@ -437,11 +399,8 @@ static void test_scrape_is_valid_exposition_and_documented(void)
     }
     /* posstat -o prom: the same families */
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o prom", sock_path);
-    FILE *f = popen(cmd, "r");
-    size_t n = fread(prom, 1, sizeof prom - 1, f);
-    prom[n] = '\0';
-    CU_ASSERT_EQUAL(pclose(f), 0);
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o prom", suite.sock);
+    CU_ASSERT_EQUAL(util_run_stdout(cmd, prom, sizeof prom), 0);
     struct checker c2;
     CU_ASSERT_EQUAL(check_exposition(prom, &c2), 0);
     CU_ASSERT_EQUAL(c2.n, c.n);
@@ -451,7 +410,7 @@ static void test_scrape_is_valid_exposition_and_documented(void)
     CU_ASSERT_EQUAL(http_get(port, "/", resp, sizeof resp), 404);
     kill(app, SIGKILL);
     waitpid(app, NULL, 0);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
 }
 
 /* Whether something listens on TCP ADDR (hex, as /proc/net/tcp writes it):PORT. */
@@ -466,33 +425,20 @@ static int listening_on(const char *hex_addr, int port)
  * start with one line. */
 static void test_port_alone_is_loopback_and_bad_specs_stop_posd(void)
 {
-    int port = free_port();
-    CU_ASSERT_FATAL(port > 0);
-    char spec[32];
-    snprintf(spec, sizeof spec, "%d", port);
-    posd_pid = posd_with_metrics(spec);
-    CU_ASSERT_FATAL(access(sock_path, F_OK) == 0);
+    int port = posd_with_metrics("");
     CU_ASSERT(listening_on("0100007F", port));
     CU_ASSERT(!listening_on("00000000", port));
     CU_ASSERT_EQUAL(http_get(port, "/metrics", resp, sizeof resp), 200);
     /* a second posd on the same port (on another socket) refuses to start */
     char cmd[512], out[4096];
-    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/second.sock --metrics %d 2>&1", conf_path,
-             dir, port);
-    FILE *f = popen(cmd, "r");
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/second.sock --metrics %d", suite.conf,
+             suite.dir, port);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot serve metrics on"));
-    util_posd_stop(&posd_pid, SIGTERM);
-    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/third.sock --metrics 99999 2>&1",
-             conf_path, dir);
-    f = popen(cmd, "r");
-    n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    st = pclose(f);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    util_posd_stop(&suite.posd, SIGTERM);
+    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/third.sock --metrics 99999", suite.conf,
+             suite.dir);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad --metrics '99999'"));
 }
 

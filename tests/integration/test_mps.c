@@ -20,20 +20,20 @@
 #include "sim/device_presets.h"
 #include "sim/gpu_model.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX 16384
 #define SHARE   25 /* the rule's share in these tests */
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160];
-static pid_t posd_pid = -1;
+static struct suite suite;
 static int ninstance;
 
 /* A fresh virtual GPU of PRESET in MODE for the next posd and its clients. */
 static void use_device(const char *preset, const char *mode)
 {
-    char inst[64];
-    snprintf(inst, sizeof inst, "test-mps-%d-%d", (int)getpid(), ++ninstance);
+    char inst[96];
+    snprintf(inst, sizeof inst, "%s-%d", suite.instance, ++ninstance);
     setenv("POS_SIM_INSTANCE", inst, 1);
     setenv("POS_SIM_DEVICE", preset, 1);
     setenv("POS_SIM_MODE", mode, 1);
@@ -41,7 +41,7 @@ static void use_device(const char *preset, const char *mode)
 
 static void write_conf(const char *text)
 {
-    FILE *f = fopen(conf_path, "w");
+    FILE *f = fopen(suite.conf, "w");
     CU_ASSERT_FATAL(f != NULL);
     fputs(text, f);
     fclose(f);
@@ -52,18 +52,17 @@ static size_t posd_start(void)
 {
     static char log[OUT_MAX * 4];
     log[0] = '\0';
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     size_t before = strlen(log);
-    posd_pid = util_posd_start(conf_path, sock_path, log_path, "priority");
-    CU_ASSERT_FATAL(posd_pid > 0);
-    CU_ASSERT_EQUAL(access(sock_path, F_OK), 0);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    CU_ASSERT_EQUAL(access(suite.sock, F_OK), 0);
     return before;
 }
 
 /* posd's log from offset BEFORE on, in BUF. */
 static const char *posd_log_since(size_t before, char *buf, size_t cap)
 {
-    util_read_file(log_path, buf, cap);
+    util_read_file(suite.log, buf, cap);
     return strlen(buf) >= before ? buf + before : buf;
 }
 
@@ -72,7 +71,7 @@ static const char *posd_log_since(size_t before, char *buf, size_t cap)
 static int run_prog(const char *app, const char *extra, const char *extra2, char *out, size_t cap)
 {
     char out_path[192];
-    snprintf(out_path, sizeof out_path, "%s/%s.out", dir, app);
+    snprintf(out_path, sizeof out_path, "%s/%s.out", suite.dir, app);
     pid_t pid = fork();
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
@@ -125,33 +124,22 @@ static uint32_t preset_sms(const char *preset)
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-mps-%d", (int)getpid());
-    mkdir(dir, 0700);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SOCKET", sock_path, 1);
     unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-    return access("build/posd", X_OK) == 0 && access("build/tests/shim_mps", X_OK) == 0 &&
-                   access("build/posapp", X_OK) == 0
+    return suite_open(&suite, "mps", NULL) == 0 && access("build/posd", X_OK) == 0 &&
+                   access("build/tests/shim_mps", X_OK) == 0 && access("build/posapp", X_OK) == 0
                ? 0
                : -1;
 }
 
 static int suite_clean(void)
 {
-    util_posd_stop(&posd_pid, SIGKILL);
     /* a client killed with SIGKILL leaves its virtual GPU's segment when it was the last user */
     for (int i = 1; i <= ninstance; i++) {
-        char shm[128];
-        snprintf(shm, sizeof shm, "/dev/shm/pos-sim.%u.test-mps-%d-%d", (unsigned)getuid(),
-                 (int)getpid(), i);
-        unlink(shm);
+        char inst[96];
+        snprintf(inst, sizeof inst, "%s-%d", suite.instance, i);
+        util_sim_segment_remove(inst);
     }
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite);
 }
 
 /* posd's device is the simulated driver's: its SM count and per-SM limits are the preset's
@@ -167,7 +155,7 @@ static void test_posd_learns_its_device_from_the_driver(void)
         struct sim_dev_params p;
         CU_ASSERT_FATAL(sim_preset_get(presets[i], &p) == 0);
         size_t before = posd_start();
-        util_posd_stop(&posd_pid, SIGTERM);
+        util_posd_stop(&suite.posd, SIGTERM);
         char log[OUT_MAX * 4], want[256];
         const char *mine = posd_log_since(before, log, sizeof log);
         snprintf(want, sizeof want,
@@ -187,7 +175,7 @@ static void test_posd_without_a_driver_assumes_defaults(void)
     write_conf("");
     setenv("LD_LIBRARY_PATH", "/nonexistent", 1);
     size_t before = posd_start();
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     setenv("LD_LIBRARY_PATH", "build/sim", 1);
     char log[OUT_MAX * 4];
     const char *mine = posd_log_since(before, log, sizeof log);
@@ -202,7 +190,8 @@ static void test_posd_without_a_driver_assumes_defaults(void)
 static void test_posd_finds_an_mps_control_daemon(void)
 {
     char pipe_dir[96], want[320];
-    snprintf(pipe_dir, sizeof pipe_dir, "%.80s/mps-pipe", dir); /* dir is short: /tmp/... */
+    /* the suite's directory is short: /tmp/... */
+    snprintf(pipe_dir, sizeof pipe_dir, "%.80s/mps-pipe", suite.dir);
     mkdir(pipe_dir, 0700);
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -214,14 +203,14 @@ static void test_posd_finds_an_mps_control_daemon(void)
     setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
     char log[OUT_MAX * 4];
     size_t before = posd_start();
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     const char *mine = posd_log_since(before, log, sizeof log);
     snprintf(want, sizeof want, "; MPS control daemon at %s: processes run at once", pipe_dir);
     CU_ASSERT_EQUAL(util_count(mine, want), 1);
     CU_ASSERT_EQUAL(util_count(mine, "sm_share ignored"), 0);
     close(s); /* the socket file stays, as a dead daemon's does */
     before = posd_start();
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     mine = posd_log_since(before, log, sizeof log);
     snprintf(want, sizeof want, "; no MPS control daemon at %s: processes are time-sliced",
              pipe_dir);
@@ -256,7 +245,7 @@ static void test_share_is_in_place_before_the_first_context(void)
     long long free_us = util_number(free_out, "kernel_us");
     double ratio = free_us > 0 ? (double)capped_us / free_us : 0;
     CU_ASSERT(ratio > 0.9 * 68 / cap && ratio < 1.1 * 68 / cap);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     char log[OUT_MAX * 4];
     const char *mine = posd_log_since(before, log, sizeof log);
     CU_ASSERT_EQUAL(util_count(mine, "app 'capped' class latency priority 10 sm_share 25%"), 1);
@@ -292,7 +281,7 @@ static void test_user_share_smaller_kept_larger_lowered_inherited_dropped(void)
     CU_ASSERT_EQUAL(run_prog("free", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25", NULL, out, sizeof out),
                     0);
     CU_ASSERT_STRING_EQUAL(word(out, "env_after_init", w, sizeof w), "25");
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
 }
 
 /* A reload that changes a running client's share says the client keeps the share it has (its
@@ -319,14 +308,14 @@ static void test_reload_keeps_a_running_clients_share(void)
         seen = strstr(posd_log_since(before, log, sizeof log), "sm_share 25%") != NULL;
     CU_ASSERT_FATAL(seen);
     write_conf("[rule capped]\nmatch_app = capped\nsm_share = 50\n");
-    kill(posd_pid, SIGHUP);
+    kill(suite.posd, SIGHUP);
     int reloaded = 0;
     for (int i = 0; i < 500 && !reloaded; i++, usleep(10000))
         reloaded =
             strstr(posd_log_since(before, log, sizeof log), "configuration reloaded") != NULL;
     kill(app, SIGKILL);
     waitpid(app, NULL, 0);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     const char *mine = posd_log_since(before, log, sizeof log);
     CU_ASSERT(reloaded);
     CU_ASSERT_EQUAL(util_count(mine, "sm_share is now 50% but it keeps 25%"), 1);
@@ -345,7 +334,7 @@ static void test_share_ignored_with_one_line_when_time_sliced(void)
         CU_ASSERT_STRING_EQUAL(word(out, "env_after_init", w, sizeof w), "-");
         CU_ASSERT_EQUAL(util_number(out, "sm_limit"), preset_sms("rtx3080"));
     }
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     char log[OUT_MAX * 4];
     const char *mine = posd_log_since(before, log, sizeof log);
     CU_ASSERT_EQUAL(util_count(mine, "sm_share ignored (rule capped)"), 1);

@@ -19,53 +19,35 @@
 
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX 16384
 #define NOBODY  65534
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
-static pid_t posd_pid = -1;
+static struct suite suite;
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-posctl-%d", (int)getpid());
-    mkdir(dir, 0700);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    snprintf(instance, sizeof instance, "test-posctl-%d", (int)getpid());
-    FILE *f = fopen(conf_path, "w");
-    if (!f)
-        return -1;
-    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n", f);
-    fclose(f);
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SIM_INSTANCE", instance, 1);
-    setenv("POS_SOCKET", sock_path, 1);
-    return access("build/posctl", X_OK) == 0 ? 0 : -1;
+    const char *conf = "[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n";
+    return suite_open(&suite, "posctl", conf) == 0 && access("build/posctl", X_OK) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void)
 {
-    util_posd_stop(&posd_pid, SIGKILL);
-    util_sim_segment_remove(instance);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite);
 }
 
 static void posd_start(const char *policy)
 {
-    posd_pid = util_posd_start(conf_path, sock_path, log_path, policy);
-    CU_ASSERT_FATAL(posd_pid > 0);
-    CU_ASSERT_FATAL(access(sock_path, F_OK) == 0);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, policy) > 0);
+    CU_ASSERT_FATAL(access(suite.sock, F_OK) == 0);
 }
 
 static int posctl(const char *args, char *out, size_t cap)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "build/posctl -s %s %s", sock_path, args);
+    snprintf(cmd, sizeof cmd, "build/posctl -s %s %s", suite.sock, args);
     return util_run(cmd, out, cap);
 }
 
@@ -74,21 +56,6 @@ static int posctl_load(const char *file, char *out, size_t cap)
     char args[300];
     snprintf(args, sizeof args, "profiles load %s", file);
     return posctl(args, out, cap);
-}
-
-/* A closed-loop posapp under the shim named APP (stdout to /dev/null). */
-static pid_t posapp_start(const char *app, const char *model)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", app, 1);
-        execl("build/posapp", "posapp", "--model", model, "--requests", "1000000", (char *)NULL);
-        _exit(127);
-    }
-    return pid;
 }
 
 static void posapp_stop(pid_t pid)
@@ -103,7 +70,7 @@ static int find_client(const char *app, struct pos_client_stats *out)
     for (int k = 0; k < 100; k++) {
         struct pos_device_stats dev;
         struct pos_client_stats cs[8];
-        int n = util_stats(sock_path, &dev, cs, 8);
+        int n = util_stats(suite.sock, &dev, cs, 8);
         for (int i = 0; i < n && i < 8; i++)
             if (strcmp(cs[i].app, app) == 0) {
                 *out = cs[i];
@@ -131,8 +98,8 @@ static int seen_held(const char *app)
 static void test_set_priority_moves_the_hold_until_reload(void)
 {
     posd_start("priority");
-    pid_t lat = posapp_start("lat1", "resnet50");
-    pid_t bat = posapp_start("batch1", "resnet18");
+    pid_t lat = util_posapp_until_killed("lat1", "resnet50");
+    pid_t bat = util_posapp_until_killed("batch1", "resnet18");
     struct pos_client_stats b, l;
     CU_ASSERT_FATAL(find_client("batch1", &b) == 0 && find_client("lat1", &l) == 0);
     CU_ASSERT_STRING_EQUAL(b.class_name, "batch");
@@ -168,7 +135,7 @@ static void test_set_priority_moves_the_hold_until_reload(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "app batch1\n"));
     posapp_stop(lat);
     posapp_stop(bat);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
 }
 
 /* Operators posd granted to APP so far. */
@@ -183,7 +150,7 @@ static uint64_t granted(const char *app)
 static void test_drain_stops_new_grants_until_undrain(void)
 {
     posd_start("fifo");
-    pid_t app = posapp_start("app1", "resnet18");
+    pid_t app = util_posapp_until_killed("app1", "resnet18");
     struct pos_client_stats c;
     CU_ASSERT_FATAL(find_client("app1", &c) == 0);
     char out[OUT_MAX];
@@ -208,7 +175,7 @@ static void test_drain_stops_new_grants_until_undrain(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "drained: none"));
     CU_ASSERT_EQUAL(posctl("drain 64", out, sizeof out), 2); /* no such device: usage */
     posapp_stop(app);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
 }
 
 /* Runs posctl ARGS as uid NOBODY with supplementary group GID (-1: none); its output in
@@ -218,7 +185,7 @@ static int posctl_as(gid_t gid, const char *args, char *out, size_t cap)
     int p[2];
     if (pipe(p) < 0)
         return -1;
-    chmod(dir, 0711);
+    chmod(suite.dir, 0711);
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
@@ -229,20 +196,12 @@ static int posctl_as(gid_t gid, const char *args, char *out, size_t cap)
             setuid(NOBODY) < 0)
             _exit(99);
         char cmd[512];
-        snprintf(cmd, sizeof cmd, "exec build/posctl -s %s %s", sock_path, args);
+        snprintf(cmd, sizeof cmd, "exec build/posctl -s %s %s", suite.sock, args);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
     close(p[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n < cap - 1 && (k = read(p[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = '\0';
-    close(p[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return util_child_output(pid, p[0], out, cap);
 }
 
 /* Changing posd needs root or the posd group: anyone else gets one line and exit 1, and
@@ -279,7 +238,7 @@ static void test_changes_need_root_or_the_posd_group(void)
         CU_ASSERT_EQUAL(posctl_as(g->gr_gid, "drain 0", out, sizeof out), 0);
         CU_ASSERT_EQUAL(posctl_as(g->gr_gid, "undrain 0", out, sizeof out), 0);
     }
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
 }
 
 /* Kernel profiles through posctl: a client's run leaves profiles that `profiles save` writes
@@ -288,10 +247,10 @@ static void test_changes_need_root_or_the_posd_group(void)
 static void test_profiles_save_reset_load(void)
 {
     char state[200], file[240], copy[240], bad[240], out[OUT_MAX], cmd[1024];
-    snprintf(state, sizeof state, "%s/state", dir);
+    snprintf(state, sizeof state, "%s/state", suite.dir);
     snprintf(file, sizeof file, "%s/profiles", state);
-    snprintf(copy, sizeof copy, "%s/profiles.copy", dir);
-    snprintf(bad, sizeof bad, "%s/profiles.bad", dir);
+    snprintf(copy, sizeof copy, "%s/profiles.copy", suite.dir);
+    snprintf(bad, sizeof bad, "%s/profiles.bad", suite.dir);
     char *was = getenv("POSD_STATE_DIR") ? strdup(getenv("POSD_STATE_DIR")) : NULL;
     setenv("POSD_STATE_DIR", state, 1);
     posd_start("pos");
@@ -336,7 +295,7 @@ static void test_profiles_save_reset_load(void)
     CU_ASSERT_EQUAL(sscanf(out, "%u kernel profiles saved to", &m), 1);
     CU_ASSERT_EQUAL(m, n);
     CU_ASSERT_EQUAL(posctl("profiles bogus", out, sizeof out), 2);
-    util_posd_stop(&posd_pid, SIGTERM);
+    util_posd_stop(&suite.posd, SIGTERM);
     if (was) {
         setenv("POSD_STATE_DIR", was, 1);
         free(was);
@@ -381,12 +340,12 @@ static void test_tools_say_what_to_do_in_one_line(void)
 {
     static const char *const tools[] = {"build/posctl", "build/posstat"};
     char out[OUT_MAX], cmd[512], other[192];
-    snprintf(other, sizeof other, "%s/other.sock", dir);
+    snprintf(other, sizeof other, "%s/other.sock", suite.dir);
     pid_t fake = other_version_posd(other, POS_PROTO_VERSION + 1);
     CU_ASSERT_FATAL(fake > 0);
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
         const char *list = strstr(tools[i], "posctl") ? " list" : "";
-        snprintf(cmd, sizeof cmd, "%s -s %s/nosuch.sock%s", tools[i], dir, list);
+        snprintf(cmd, sizeof cmd, "%s -s %s/nosuch.sock%s", tools[i], suite.dir, list);
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "no posd socket there: is posd running?"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);

@@ -14,52 +14,25 @@
 #include <unistd.h>
 
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX 65536
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
-static pid_t posd_pid = -1, apps[2] = {-1, -1};
-
-static pid_t posapp_start(const char *app)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", app, 1);
-        execl("build/posapp", "posapp", "--model", "resnet18", "--requests", "1000000",
-              (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
+static struct suite suite;
+static pid_t apps[2] = {-1, -1};
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-posstat-%d", (int)getpid());
-    mkdir(dir, 0700);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    snprintf(instance, sizeof instance, "test-posstat-%d", (int)getpid());
-    FILE *f = fopen(conf_path, "w");
-    if (!f)
+    if (suite_open(&suite, "posstat", "") < 0 || suite_posd_start(&suite, "fifo") < 0 ||
+        access(suite.sock, F_OK) != 0)
         return -1;
-    fclose(f);
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SIM_INSTANCE", instance, 1);
-    setenv("POS_SOCKET", sock_path, 1);
-    posd_pid = util_posd_start(conf_path, sock_path, log_path, "fifo");
-    if (posd_pid < 0 || access(sock_path, F_OK) != 0)
-        return -1;
-    apps[0] = posapp_start("first");
-    apps[1] = posapp_start("second");
+    apps[0] = util_posapp_until_killed("first", "resnet18");
+    apps[1] = util_posapp_until_killed("second", "resnet18");
     for (int i = 0; i < 100; i++) { /* both registered */
         struct pos_device_stats dev;
         struct pos_client_stats cs[4];
-        if (util_stats(sock_path, &dev, cs, 4) == 2)
+        if (util_stats(suite.sock, &dev, cs, 4) == 2)
             return 0;
         usleep(50000);
     }
@@ -73,24 +46,15 @@ static int suite_clean(void)
             kill(apps[i], SIGKILL);
             waitpid(apps[i], NULL, 0);
         }
-    util_posd_stop(&posd_pid, SIGTERM);
-    util_sim_segment_remove(instance);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    util_posd_stop(&suite.posd, SIGTERM);
+    return suite_close(&suite);
 }
 
 static int posstat(const char *args, char *out, size_t cap)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "build/posstat -s %s %s 2>&1", sock_path, args);
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s %s", suite.sock, args);
+    return util_run(cmd, out, cap);
 }
 
 /* Data lines (not '#', not blank) of TEXT. */
@@ -147,12 +111,9 @@ static void test_gpu_figures_from_nvml_or_dashes(void)
     for (int i = 0; i < 5; i++)
         CU_ASSERT_STRING_EQUAL(f[i], "-");
     char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "LD_LIBRARY_PATH=build/tests/fakes build/posstat -s %s -d -o json 2>&1", sock_path);
-    FILE *p = popen(cmd, "r");
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    CU_ASSERT_EQUAL(pclose(p), 0);
+    snprintf(cmd, sizeof cmd, "LD_LIBRARY_PATH=build/tests/fakes build/posstat -s %s -d -o json",
+             suite.sock);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"gpu\":{\"index\":0,\"util_pct\":42.000,"
                                        "\"mem_used_mib\":1536.000,\"mem_total_mib\":81920.000,"
                                        "\"power_w\":123.456,\"sm_clock_mhz\":1980.000}"));

@@ -13,38 +13,29 @@
 #include <unistd.h>
 
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX 16384
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
-static pid_t posd_pid = -1;
+static struct suite suite;
 
 static void posd_start(void)
 {
-    posd_pid = util_posd_start(conf_path, sock_path, log_path, "priority");
-    CU_ASSERT_FATAL(posd_pid > 0);
-    CU_ASSERT_EQUAL(access(sock_path, F_OK), 0);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    CU_ASSERT_EQUAL(access(suite.sock, F_OK), 0);
 }
 
 static void posd_stop(int sig)
 {
-    util_posd_stop(&posd_pid, sig);
+    util_posd_stop(&suite.posd, sig);
 }
 
 /* Starts ARGV under the shim as app APP, its stdout in OUT_PATH. */
 static pid_t start(const char *app, const char *out_path, const char *const *argv)
 {
-    pid_t pid = fork();
+    pid_t pid = util_shim_start(out_path, app, argv);
     CU_ASSERT_FATAL(pid >= 0);
-    if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", app, 1);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
     return pid;
 }
 
@@ -65,40 +56,18 @@ static int finish(pid_t pid, int timeout_s)
 static long long clients(void)
 {
     char cmd[512], out[OUT_MAX];
-    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>&1", sock_path);
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    return pclose(f) == 0 ? util_number(out, "clients") : -1;
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json", suite.sock);
+    return util_run(cmd, out, sizeof out) == 0 ? util_number(out, "clients") : -1;
 }
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-shim-posd-%d", (int)getpid());
-    mkdir(dir, 0700);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    snprintf(instance, sizeof instance, "test-shim-posd-%d", (int)getpid());
-    FILE *f = fopen(conf_path, "w");
-    if (!f)
-        return -1;
-    fclose(f);
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SIM_INSTANCE", instance, 1);
-    setenv("POS_SOCKET", sock_path, 1);
-    return access("build/posd", X_OK) == 0 ? 0 : -1;
+    return suite_open(&suite, "shim-posd", "") == 0 && access("build/posd", X_OK) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void)
 {
-    posd_stop(SIGKILL);
-    util_sim_segment_remove(instance); /* its last client was killed: nobody unlinked it */
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite); /* its virtual GPU's segment too: its last client was killed */
 }
 
 /* Two children forked before cuInit each register when they initialise CUDA (as workers of
@@ -107,17 +76,17 @@ static int suite_clean(void)
 static void test_children_forked_before_cuinit_register(void)
 {
     char log[OUT_MAX * 4], out[OUT_MAX], out_path[192];
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     size_t before = strlen(log);
     posd_start();
-    snprintf(out_path, sizeof out_path, "%s/prefork.out", dir);
+    snprintf(out_path, sizeof out_path, "%s/prefork.out", suite.dir);
     const char *const argv[] = {"build/tests/shim_prefork", "2", "200", NULL};
     int rc = finish(start("prefork", out_path, argv), 60);
     CU_ASSERT_EQUAL(rc, 0);
     util_read_file(out_path, out, sizeof out);
     CU_ASSERT_EQUAL(util_number(out, "launches"), 200);
     posd_stop(SIGTERM);
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     int registered = util_count(log + before, "app 'prefork'");
     CU_ASSERT_EQUAL(registered, 3);
     if (registered != 3)
@@ -142,7 +111,7 @@ static int session_mappings(pid_t pid)
 static void test_posd_restarts_do_not_pile_up_mappings(void)
 {
     char out_path[192];
-    snprintf(out_path, sizeof out_path, "%s/survivor.out", dir);
+    snprintf(out_path, sizeof out_path, "%s/survivor.out", suite.dir);
     const char *const argv[] = {"build/posapp", "--model", "resnet18", "--requests", "1000000",
                                 NULL};
     posd_start();

@@ -14,26 +14,21 @@
 #include <unistd.h>
 
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 int pos_sim_fault_stop_in_lock(void);
 
-static char dir[128];
+static struct suite suite; /* no posd: the simulated driver alone */
 
 static int suite_init(void)
 {
-    char inst[96];
-    snprintf(inst, sizeof inst, "test-sim-stop-%d", (int)getpid());
-    setenv("POS_SIM_INSTANCE", inst, 1);
-    snprintf(dir, sizeof dir, "/tmp/pos-test-sim-stop-%d", (int)getpid());
-    return mkdir(dir, 0700) == 0 ? 0 : -1;
+    return suite_open(&suite, "sim-stop", NULL);
 }
 
 static int suite_clean(void)
 {
-    char cmd[192];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite);
 }
 
 /* A child that initialises the driver and stops itself holding the device lock; returns
@@ -94,7 +89,7 @@ static int exited_within(pid_t pid, int ms)
 static void test_a_stopped_lock_holder_stalls_the_device_and_is_named(void)
 {
     char err_path[192], err[4096], want[64];
-    snprintf(err_path, sizeof err_path, "%s/waiter.err", dir);
+    snprintf(err_path, sizeof err_path, "%s/waiter.err", suite.dir);
     pid_t holder = start_holder();
     CU_ASSERT_FATAL(holder > 0);
     pid_t waiter = start_waiter(err_path);
@@ -123,7 +118,7 @@ static void test_a_stopped_lock_holder_stalls_the_device_and_is_named(void)
 static void test_a_holder_killed_while_stopped_is_repaired(void)
 {
     char err_path[192];
-    snprintf(err_path, sizeof err_path, "%s/waiter2.err", dir);
+    snprintf(err_path, sizeof err_path, "%s/waiter2.err", suite.dir);
     pid_t holder = start_holder();
     CU_ASSERT_FATAL(holder > 0);
     pid_t waiter = start_waiter(err_path);

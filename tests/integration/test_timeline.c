@@ -14,26 +14,19 @@
 #include <unistd.h>
 
 #include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
-static char dir[128];
+static struct suite suite; /* no posd: possim, and posapp under the shim on its own */
 
 static int suite_init(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/pos-test-timeline-%d", (int)getpid());
-    mkdir(dir, 0700);
-    char inst[64];
-    snprintf(inst, sizeof inst, "test-timeline-%d", (int)getpid());
-    setenv("POS_SIM_INSTANCE", inst, 1);
-    setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    return 0;
+    return suite_open(&suite, "timeline", NULL);
 }
 
 static int suite_clean(void)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite);
 }
 
 /* ---- a strict JSON reader, enough for the trace format ------------------------------------- */
@@ -314,24 +307,13 @@ static void summary_free(struct summary *sm)
     free(sm->s);
 }
 
-static int run(const char *cmd, char *out, size_t cap)
-{
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* possim's timeline: a process and a track per client, one op slice per launch, one request
  * slice per request, each op inside its request. */
 static void test_possim_timeline_is_valid_and_complete(void)
 {
     char ini[192], json[192], cmd[512], out[16384];
-    snprintf(ini, sizeof ini, "%s/two.ini", dir);
-    snprintf(json, sizeof json, "%s/possim.json", dir);
+    snprintf(ini, sizeof ini, "%s/two.ini", suite.dir);
+    snprintf(json, sizeof json, "%s/possim.json", suite.dir);
     FILE *f = fopen(ini, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fputs("[device]\npreset = xavier-nx\nmode = timeslice\n[sched]\npolicy = priority\n"
@@ -341,7 +323,7 @@ static void test_possim_timeline_is_valid_and_complete(void)
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd, "build/possim -o json --timeline %s %s", json, ini);
-    CU_ASSERT_EQUAL_FATAL(run(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL_FATAL(util_run_stdout(cmd, out, sizeof out), 0);
     struct summary sm;
     CU_ASSERT_EQUAL_FATAL(check_trace(json, &sm), 0);
     CU_ASSERT_EQUAL(sm.errors, 0);
@@ -389,16 +371,16 @@ static void test_postrace_merges_shim_traces(void)
     char cmd[2048], out[4096], json[192], traces[2][192];
     const char *models[2] = {"resnet18", "mobilenet_v2"};
     for (int i = 0; i < 2; i++) {
-        snprintf(traces[i], sizeof traces[i], "%s/app%d.trace", dir, i);
+        snprintf(traces[i], sizeof traces[i], "%s/app%d.trace", suite.dir, i);
         snprintf(cmd, sizeof cmd,
                  "POS_SOCKET=%s/nosuch.sock POS_TRACE=%s %s build/posapp --model %s --requests 3 "
                  ">/dev/null 2>&1",
-                 dir, traces[i], util_shim_preload_env(), models[i]);
+                 suite.dir, traces[i], util_shim_preload_env(), models[i]);
         CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
     }
-    snprintf(json, sizeof json, "%s/shim.json", dir);
+    snprintf(json, sizeof json, "%s/shim.json", suite.dir);
     snprintf(cmd, sizeof cmd, "build/postrace -o %s %s %s 2>&1", json, traces[0], traces[1]);
-    CU_ASSERT_EQUAL_FATAL(run(cmd, out, sizeof out), 0);
+    CU_ASSERT_EQUAL_FATAL(util_run_stdout(cmd, out, sizeof out), 0);
     struct summary sm;
     CU_ASSERT_EQUAL_FATAL(check_trace(json, &sm), 0);
     CU_ASSERT_EQUAL(sm.errors, 0);
@@ -414,12 +396,12 @@ static void test_postrace_merges_shim_traces(void)
             CU_ASSERT(sm.s[i].ts >= sm.s[i - 1].ts + sm.s[i - 1].dur - 1e-6);
     summary_free(&sm);
     /* not a trace: FILE:LINE, exit 2 */
-    snprintf(cmd, sizeof cmd, "build/postrace %s/two.ini 2>&1 >/dev/null", dir);
-    snprintf(out, sizeof out, "%s/two.ini:1: not a pos trace", dir);
+    snprintf(cmd, sizeof cmd, "build/postrace %s/two.ini 2>&1 >/dev/null", suite.dir);
+    snprintf(out, sizeof out, "%s/two.ini:1: not a pos trace", suite.dir);
     char got[4096];
-    CU_ASSERT_EQUAL(run(cmd, got, sizeof got), 2);
+    CU_ASSERT_EQUAL(util_run_stdout(cmd, got, sizeof got), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(got, out));
-    CU_ASSERT_EQUAL(run("build/postrace --bogus 2>&1", got, sizeof got), 2);
+    CU_ASSERT_EQUAL(util_run_stdout("build/postrace --bogus 2>&1", got, sizeof got), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(got, "see --help"));
 }
 

@@ -1,7 +1,8 @@
-/* Small helpers shared by the integration tests: reading a whole file, reading a number out of
- * a program's output, counting a string, the shim's preload, posapp under it, the clock, a
- * posd of the test's own, and talking to it through the tools' client library
- * (tools/posclient.c). */
+/* Small helpers shared by the integration tests: reading a whole file, running a command for
+ * its output, reading a number out of a program's output, counting a string, the shim's
+ * preload, posapp under it, the clock, a posd of the test's own, and talking to it through
+ * the tools' client library (tools/posclient.c). A suite's directory, virtual GPU and posd
+ * are suite.h's. */
 #ifndef POS_TESTS_INTEGRATION_UTIL_H
 #define POS_TESTS_INTEGRATION_UTIL_H
 
@@ -37,18 +38,41 @@ static inline int util_read_file(const char *path, char *buf, size_t cap)
     return 0;
 }
 
-/* Runs CMD (a shell line, stderr joined to stdout); its output in OUT (CAP bytes, cut there);
+/* Runs CMD (a shell line, as it is); its standard output in OUT (CAP bytes, cut there);
  * returns its exit status, 128 + N for a signal N, -1 when it could not run. */
-static inline int util_run(const char *cmd, char *out, size_t cap)
+static inline int util_run_stdout(const char *cmd, char *out, size_t cap)
 {
-    char line[2048];
-    snprintf(line, sizeof line, "%s 2>&1", cmd);
-    FILE *f = popen(line, "r");
+    out[0] = '\0';
+    FILE *f = popen(cmd, "r");
     if (!f)
         return -1;
     size_t n = fread(out, 1, cap - 1, f);
     out[n] = '\0';
     int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The same with CMD's stderr joined to its stdout. */
+static inline int util_run(const char *cmd, char *out, size_t cap)
+{
+    char line[2048];
+    snprintf(line, sizeof line, "%s 2>&1", cmd);
+    return util_run_stdout(line, out, cap);
+}
+
+/* Reads what child PID writes to FD (a pipe's read end, closed here) into OUT (CAP bytes, cut
+ * there) until the pipe closes, then reaps the child. Returns its exit status, 128 + N for a
+ * signal N. */
+static inline int util_child_output(pid_t pid, int fd, char *out, size_t cap)
+{
+    size_t n = 0;
+    ssize_t k;
+    while (n < cap - 1 && (k = read(fd, out + n, cap - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = '\0';
+    close(fd);
+    int st;
+    waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -85,9 +109,9 @@ static inline const char *util_shim_preload_env(void)
     return buf;
 }
 
-/* posapp under the shim (util_shim_preload) as app APP with ARGS (NULL-terminated), its
- * standard output into OUT. Returns its pid, -1 if fork failed. */
-static inline pid_t util_posapp_start(const char *out, const char *app, const char *const *args)
+/* Program ARGV[0] with ARGV (NULL-terminated) under the shim (util_shim_preload) as app APP,
+ * its standard output into OUT. Returns its pid, -1 if fork failed. */
+static inline pid_t util_shim_start(const char *out, const char *app, const char *const *argv)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -95,15 +119,30 @@ static inline pid_t util_posapp_start(const char *out, const char *app, const ch
         dup2(fd, 1);
         setenv("LD_PRELOAD", util_shim_preload(), 1);
         setenv("POS_APP", app, 1);
-        const char *argv[32] = {"build/posapp"};
-        int k = 1;
-        for (int i = 0; args[i] && k < 31; i++)
-            argv[k++] = args[i];
-        argv[k] = NULL;
-        execv("build/posapp", (char *const *)argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     return pid;
+}
+
+/* build/posapp with ARGS (NULL-terminated) under the shim as app APP, its standard output
+ * into OUT. Returns its pid, -1 if fork failed. */
+static inline pid_t util_posapp_start(const char *out, const char *app, const char *const *args)
+{
+    const char *argv[32] = {"build/posapp"};
+    int k = 1;
+    for (int i = 0; args[i] && k < 31; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    return util_shim_start(out, app, argv);
+}
+
+/* posapp under the shim as app APP running MODEL until it is killed (a million requests), its
+ * output discarded. Returns its pid, -1 if fork failed. */
+static inline pid_t util_posapp_until_killed(const char *app, const char *model)
+{
+    const char *const args[] = {"--model", model, "--requests", "1000000", NULL};
+    return util_posapp_start("/dev/null", app, args);
 }
 
 /* How often WHAT occurs in TEXT. */
@@ -115,22 +154,35 @@ static inline int util_count(const char *text, const char *what)
     return n;
 }
 
-/* Starts build/posd in the foreground with configuration CONF on socket SOCK under POLICY, its
- * stderr appended to LOG, and waits up to 2 s for the socket. Returns its pid, -1 if fork
- * failed; the caller checks that SOCK is there. */
-static inline pid_t util_posd_start(const char *conf, const char *sock, const char *log,
-                                    const char *policy)
+/* Starts build/posd in the foreground with configuration CONF on socket SOCK and ARGS after
+ * (NULL-terminated), its stderr appended to LOG, and waits up to 2 s for the socket. Returns
+ * its pid, -1 if fork failed; the caller checks that SOCK is there. */
+static inline pid_t util_posd_start_args(const char *conf, const char *sock, const char *log,
+                                         const char *const *args)
 {
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
-        execl("build/posd", "posd", "-f", "-c", conf, "-s", sock, "-p", policy, (char *)NULL);
+        const char *argv[32] = {"posd", "-f", "-c", conf, "-s", sock};
+        int k = 6;
+        for (int i = 0; args[i] && k < 31; i++)
+            argv[k++] = args[i];
+        argv[k] = NULL;
+        execv("build/posd", (char *const *)argv);
         _exit(127);
     }
     for (int i = 0; pid > 0 && i < 200 && access(sock, F_OK) != 0; i++)
         usleep(10000);
     return pid;
+}
+
+/* The same under scheduling policy POLICY. */
+static inline pid_t util_posd_start(const char *conf, const char *sock, const char *log,
+                                    const char *policy)
+{
+    const char *const args[] = {"-p", policy, NULL};
+    return util_posd_start_args(conf, sock, log, args);
 }
 
 /* Sends posd *PID signal SIG and reaps it (nothing if there is none). */

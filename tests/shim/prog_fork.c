@@ -11,13 +11,7 @@ int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 200;
     CUcontext ctx;
-    CUmodule m;
-    CUfunction work;
-    PROG_CHECK(cuInit(0));
-    PROG_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    PROG_CHECK(cuCtxSetCurrent(ctx));
-    PROG_CHECK(cuModuleLoadData(&m, prog_module));
-    PROG_CHECK(cuModuleGetFunction(&work, m, "work"));
+    CUfunction work = prog_kernel(prog_start(&ctx), "work");
     for (int i = 0; i < n / 2; i++)
         PROG_CHECK(cuLaunchKernel(work, 4, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL));
     pid_t execer = fork();

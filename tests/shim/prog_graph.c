@@ -9,16 +9,11 @@ int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     CUcontext ctx;
-    CUmodule m;
-    CUfunction work, fill, sum;
+    CUmodule m = prog_start(&ctx);
+    CUfunction work = prog_kernel(m, "work");
+    CUfunction fill = prog_kernel(m, "fill");
+    CUfunction sum = prog_kernel(m, "sum");
     CUstream s;
-    PROG_CHECK(cuInit(0));
-    PROG_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    PROG_CHECK(cuCtxSetCurrent(ctx));
-    PROG_CHECK(cuModuleLoadData(&m, prog_module));
-    PROG_CHECK(cuModuleGetFunction(&work, m, "work"));
-    PROG_CHECK(cuModuleGetFunction(&fill, m, "fill"));
-    PROG_CHECK(cuModuleGetFunction(&sum, m, "sum"));
     PROG_CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr x, out;
     unsigned n = 512;

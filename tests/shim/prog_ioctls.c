@@ -13,13 +13,7 @@ int main(int argc, char **argv)
     int rate = argc > 1 ? atoi(argv[1]) : 1000;
     int secs = argc > 2 ? atoi(argv[2]) : 3;
     CUcontext ctx;
-    CUmodule m;
-    CUfunction work;
-    PROG_CHECK(cuInit(0));
-    PROG_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    PROG_CHECK(cuCtxSetCurrent(ctx));
-    PROG_CHECK(cuModuleLoadData(&m, prog_module));
-    PROG_CHECK(cuModuleGetFunction(&work, m, "work"));
+    CUfunction work = prog_kernel(prog_start(&ctx), "work");
     PROG_CHECK(cuLaunchKernel(work, 4, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL));
     PROG_CHECK(cuCtxSynchronize());
     int p[2];

@@ -11,13 +11,8 @@
 static void launches(int n)
 {
     CUcontext ctx;
-    CUmodule m;
-    CUfunction work;
-    PROG_CHECK(cuInit(0));
-    PROG_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    PROG_CHECK(cuCtxSetCurrent(ctx));
-    PROG_CHECK(cuModuleLoadData(&m, prog_module));
-    PROG_CHECK(cuModuleGetFunction(&work, m, "work"));
+    CUmodule m = prog_start(&ctx);
+    CUfunction work = prog_kernel(m, "work");
     for (int i = 0; i < n; i++) {
         PROG_CHECK(cuLaunchKernel(work, 4, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL));
         if (i % 10 == 9)

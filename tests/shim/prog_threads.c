@@ -56,12 +56,7 @@ int main(int argc, char **argv)
     }
     if (late && pthread_key_create(&late_key, late_launch) != 0)
         return 1;
-    CUmodule m;
-    PROG_CHECK(cuInit(0));
-    PROG_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    PROG_CHECK(cuCtxSetCurrent(ctx));
-    PROG_CHECK(cuModuleLoadData(&m, prog_module));
-    PROG_CHECK(cuModuleGetFunction(&tiny, m, "tiny"));
+    tiny = prog_kernel(prog_start(&ctx), "tiny");
     /* a window of ALIVE threads: thread i reuses the place of thread i - ALIVE, joined first */
     static pthread_t window[MAX_ALIVE];
     for (int i = 0; i < threads; i++) {
