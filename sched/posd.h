@@ -4,6 +4,7 @@
 #define POS_SCHED_POSD_H
 
 #include <liburing.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -303,6 +304,8 @@ void posd_metrics_stop(struct posd *d);
 
 /* loop.c */
 int posd_loop(struct posd *d);
+/* Blocks SIGHUP, SIGTERM and SIGINT (MASK: them), which the loop reads from a signalfd. */
+void posd_signals_block(sigset_t *mask);
 /* Reloads the configuration (SIGHUP, posctl reload): on error the running one stays. Returns
  * 0 or a negative errno; ERR says what was done or why not. */
 int posd_reload(struct posd *d, char *err, size_t errlen);

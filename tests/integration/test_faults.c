@@ -391,6 +391,46 @@ static void test_low_descriptor_limit_at_start_is_said(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "listening on"));
 }
 
+/* A SIGTERM sent the moment posd's socket appears stops posd cleanly (exit 0, its socket
+ * removed), and a SIGHUP then is a reload, not its death: posd blocks the signals it reads from
+ * its signalfd before it creates the socket. (Before, a signal between the socket and the loop
+ * killed posd by its default action and left the socket behind; tests that start posd and
+ * signal it at once flaked on it.) */
+static void test_signal_as_the_socket_appears_is_handled(void)
+{
+    const int rounds = 10;
+    int clean = 0, survived_hup = 0;
+    for (int r = 0; r < 2 * rounds; r++) {
+        int hup = r >= rounds;
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fd = open(suite.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            dup2(fd, 2);
+            execl("build/posd", "posd", "-f", "-c", suite.conf, "-s", suite.sock, (char *)NULL);
+            _exit(127);
+        }
+        CU_ASSERT_FATAL(pid > 0);
+        for (int i = 0; i < 200000 && access(suite.sock, F_OK) != 0; i++)
+            usleep(20); /* poll fast: the signal goes right after the socket appears */
+        kill(pid, hup ? SIGHUP : SIGTERM);
+        if (hup) {
+            usleep(100000);
+            int st;
+            survived_hup += waitpid(pid, &st, WNOHANG) == 0;
+            kill(pid, SIGTERM);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        clean += WIFEXITED(st) && WEXITSTATUS(st) == 0 && access(suite.sock, F_OK) != 0;
+        unlink(suite.sock); /* whatever a failed round left */
+    }
+    CU_ASSERT_EQUAL(clean, 2 * rounds);
+    CU_ASSERT_EQUAL(survived_hup, rounds);
+    if (clean != 2 * rounds || survived_hup != rounds)
+        fprintf(stderr, "clean stops %d of %d, alive after SIGHUP %d of %d\n", clean, 2 * rounds,
+                survived_hup, rounds);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("faults", suite_init, suite_clean);
@@ -398,4 +438,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_stopped_posd_stalls_nobody);
     POS_ADD_TEST(s, test_socket_directory_faults_are_said);
     POS_ADD_TEST(s, test_low_descriptor_limit_at_start_is_said);
+    POS_ADD_TEST(s, test_signal_as_the_socket_appears_is_handled);
 }
