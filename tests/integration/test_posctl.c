@@ -425,6 +425,48 @@ static void test_tools_say_what_to_do_in_one_line(void)
     waitpid(fake, NULL, 0);
 }
 
+/* Runs the shell line CMD as uid and gid 65534 with no groups, its output joined in OUT;
+ * returns its exit status. */
+static int run_as_nobody(const char *cmd, char *out, size_t cap)
+{
+    char line[1280];
+    snprintf(line, sizeof line, "setpriv --reuid=%d --regid=%d --clear-groups sh -c '%s'",
+             NOBODY, NOBODY, cmd);
+    return util_run(line, out, cap);
+}
+
+/* Permission denied, as a user other than root: posstat and posctl on a socket whose
+ * directory the user may not enter say so and whom to ask; posd told to put its socket there
+ * says, in its one error line, where a user's posd can put it. */
+static void test_permission_denied_says_what_to_do(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_permission_denied_says_what_to_do: needs root (runs the tools as "
+                        "uid 65534): skipped\n");
+        return;
+    }
+    char priv[192], cmd[1024], out[OUT_MAX];
+    snprintf(priv, sizeof priv, "%s/private", dir);
+    mkdir(priv, 0700);
+    chmod(dir, 0711);
+    static const char *const tools[] = {"build/posstat -s %s/posd.sock",
+                                        "build/posctl -s %s/posd.sock list"};
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        snprintf(cmd, sizeof cmd, tools[i], priv);
+        CU_ASSERT_EQUAL(run_as_nobody(cmd, out, sizeof out), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "permission denied"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "ask the admin"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+    }
+    snprintf(cmd, sizeof cmd, "POSD_STATE_DIR=%s exec build/posd -f -c %s -s %s/posd.sock", priv,
+             conf_path, priv);
+    CU_ASSERT_EQUAL(run_as_nobody(cmd, out, sizeof out), 1);
+    CU_ASSERT_EQUAL(util_count(out, "error:"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "give posd a socket in a directory this user can write"));
+    if (!strstr(out, "this user can write"))
+        fprintf(stderr, "\n  posd as uid %d said:\n%s", NOBODY, out);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("posctl", suite_init, suite_clean);
@@ -432,5 +474,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_drain_stops_new_grants_until_undrain);
     POS_ADD_TEST(s, test_changes_need_root_or_the_posd_group);
     POS_ADD_TEST(s, test_tools_say_what_to_do_in_one_line);
+    POS_ADD_TEST(s, test_permission_denied_says_what_to_do);
     POS_ADD_TEST(s, test_profiles_save_reset_load);
 }
