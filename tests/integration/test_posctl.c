@@ -417,6 +417,14 @@ static void test_tools_say_what_to_do_in_one_line(void)
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
     }
+    /* -h is --help on every tool */
+    static const char *const all[] = {"build/posctl", "build/posstat", "build/posd",
+                                      "build/possim", "build/postrace", "build/posapp"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s -h", all[i]);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    }
     CU_ASSERT_EQUAL(util_run("build/posctl frobnicate", out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown command 'frobnicate'"));
     CU_ASSERT_EQUAL(util_run("build/posctl", out, sizeof out), 2);
