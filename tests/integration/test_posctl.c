@@ -2,8 +2,8 @@
  * a class or priority set at run time changes who is held and lasts until a reload; a drained
  * device gets no new grants until it is undrained; changes need root or the posd group (the
  * unprivileged part forks and setuid()s to 65534, so it runs only as root and says so when
- * skipped); a missing socket, another protocol version and bad options each give one line
- * and a non-zero exit. Real processes: posd, posapp under the shim, the simulated driver. */
+ * skipped); a missing socket, a file that is not a socket, another protocol version, a
+ * socket this user may not reach and bad options each give one line and a non-zero exit. Real processes: posd, posapp under the shim, the simulated driver. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -394,6 +394,10 @@ static void test_tools_say_what_to_do_in_one_line(void)
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "speaks protocol version"));
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "that came with this posd"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+        snprintf(cmd, sizeof cmd, "%s -s %s%s", tools[i], conf_path, list); /* not a socket */
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "that is not a socket"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
         snprintf(cmd, sizeof cmd, "%s --no-such-option", tools[i]);
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 2);
