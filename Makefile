@@ -3,6 +3,7 @@
 #   make            build everything into build/
 #   make test       build and run every test that needs no GPU
 #   make deps-hashcat  install hashcat, the third-party program a test runs on the simulated driver
+#   make deps-timeline install chromium, which scripts/timeline_png.sh renders timelines with
 #   make demo       run the main job on the simulated GPU (or a real one, if present)
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
@@ -67,6 +68,14 @@ $(DEPS_STAMP): scripts/deps.sh
 # tests/integration/test_hashcat.c runs on the simulated driver (skipped without it).
 deps-hashcat:
 	@bash scripts/deps.sh --hashcat
+
+# Optional: Debian's chromium (about 250 MB), which scripts/timeline_png.sh renders a timeline
+# with (docs/timeline.md).
+deps-timeline:
+	@bash scripts/deps.sh --chromium
+
+# A target's tools, checked when it runs: one line naming the Debian package of each missing.
+NEED = @bash scripts/deps.sh --need $@
 
 # --- objects --------------------------------------------------------------------------
 $(B)/obj/%.o: %.c $(DEPS_STAMP) $(SAN_STAMP)
@@ -330,11 +339,13 @@ FUZZ_SRCS_module_text := sim/module_text.c
 FUZZ_SRCS_model_file  := sim/model_file.c
 FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRCS_$$*) $(wildcard tests/fuzz/*.h) $(DEPS_STAMP)
+	@bash scripts/deps.sh --need fuzz $(FUZZ_CC)=clang
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_DEFS_$*) $(FUZZ_FLAGS) -std=gnu11 -pthread -o $@ $< $(FUZZ_SRCS_$*) \
 	    $(INIH_LIBS) -lm
 
 fuzz: $(FUZZ_BINS)
+	$(NEED) $(FUZZ_CC)=clang
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build $(FUZZ_BINS)
@@ -356,6 +367,7 @@ $(SIMSTOP): $(B)/obj/bench/simstop.o
 	$(CC) $(LINK_FLAGS) -o $@ $< -L$(CUDA_STUB) -lcuda
 
 bench: all $(SIMSTOP)
+	$(NEED) valgrind=valgrind /usr/bin/time=time python3=python3
 	@bash bench/testbed.sh
 	@bash bench/shim.sh
 	@bash bench/posd.sh
@@ -364,9 +376,11 @@ bench: all $(SIMSTOP)
 	@bash bench/simstop.sh
 
 check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h
+	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
 	@bash scripts/check-static.sh
 
 memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
+	$(NEED) valgrind=valgrind
 	@bash tests/memcheck.sh
 
 # The fault suite's long form: 8 clients, churn and faults for SOAK_MINUTES (default 30).
@@ -430,12 +444,13 @@ uninstall:
 	-rmdir $(DESTDIR)/etc/posd/policy.d $(DESTDIR)/etc/posd 2>/dev/null
 
 format:
+	$(NEED) clang-format=clang-format
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat test fuzz soak check-static memcheck demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

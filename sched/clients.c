@@ -34,6 +34,16 @@ static int make_parent_dir(const char *path)
     return 0;
 }
 
+/* What to do when this user may not put its socket at a path (the default, /run/posd, is
+ * root's): said after the error itself. */
+static const char *access_hint(int e)
+{
+    return e == EACCES || e == EPERM || e == EROFS
+               ? ": as another user than root, give posd a socket in a directory this user can "
+                 "write (-s /tmp/pos/posd.sock, or POS_SOCKET)"
+               : "";
+}
+
 static const char *file_kind(mode_t mode)
 {
     return S_ISREG(mode)    ? "a regular file"
@@ -126,7 +136,7 @@ static int clear_socket_path(const char *path, const struct sockaddr_un *a)
         if (errno == ENOENT)
             return 0;
         int e = errno;
-        posd_log(POSD_LOG_ERROR, "cannot look at %s: %s", path, strerror(e));
+        posd_log(POSD_LOG_ERROR, "cannot look at %s: %s%s", path, strerror(e), access_hint(e));
         return -e;
     }
     if (!S_ISSOCK(st.st_mode)) {
@@ -159,7 +169,8 @@ static int clear_socket_path(const char *path, const struct sockaddr_un *a)
     }
     if (unlink(path) < 0 && errno != ENOENT) {
         int e = errno;
-        posd_log(POSD_LOG_ERROR, "cannot remove the dead socket %s: %s", path, strerror(e));
+        posd_log(POSD_LOG_ERROR, "cannot remove the dead socket %s: %s%s", path, strerror(e),
+                 access_hint(e));
         return -e;
     }
     return 0;
@@ -175,8 +186,8 @@ int posd_listen(struct posd *d)
     strcpy(a.sun_path, d->socket_path);
     int rc = make_parent_dir(d->socket_path);
     if (rc < 0) {
-        posd_log(POSD_LOG_ERROR, "cannot create the directory of %s: %s", d->socket_path,
-                 strerror(-rc));
+        posd_log(POSD_LOG_ERROR, "cannot create the directory of %s: %s%s", d->socket_path,
+                 strerror(-rc), access_hint(-rc));
         return rc;
     }
     rc = clear_socket_path(d->socket_path, &a);
@@ -190,7 +201,8 @@ int posd_listen(struct posd *d)
     }
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
         rc = -errno;
-        posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s", d->socket_path, strerror(-rc));
+        posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s%s", d->socket_path, strerror(-rc),
+                 access_hint(-rc));
         close(fd);
         return rc;
     }

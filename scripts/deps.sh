@@ -1,19 +1,49 @@
 #!/usr/bin/env bash
 # Makes sure the Debian packages and CUDA headers that pos builds against are present.
 # As root it installs what is missing; otherwise it prints the exact command to run.
-# Usage: scripts/deps.sh            (check, install as root)
+# Usage: scripts/deps.sh            (check, install as root: everything the targets of the
+#                                    Makefile need, but the two optional sets below)
 #        CUDA_HOME=/opt/cuda scripts/deps.sh
-#        scripts/deps.sh --hashcat  (only Debian's hashcat, ~100 MB, for tests/integration/test_hashcat.c)
+#        scripts/deps.sh --hashcat  (only Debian's hashcat, ~100 MB, for tests/integration/test_hashcat.c;
+#                                    make deps-hashcat)
+#        scripts/deps.sh --chromium (only Debian's chromium, ~250 MB, for scripts/timeline_png.sh;
+#                                    make deps-timeline)
+#        scripts/deps.sh --need TARGET CMD=PACKAGE...  (a make target's check: for each CMD
+#                                    not on PATH, one line naming the Debian package; exit 1)
 set -euo pipefail
 
-# libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for the fuzz targets (make fuzz, and
-# briefly in make test); cppcheck, clang-tidy: make check-static; valgrind: make memcheck
+if [ "${1:-}" = "--need" ]; then
+    target=$2
+    shift 2
+    absent=()
+    for need in "$@"; do
+        cmd=${need%%=*}
+        if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "$cmd" ]; then
+            absent+=("$need")
+        fi
+    done
+    [ ${#absent[@]} -eq 0 ] && exit 0
+    for need in "${absent[@]}"; do
+        echo "make $target: needs ${need%%=*}, which is not installed: apt-get install ${need#*=} (as root, scripts/deps.sh installs it)" >&2
+    done
+    exit 1
+fi
+
+# The default set: building (build-essential, clang, llvm, pkg-config, the -dev libraries;
+# libbpf-dev, bpftool, libelf-dev and zlib1g-dev for posd's eBPF telemetry); make test
+# (libcunit1-dev; libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets;
+# python3: the model generator's check); make check-static (cppcheck, clang-tidy); make
+# memcheck and make bench (valgrind; time: /usr/bin/time for bench/shim.sh's peak RSS;
+# python3 for the benchmarks' tables); make format (clang-format).
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
           liburing-dev libcunit1-dev libinih-dev libmicrohttpd-dev libclang-rt-14-dev cppcheck
-          clang-tidy valgrind)
+          clang-tidy valgrind time python3 clang-format)
 only_optional=0
 if [ "${1:-}" = "--hashcat" ]; then
     packages=(hashcat)
+    only_optional=1
+elif [ "${1:-}" = "--chromium" ]; then
+    packages=(chromium)
     only_optional=1
 fi
 
@@ -49,7 +79,7 @@ fi
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -f "$cuda_home/include/cuda.h" ]; then
     echo "deps: $cuda_home/include/cuda.h not found." >&2
-    echo "deps: pos needs the CUDA 12+ toolkit headers (no GPU needed). Install the CUDA toolkit" >&2
+    echo "deps: pos needs the CUDA 13 toolkit headers (no GPU needed). Install the CUDA toolkit" >&2
     echo "deps: from https://developer.nvidia.com/cuda-downloads (the cuda-toolkit or cuda-cudart-dev package)," >&2
     echo "deps: then run make with CUDA_HOME=/path/to/cuda if it is not /usr/local/cuda." >&2
     exit 1

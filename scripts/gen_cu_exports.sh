@@ -42,7 +42,7 @@ tr '\n' ' ' < "$tmp/all.i" | tr ';' '\n' | awk '
 
 n=$(wc -l < "$tmp/decls.tsv")
 if [ "$n" -lt 400 ]; then
-    echo "gen_cu_exports: only $n entry points found in $inc/cuda.h: is it the CUDA 12+ header?" >&2
+    echo "gen_cu_exports: only $n entry points found in $inc/cuda.h: is it the CUDA 13 header?" >&2
     exit 1
 fi
 

@@ -8,7 +8,7 @@ set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 TRACE.json OUT.png [TITLE]" >&2; exit 2; }
 trace=$1 out=$2 title=${3:-$(basename "$1")}
 browser=$(command -v chromium || command -v chromium-browser || true)
-[ -n "$browser" ] || { echo "timeline_png: no chromium (apt-get install chromium)" >&2; exit 1; }
+[ -n "$browser" ] || { echo "timeline_png: no chromium: apt-get install chromium (or make deps-timeline as root)" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

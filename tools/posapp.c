@@ -127,7 +127,7 @@ static const char usage_text[] =
     "  --real               real NVIDIA GPU: run each op as a synthetic kernel doing its FLOPs\n"
     "                       and bytes with its grid (posapp_real.fatbin beside the executable)\n"
     "  --real-module FILE   the fatbin --real loads (built by tests/gpu/build.sh)\n"
-    "  --help               this text\n";
+    "  -h, --help           this text\n";
 
 static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
@@ -236,7 +236,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     o->arrival = (struct posapp_arrival){.kind = POSAPP_ARRIVAL_CLOSED, .shape = 1.0};
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
         if (c == 'h') {
             fputs(usage_text, stdout);
             exit(0);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -65,6 +66,10 @@ int posclient_connect(struct posclient *c, const char *path, int timeout_s, char
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         int e = errno;
         close(fd);
+        struct stat st;
+        /* connect() answers ECONNREFUSED for a file that is not a socket too */
+        if (e == ECONNREFUSED && lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+            e = ENOTSOCK;
         for (size_t i = 0; i < sizeof connect_hints / sizeof connect_hints[0]; i++)
             if (connect_hints[i].err == e)
                 return fail(-e, err, errlen, "cannot connect to posd at %s: %s", path,

@@ -5,6 +5,7 @@
  * (CLOCK_MONOTONIC - origin) / POS_SIM_SCALE. */
 #include "sim/driver/drv.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -261,10 +262,15 @@ static int any_owner(const struct sim_gpu *g)
     return 0;
 }
 
+static size_t segment_size(void)
+{
+    return (sizeof(struct sim_shm) + 4095) & ~(size_t)4095;
+}
+
 /* Maps the segment NAME, creating it if needed. Returns 0, or -EAGAIN to retry. */
 static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
 {
-    size_t size = (sizeof(struct sim_shm) + 4095) & ~(size_t)4095;
+    size_t size = segment_size();
     int created = 1;
     int fd = shm_open(drv.shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
@@ -321,6 +327,81 @@ static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
     return 0;
 }
 
+/* Every process recorded in the segment SHM is gone (pid and start time), or it has none. A
+ * read without the lock: a caller that acts on it checks again under the lock. */
+static int all_owners_dead(const struct sim_shm *shm)
+{
+    for (int i = 0; i < SIM_MAX_OWNERS; i++)
+        if (shm->gpu.owners[i].used && owner_alive(&shm->gpu.owners[i]))
+            return 0;
+    return 1;
+}
+
+/* One segment of another instance of this uid: unlinks it if it is initialised, of this
+ * layout, and every process it records is gone (its last process was killed, so none
+ * unlinked it). Under its lock, with the protocol of drv_detach (dead = 1, then unlink), so
+ * a process attaching to it meanwhile sees it dead and makes a new one; a lock that is held
+ * (a live user, or a stopped one) leaves it alone. */
+static void reclaim_segment(const char *name, size_t size)
+{
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_uid != getuid() || !S_ISREG(st.st_mode) ||
+        (size_t)st.st_size != size) {
+        close(fd);
+        return;
+    }
+    struct sim_shm *shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (shm == MAP_FAILED)
+        return;
+    if (atomic_load_explicit(&shm->ready, memory_order_acquire) && shm->magic == SIM_SHM_MAGIC &&
+        shm->version == SIM_SHM_VERSION && !shm->dead && all_owners_dead(shm)) {
+        int rc = pthread_mutex_trylock(&shm->lock);
+        if (rc == 0 || rc == EOWNERDEAD) {
+            char path[320];
+            struct stat now;
+            snprintf(path, sizeof path, "/dev/shm%s", name);
+            /* still the same segment under that name, and still unused */
+            if (!shm->dead && all_owners_dead(shm) && stat(path, &now) == 0 &&
+                now.st_ino == st.st_ino && now.st_dev == st.st_dev) {
+                shm->dead = 1;
+                shm_unlink(name);
+                drv_debug("unlinked %s: every process of that virtual GPU is gone", name);
+            }
+            if (rc == EOWNERDEAD)
+                pthread_mutex_consistent(&shm->lock);
+            pthread_mutex_unlock(&shm->lock);
+        }
+    }
+    munmap(shm, size);
+}
+
+/* At attach: the segments of this uid's other instances whose processes are all gone (killed,
+ * so none unlinked it) are unlinked, so that instances named per run (tests, scripts) leave
+ * nothing behind for long in /dev/shm (docs/sim.md). This instance's own segment is reused
+ * afresh by drv_attach instead. */
+static void reclaim_dead_segments(size_t size)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "pos-sim.%u.", (unsigned)getuid());
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char name[300];
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        if (strcmp(name, drv.shm_name) != 0)
+            reclaim_segment(name, size);
+    }
+    closedir(d);
+}
+
 CUresult drv_attach(void)
 {
     struct sim_dev_params p;
@@ -330,6 +411,7 @@ CUresult drv_attach(void)
         return CUDA_ERROR_NO_DEVICE;
     }
     instance_name(drv.shm_name, sizeof drv.shm_name);
+    reclaim_dead_segments(segment_size());
     for (int attempt = 0; attempt < 50; attempt++) {
         struct sim_shm *shm = NULL;
         int rc = map_segment(&p, &shm);

@@ -125,8 +125,41 @@ static void test_install_runs_and_uninstall_removes_it(void)
         fprintf(stderr, "\n  left after uninstall:\n%s", out);
 }
 
+/* A make target whose tool is absent says which Debian package to install, in one line,
+ * rather than failing on a missing command: make format and make bench on a PATH that holds
+ * only make and a shell. */
+static void test_a_missing_tool_names_its_debian_package(void)
+{
+    char bin[128], cmd[512], out[8192];
+    snprintf(bin, sizeof bin, "%s-bin", dest);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && for c in make bash sh env; do ln -sf \"$(command -v $c)\" %s/$c; "
+             "done",
+             bin, bin);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    static const char *const cases[][2] = {
+        {"format", "make format: needs clang-format, which is not installed: apt-get install "
+                   "clang-format"},
+        {"check-static", "make check-static: needs cppcheck, which is not installed: apt-get "
+                         "install cppcheck"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL PATH=%s make -s --no-print-directory "
+                 "%s -o build/.deps-ok -o build/gen/cu_errors.h",
+                 bin, cases[i][0]);
+        CU_ASSERT_NOT_EQUAL(util_run(cmd, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, cases[i][1]));
+        if (!strstr(out, cases[i][1]))
+            fprintf(stderr, "\n  make %s said:\n%s", cases[i][0], out);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", bin);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("install", suite_init, suite_clean);
     POS_ADD_TEST(s, test_install_runs_and_uninstall_removes_it);
+    POS_ADD_TEST(s, test_a_missing_tool_names_its_debian_package);
 }

@@ -2,8 +2,8 @@
  * a class or priority set at run time changes who is held and lasts until a reload; a drained
  * device gets no new grants until it is undrained; changes need root or the posd group (the
  * unprivileged part forks and setuid()s to 65534, so it runs only as root and says so when
- * skipped); a missing socket, another protocol version and bad options each give one line
- * and a non-zero exit. Real processes: posd, posapp under the shim, the simulated driver. */
+ * skipped); a missing socket, a file that is not a socket, another protocol version, a
+ * socket this user may not reach and bad options each give one line and a non-zero exit. Real processes: posd, posapp under the shim, the simulated driver. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -354,6 +354,10 @@ static void test_tools_say_what_to_do_in_one_line(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "speaks protocol version"));
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "that came with this posd"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+        snprintf(cmd, sizeof cmd, "%s -s %s%s", tools[i], conf_path, list); /* not a socket */
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "that is not a socket"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
         snprintf(cmd, sizeof cmd, "%s --no-such-option", tools[i]);
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 2);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "see --help"));
@@ -376,12 +380,62 @@ static void test_tools_say_what_to_do_in_one_line(void)
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
     }
+    /* -h is --help on every tool */
+    static const char *const all[] = {"build/posctl", "build/posstat", "build/posd",
+                                      "build/possim", "build/postrace", "build/posapp"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s -h", all[i]);
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    }
     CU_ASSERT_EQUAL(util_run("build/posctl frobnicate", out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown command 'frobnicate'"));
     CU_ASSERT_EQUAL(util_run("build/posctl", out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "no command given"));
     kill(fake, SIGKILL);
     waitpid(fake, NULL, 0);
+}
+
+/* Runs the shell line CMD as uid and gid 65534 with no groups, its output joined in OUT;
+ * returns its exit status. */
+static int run_as_nobody(const char *cmd, char *out, size_t cap)
+{
+    char line[1280];
+    snprintf(line, sizeof line, "setpriv --reuid=%d --regid=%d --clear-groups sh -c '%s'",
+             NOBODY, NOBODY, cmd);
+    return util_run(line, out, cap);
+}
+
+/* Permission denied, as a user other than root: posstat and posctl on a socket whose
+ * directory the user may not enter say so and whom to ask; posd told to put its socket there
+ * says, in its one error line, where a user's posd can put it. */
+static void test_permission_denied_says_what_to_do(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_permission_denied_says_what_to_do: needs root (runs the tools as "
+                        "uid 65534): skipped\n");
+        return;
+    }
+    char priv[192], cmd[1024], out[OUT_MAX];
+    snprintf(priv, sizeof priv, "%s/private", dir);
+    mkdir(priv, 0700);
+    chmod(dir, 0711);
+    static const char *const tools[] = {"build/posstat -s %s/posd.sock",
+                                        "build/posctl -s %s/posd.sock list"};
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        snprintf(cmd, sizeof cmd, tools[i], priv);
+        CU_ASSERT_EQUAL(run_as_nobody(cmd, out, sizeof out), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "permission denied"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "ask the admin"));
+        CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+    }
+    snprintf(cmd, sizeof cmd, "POSD_STATE_DIR=%s exec build/posd -f -c %s -s %s/posd.sock", priv,
+             conf_path, priv);
+    CU_ASSERT_EQUAL(run_as_nobody(cmd, out, sizeof out), 1);
+    CU_ASSERT_EQUAL(util_count(out, "error:"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "give posd a socket in a directory this user can write"));
+    if (!strstr(out, "this user can write"))
+        fprintf(stderr, "\n  posd as uid %d said:\n%s", NOBODY, out);
 }
 
 void pos_test_register(void)
@@ -391,5 +445,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_drain_stops_new_grants_until_undrain);
     POS_ADD_TEST(s, test_changes_need_root_or_the_posd_group);
     POS_ADD_TEST(s, test_tools_say_what_to_do_in_one_line);
+    POS_ADD_TEST(s, test_permission_denied_says_what_to_do);
     POS_ADD_TEST(s, test_profiles_save_reset_load);
 }

@@ -1,7 +1,9 @@
 /* A process stopped inside the simulated GPU's device lock (docs/sim.md, "A process stopped
  * inside the device lock"): the others wait until it continues, and a waiter names it on
  * stderr after a second; once it continues, everyone goes on; killed while stopped, the next
- * locker repairs the device. A child stops itself holding the lock through the driver's
+ * locker repairs the device. And a segment whose processes were all killed (none left to
+ * unlink it) is reused afresh by the next start of its instance, or unlinked by the next
+ * start of any other. A child stops itself holding the lock through the driver's
  * fault-injection entry point, so the case is hit every time rather than in 3% of random
  * stops (bench/simstop.sh measures how often). */
 #include <cuda.h>
@@ -131,9 +133,123 @@ static void test_a_holder_killed_while_stopped_is_repaired(void)
     waitpid(waiter, NULL, WNOHANG);
 }
 
+/* The segment of instance INST of this uid exists. */
+static int segment_exists(const char *inst)
+{
+    char path[192];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm/pos-sim.%u.%s", (unsigned)getuid(), inst);
+    return stat(path, &st) == 0;
+}
+
+/* A child attached to instance INST with 1 MiB allocated, waiting (pause) once it is;
+ * returns once it is attached. */
+static pid_t start_attached(const char *inst)
+{
+    int fds[2];
+    if (pipe(fds) < 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("POS_SIM_INSTANCE", inst, 1);
+        CUcontext c;
+        CUdeviceptr p;
+        if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(c) != CUDA_SUCCESS || cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS)
+            _exit(1);
+        if (write(fds[1], "k", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    char b;
+    ssize_t n = read(fds[0], &b, 1);
+    close(fds[0]);
+    if (n != 1) {
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* A process of instance INST that attaches, finds the whole device memory free, and exits:
+ * its exit status (0 when the device was clean). */
+static int run_fresh(const char *inst)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("POS_SIM_INSTANCE", inst, 1);
+        CUcontext c;
+        size_t free_b, total_b;
+        if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(c) != CUDA_SUCCESS || cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS)
+            _exit(1);
+        exit(free_b == total_b ? 0 : 2);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Kills PID with SIGKILL (after SIGSTOP when STOP_FIRST) and reaps it. */
+static void kill_hard(pid_t pid, int stop_first)
+{
+    if (stop_first) {
+        int st;
+        kill(pid, SIGSTOP);
+        waitpid(pid, &st, WUNTRACED);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void test_a_killed_only_process_leaves_a_segment_the_next_start_reuses_clean(void)
+{
+    char inst[96];
+    for (int stop_first = 0; stop_first <= 1; stop_first++) {
+        snprintf(inst, sizeof inst, "test-sim-reuse-%d-%d", (int)getpid(), stop_first);
+        pid_t a = start_attached(inst);
+        CU_ASSERT_FATAL(a > 0);
+        kill_hard(a, stop_first);
+        CU_ASSERT(segment_exists(inst)); /* nobody was left to unlink it */
+        /* the next process of the instance finds none of the dead one's memory, and as its
+         * last process unlinks the segment at exit */
+        CU_ASSERT_EQUAL(run_fresh(inst), 0);
+        CU_ASSERT(!segment_exists(inst));
+    }
+}
+
+static void test_a_killed_instance_segment_is_unlinked_by_the_next_start_of_another(void)
+{
+    char dead_inst[96], live_inst[96], other[96];
+    snprintf(dead_inst, sizeof dead_inst, "test-sim-dead-%d", (int)getpid());
+    snprintf(live_inst, sizeof live_inst, "test-sim-live-%d", (int)getpid());
+    snprintf(other, sizeof other, "test-sim-other-%d", (int)getpid());
+    pid_t dead = start_attached(dead_inst);
+    CU_ASSERT_FATAL(dead > 0);
+    pid_t live = start_attached(live_inst);
+    CU_ASSERT_FATAL(live > 0);
+    kill_hard(dead, 1);
+    CU_ASSERT(segment_exists(dead_inst));
+    /* any process of this uid that starts reclaims the dead instance, not the live one */
+    CU_ASSERT_EQUAL(run_fresh(other), 0);
+    CU_ASSERT(!segment_exists(dead_inst));
+    CU_ASSERT(segment_exists(live_inst));
+    CU_ASSERT(!segment_exists(other));
+    /* the live one killed too: the next start reclaims it as well */
+    kill_hard(live, 0);
+    CU_ASSERT_EQUAL(run_fresh(other), 0);
+    CU_ASSERT(!segment_exists(live_inst));
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("sim_stop", suite_init, suite_clean);
     POS_ADD_TEST(s, test_a_stopped_lock_holder_stalls_the_device_and_is_named);
     POS_ADD_TEST(s, test_a_holder_killed_while_stopped_is_repaired);
+    POS_ADD_TEST(s, test_a_killed_only_process_leaves_a_segment_the_next_start_reuses_clean);
+    POS_ADD_TEST(s, test_a_killed_instance_segment_is_unlinked_by_the_next_start_of_another);
 }
