@@ -354,7 +354,7 @@ static void test_tools_say_what_to_do_in_one_line(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "speaks protocol version"));
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "that came with this posd"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
-        snprintf(cmd, sizeof cmd, "%s -s %s%s", tools[i], conf_path, list); /* not a socket */
+        snprintf(cmd, sizeof cmd, "%s -s %s%s", tools[i], suite.conf, list); /* not a socket */
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "that is not a socket"));
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
@@ -417,9 +417,9 @@ static void test_permission_denied_says_what_to_do(void)
         return;
     }
     char priv[192], cmd[1024], out[OUT_MAX];
-    snprintf(priv, sizeof priv, "%s/private", dir);
+    snprintf(priv, sizeof priv, "%s/private", suite.dir);
     mkdir(priv, 0700);
-    chmod(dir, 0711);
+    chmod(suite.dir, 0711);
     static const char *const tools[] = {"build/posstat -s %s/posd.sock",
                                         "build/posctl -s %s/posd.sock list"};
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
@@ -430,7 +430,7 @@ static void test_permission_denied_says_what_to_do(void)
         CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
     }
     snprintf(cmd, sizeof cmd, "POSD_STATE_DIR=%s exec build/posd -f -c %s -s %s/posd.sock", priv,
-             conf_path, priv);
+             suite.conf, priv);
     CU_ASSERT_EQUAL(run_as_nobody(cmd, out, sizeof out), 1);
     CU_ASSERT_EQUAL(util_count(out, "error:"), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "give posd a socket in a directory this user can write"));
