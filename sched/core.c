@@ -4,13 +4,17 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "pos/client_shm.h"
 #include "pos/op_record.h"
 #include "sched/core.h"
 #include "sched/profile.h"
 
-#define LAT_SUB 16 /* histogram sub-buckets per power of two */
+/* one client slot's operator table: mapped on the slot's first use, its pages returned when the
+ * client leaves (sched_core_client_remove) */
+#define OPS_BYTES ((size_t)SCHED_WINDOW * sizeof(struct pos_sched_op))
+#define LAT_SUB   16 /* histogram sub-buckets per power of two */
 
 struct core_hist {
     uint64_t n;
@@ -283,7 +287,8 @@ void sched_core_free(struct sched_core *k)
     if (k->policy->fini)
         k->policy->fini(k->pstate);
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++)
-        free(k->c[i].ops);
+        if (k->c[i].ops)
+            munmap(k->c[i].ops, OPS_BYTES);
     free(k);
 }
 
@@ -325,8 +330,12 @@ int sched_core_client_add(struct sched_core *k, int slot, const struct sched_cli
     if (c->used)
         sched_core_client_remove(k, slot, now);
     struct pos_sched_op *ops = c->ops;
-    if (!ops && !(ops = malloc(SCHED_WINDOW * sizeof *ops)))
-        return -ENOMEM;
+    if (!ops) {
+        void *m = mmap(NULL, OPS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return -ENOMEM;
+        ops = m;
+    }
     memset(c, 0, sizeof *c); /* every field: a reused slot keeps nothing */
     c->ops = ops;
     c->used = 1;
@@ -356,6 +365,9 @@ void sched_core_client_remove(struct sched_core *k, int slot, int64_t now)
     c->completed = c->released; /* its share is free at once */
     busy_changed(k, c, was, now);
     c->used = 0;
+    /* the slot keeps its table's address, not its pages: posd's memory goes back to what its
+     * clients use now, not what the most it ever had at once used */
+    madvise(c->ops, OPS_BYTES, MADV_DONTNEED);
 }
 
 /* ---- events ----------------------------------------------------------------------------- */

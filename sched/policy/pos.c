@@ -51,9 +51,9 @@
  * (first launch to completion) are late; their share, a moving average over about the last
  * 1/TIGHT_WEIGHT requests, past TIGHT_ON guards the client (nothing beside it, no wider
  * window below it while it is idle) until it falls under TIGHT_OFF. */
-#define TIGHT_WEIGHT (1.0 / 32)
-#define TIGHT_ON     0.02
-#define TIGHT_OFF    0.01
+#define TIGHT_WEIGHT   (1.0 / 32)
+#define TIGHT_ON       0.02
+#define TIGHT_OFF      0.01
 #define SCHED_MAX_VIEW  256 /* clients of one view (the core's SCHED_MAX_CLIENTS) */
 
 struct pos_track {
