@@ -430,14 +430,26 @@ static void handle(struct posd *d, uint64_t data, int res)
     }
 }
 
+static void loop_signals(sigset_t *mask)
+{
+    sigemptyset(mask);
+    sigaddset(mask, SIGHUP);
+    sigaddset(mask, SIGTERM);
+    sigaddset(mask, SIGINT);
+}
+
+void posd_block_signals(void)
+{
+    sigset_t mask;
+    loop_signals(&mask);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
 int posd_loop(struct posd *d)
 {
     sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
+    loop_signals(&mask);
+    posd_block_signals();
     signal(SIGPIPE, SIG_IGN);
     d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (d->signal_fd < 0) {

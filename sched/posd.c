@@ -208,6 +208,7 @@ int main(int argc, char **argv)
     /* before the socket: once it exists, whatever telemetry sees is seen */
     if (posd_telemetry_start(d) < 0)
         return 1;
+    posd_block_signals(); /* a reload or stop sent once the socket is there waits for the loop */
     if (posd_listen(d) < 0)
         return 1;
     /* before detaching, so that a port in use is said on the terminal; no threads, so the
