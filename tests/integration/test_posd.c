@@ -30,6 +30,7 @@
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
 #include "tests/integration/client.h"
+#include "tests/integration/sim_lock.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX    16384
@@ -283,7 +284,7 @@ static void test_priority_holds_and_stall_and_death_release(void)
                     strstr(strstr(js, "\"app\":\"batch1\""), "\"held\":true");
     CU_ASSERT(seen_held);
     /* stopped with work in flight: it no longer holds anyone after stall_ms (50) */
-    kill(l.pid, SIGSTOP);
+    stop_outside_sim_lock(l.pid);
     sleep_scaled(0.2);
     double stalled = client_rate("batch1", 0.5 * scale);
     kill(l.pid, SIGCONT);
