@@ -180,8 +180,10 @@ static int lock_slow(void)
 #ifdef __SANITIZE_THREAD__
             /* ThreadSanitizer's timedlock (gcc 12) records the lock only when it returns 0:
              * told of an owner-dead one here, or the repair's accesses read as races */
-            if (rc == EOWNERDEAD)
+            if (rc == EOWNERDEAD) {
+                __tsan_mutex_pre_lock(&drv.shm->lock, __tsan_mutex_try_lock);
                 __tsan_mutex_post_lock(&drv.shm->lock, __tsan_mutex_try_lock, 0);
+            }
 #endif
             if (reported)
                 fprintf(stderr, "pos-sim[%d]: the virtual GPU %s is free again after %.1f s\n",
