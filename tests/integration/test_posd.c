@@ -298,10 +298,14 @@ static void test_priority_holds_and_stall_and_death_release(void)
     double alone = client_rate("batch1", 0.5 * scale);
     CU_ASSERT(held >= 0 && stalled > 0 && alone > 0);
     CU_ASSERT(held < 0.3 * alone);
-    CU_ASSERT(stalled > 0.6 * alone);
+    /* released, it runs its launches through posd's grants, which a sanitized build makes
+     * about six times dearer (test_hostile's baseline grant median: 41 us plain, 254 us under
+     * ThreadSanitizer): there it reaches about half its free rate (0.54-0.56 measured) */
+    double released = scale > 1.0 ? 0.4 : 0.6;
+    CU_ASSERT(stalled > released * alone);
     CU_ASSERT(again < 0.3 * alone); /* it came back: held again */
     CU_ASSERT(posstat_json(js, sizeof js) == 0 && strstr(js, "\"held\":false"));
-    if (!(held < 0.3 * alone) || !(stalled > 0.6 * alone) || !(again < 0.3 * alone))
+    if (!(held < 0.3 * alone) || !(stalled > released * alone) || !(again < 0.3 * alone))
         fprintf(stderr,
                 "batch launches/s: held %.0f, latency stopped %.0f, resumed %.0f, "
                 "alone %.0f\n",
