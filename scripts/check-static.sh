@@ -15,6 +15,7 @@ flags=(-D_GNU_SOURCE -Iinclude -I. -Ibuild/gen -I"$CUDA_HOME/include")
 echo "check-static: cppcheck $(cppcheck --version | cut -d' ' -f2), ${#files[@]} files"
 cppcheck -q --enable=warning,performance,portability --std=c11 "${flags[@]}" \
     --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions --inline-suppr \
+    --library=scripts/cppcheck-libbpf.cfg \
     --error-exitcode=1 -j"$(nproc)" "${files[@]}"
 echo "check-static: clang-tidy $(clang-tidy --version | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -n 1)"
 out=$(clang-tidy -quiet "${files[@]}" -- "${flags[@]}" -std=gnu11 2>&1) || true
