@@ -1135,22 +1135,30 @@ static int count_lines(const char *text)
 }
 
 /* The descriptor limit that leaves PID exactly FREE descriptors (the lowest free numbers),
- * or 0 when its descriptors cannot be listed. */
+ * or 0 when its descriptors cannot be listed. A descriptor counts as used only if it is open
+ * in each of three looks 50 ms apart: one posd holds for a moment (a /proc file it reads)
+ * would otherwise leave it a descriptor more once closed. */
 static rlim_t limit_leaving(pid_t pid, int free)
 {
     static char used[4096];
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *dir = opendir(path);
-    if (!dir)
-        return 0;
     memset(used, 0, sizeof used);
-    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
-        int fd = atoi(e->d_name);
-        if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used)
-            used[fd] = 1;
+    for (int look = 0; look < 3; look++) {
+        if (look)
+            usleep(50000);
+        DIR *dir = opendir(path);
+        if (!dir)
+            return 0;
+        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+            int fd = atoi(e->d_name);
+            if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
+                used[fd] = (char)(look + 1);
+        }
+        closedir(dir);
     }
-    closedir(dir);
+    for (size_t fd = 0; fd < sizeof used; fd++)
+        used[fd] = used[fd] == 3;
     rlim_t limit = 0;
     for (; free > 0 && limit < sizeof used; limit++)
         free -= !used[limit];
