@@ -364,7 +364,7 @@ bench: all $(SIMSTOP)
 	@bash bench/completion.sh
 	@bash bench/simstop.sh
 
-check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h
+check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
 	@bash scripts/check-static.sh
 
 memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
