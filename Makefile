@@ -50,6 +50,9 @@ comma := ,
 SAN_LIST := $(subst $(comma), ,$(SANITIZE))
 SAN_RUNTIME := $(if $(filter address,$(SAN_LIST)),$(shell $(CC) -print-file-name=libasan.so),$(if \
     $(filter thread,$(SAN_LIST)),$(shell $(CC) -print-file-name=libtsan.so)))
+# How many times slower the tests' programs run in this build: the tests scale the times they
+# wait and measure in by it (POS_TEST_TIME_SCALE, tests/integration/util.h util_time_scale)
+TEST_TIME_SCALE := $(if $(filter thread,$(SAN_LIST)),10,$(if $(SANITIZE),3,1))
 # LeakSanitizer's runtime, which a test preloads into unsanitized programs (a sanitized build
 # checks its processes itself)
 LSAN_RUNTIME := $(if $(SANITIZE),,$(shell $(CC) -print-file-name=liblsan.so))
@@ -350,7 +353,7 @@ fuzz: $(FUZZ_BINS)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) gpu-build $(FUZZ_BINS)
 	@B=$(B) POS_TEST_SAN_RUNTIME='$(SAN_RUNTIME)' POS_TEST_LSAN_RUNTIME='$(LSAN_RUNTIME)' \
-	    bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
+	    POS_TEST_TIME_SCALE=$(TEST_TIME_SCALE) bash tests/run.sh $(UNIT_BINS) $(INTEG_BINS)
 	@echo "=== tests/fuzz/run.sh: each fuzz target briefly, its corpus and past crashes first"
 	@bash tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
 	@echo "=== tests/gpu/run.sh --sim (the real-GPU suite's dry run; report in $(B)/gpu-dry-run)"
@@ -375,7 +378,7 @@ bench: all $(SIMSTOP)
 	@bash bench/completion.sh
 	@bash bench/simstop.sh
 
-check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h
+check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
 	@bash scripts/check-static.sh
 

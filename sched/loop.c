@@ -430,22 +430,26 @@ static void handle(struct posd *d, uint64_t data, int res)
     }
 }
 
-/* The signals posd takes through its signalfd, blocked: called before the socket exists, so
- * that a SIGTERM or SIGHUP sent as soon as the socket appears waits for the loop instead of
- * killing posd with its socket left behind. */
-void posd_signals_block(sigset_t *mask)
+static void loop_signals(sigset_t *mask)
 {
     sigemptyset(mask);
     sigaddset(mask, SIGHUP);
     sigaddset(mask, SIGTERM);
     sigaddset(mask, SIGINT);
-    sigprocmask(SIG_BLOCK, mask, NULL);
+}
+
+void posd_block_signals(void)
+{
+    sigset_t mask;
+    loop_signals(&mask);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
 }
 
 int posd_loop(struct posd *d)
 {
     sigset_t mask;
-    posd_signals_block(&mask);
+    loop_signals(&mask);
+    posd_block_signals();
     signal(SIGPIPE, SIG_IGN);
     d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (d->signal_fd < 0) {

@@ -208,8 +208,7 @@ int main(int argc, char **argv)
     /* before the socket: once it exists, whatever telemetry sees is seen */
     if (posd_telemetry_start(d) < 0)
         return 1;
-    sigset_t blocked; /* from here, posd's signals wait for its loop (posd_signals_block) */
-    posd_signals_block(&blocked);
+    posd_block_signals(); /* a reload or stop sent once the socket is there waits for the loop */
     if (posd_listen(d) < 0)
         return 1;
     /* before detaching, so that a port in use is said on the terminal; no threads, so the

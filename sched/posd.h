@@ -303,9 +303,11 @@ int64_t posd_metrics_run(struct posd *d);
 void posd_metrics_stop(struct posd *d);
 
 /* loop.c */
+/* Blocks the signals the loop reads from its signalfd (SIGHUP, SIGTERM, SIGINT): called before
+ * the socket exists, so that one sent as soon as it does waits for the loop (their default
+ * action killed posd, its socket left behind). */
+void posd_block_signals(void);
 int posd_loop(struct posd *d);
-/* Blocks SIGHUP, SIGTERM and SIGINT (MASK: them), which the loop reads from a signalfd. */
-void posd_signals_block(sigset_t *mask);
 /* Reloads the configuration (SIGHUP, posctl reload): on error the running one stays. Returns
  * 0 or a negative errno; ERR says what was done or why not. */
 int posd_reload(struct posd *d, char *err, size_t errlen);

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # LD_PRELOAD...) reaches the tests; a test that wants a posd starts its own on its own socket,
 # and none finds a system posd at the default path.
 # POS_TEST_* is the harness's own (make test SANITIZE=... passes the sanitizer's runtime in
-# POS_TEST_SAN_RUNTIME): kept, or a sanitized shim could not be preloaded.
+# POS_TEST_SAN_RUNTIME, and in POS_TEST_TIME_SCALE how many times slower its programs run):
+# kept, or a sanitized shim could not be preloaded.
 for v in $(compgen -e); do
     case $v in POS_TEST_*) ;; POS_* | POSD_*) unset "$v" ;; esac
 done

@@ -379,7 +379,9 @@ static void *agent_main(void *arg)
         }
         if (ncalls) {
             for (int i = 0; i < ncalls; i++) {
+                atomic_store(&drv.agent_in_host, 1);
                 calls[i].fn(calls[i].data);
+                atomic_store(&drv.agent_in_host, 0);
                 drv_lock();
                 int64_t t = drv_device_now();
                 sim_gpu_advance(g, t);
@@ -412,8 +414,13 @@ void drv_agent_stop(void)
         return;
     atomic_store(&drv.agent_stop, 1);
     drv_agent_kick();
-    /* A host function of the application may block the agent: wait a little, not forever. */
-    for (int i = 0; i < 200 && !atomic_load(&drv.agent_exited); i++) {
+    /* Until it has exited, however long its last cycle takes (on a loaded machine or under a
+     * sanitizer it took over the 100 ms this waited at most, and the exit went on to change
+     * what the agent still read); only a host function of the application, which may block
+     * the agent for ever, is waited for a little (100 ms), not for ever. */
+    for (int i = 0; !atomic_load(&drv.agent_exited); i++) {
+        if (i >= 200 && atomic_load(&drv.agent_in_host))
+            break;
         drv_agent_kick();
         usleep(500);
     }

@@ -167,7 +167,10 @@ API CUresult cuCtxDestroy_v2(CUcontext ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
     for (int i = 0; i < ctx_depth; i++)
         if (ctx_stack[i] == ctx) {
-            memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof ctx);
+            /* the stack holds CUcontext handles, which are pointers */
+            memmove(&ctx_stack[i], &ctx_stack[i + 1],
+                    (size_t)(ctx_depth - i - 1) *
+                        sizeof ctx_stack[0]); // NOLINT(bugprone-sizeof-expression)
             ctx_depth--;
             i--;
         }

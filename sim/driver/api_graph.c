@@ -20,6 +20,9 @@ struct drv_exec {
 
 static _Atomic uint64_t next_capture_id = 1;
 
+/* The most streams a replayed graph forks into (its launch stream and the branches) */
+#define GRAPH_MAX_BRANCHES 64
+
 int drv_capture_node(struct drv_stream *s, struct drv_op_desc *d, CUresult *rc)
 {
     struct drv_graph *g = s->capture;
@@ -280,7 +283,9 @@ API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGrap
     x->nodes = malloc((g->n ? g->n : 1) * sizeof *x->nodes);
     x->node_op = malloc((g->n ? g->n : 1) * sizeof *x->node_op);
     x->node_gen = malloc((g->n ? g->n : 1) * sizeof *x->node_gen);
-    x->branch_streams = calloc((size_t)g->nbranches, sizeof *x->branch_streams);
+    /* an array of stream pointers: the element is meant to be a pointer */
+    x->branch_streams = calloc((size_t)g->nbranches,
+                               sizeof *x->branch_streams); // NOLINT(bugprone-sizeof-expression)
     if (!x->nodes || !x->node_op || !x->node_gen || !x->branch_streams ||
         !(x->handle = drv_handle_new(H_EXEC, x))) {
         exec_free(x);
@@ -329,8 +334,10 @@ static CUresult replay(struct drv_exec *x, struct drv_stream *s)
 {
     int start_op = s->last_op;
     uint32_t start_gen = s->last_gen;
-    int branch_last[64];
-    for (int b = 0; b < x->nbranches && b < 64; b++)
+    /* every entry, not only the first nbranches: a node's branch is below nbranches (capture
+     * numbers them so) but the analyzer cannot see it, and -1 is "none yet" for any */
+    int branch_last[GRAPH_MAX_BRANCHES];
+    for (int b = 0; b < GRAPH_MAX_BRANCHES; b++)
         branch_last[b] = -1;
     for (size_t i = 0; i < x->n; i++) {
         struct drv_node *node = &x->nodes[i];
@@ -369,14 +376,14 @@ static CUresult replay(struct drv_exec *x, struct drv_stream *s)
         }
         x->node_op[i] = t.op;
         x->node_gen[i] = t.gen;
-        if (node->branch < 64)
+        if (node->branch < GRAPH_MAX_BRANCHES)
             branch_last[node->branch] = (int)i;
     }
     /* S continues only after every branch has finished. */
     struct drv_op_desc join;
     memset(&join, 0, sizeof join);
     join.kind = SIM_OP_MARKER;
-    for (int b = 1; b < x->nbranches && b < 64; b++) {
+    for (int b = 1; b < x->nbranches && b < GRAPH_MAX_BRANCHES; b++) {
         if (branch_last[b] < 0)
             continue;
         if (join.ndeps == SIM_MAX_DEPS) {
@@ -405,7 +412,7 @@ static CUresult graph_launch(int ptsz, CUgraphExec hGraphExec, CUstream h)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* child graphs are not simulated */
     if (x->ctx != s->ctx || x->ctx->destroyed)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (x->nbranches > 64)
+    if (x->nbranches > GRAPH_MAX_BRANCHES)
         return CUDA_ERROR_NOT_SUPPORTED;
     for (int b = 1; b < x->nbranches; b++) {
         if (x->branch_streams[b])

@@ -226,7 +226,9 @@ static CUresult library_load(CUlibrary *library, const void *code)
         free(l);
         return rc;
     }
-    l->kernels = calloc(l->mod.nfuncs ? l->mod.nfuncs : 1, sizeof *l->kernels);
+    /* an array of CUkernel handles, which are pointers */
+    l->kernels = calloc(l->mod.nfuncs ? l->mod.nfuncs : 1,
+                        sizeof *l->kernels); // NOLINT(bugprone-sizeof-expression)
     l->handle = drv_handle_new(H_LIBRARY, l);
     if (!l->kernels || !l->handle) {
         module_release(&l->mod);

@@ -205,6 +205,7 @@ struct drv_proc {
     pthread_t agent;
     _Atomic int agent_stop;
     _Atomic int agent_exited;
+    _Atomic int agent_in_host; /* the agent is running a host function of the application */
     struct drv_local_op *local; /* [SIM_MAX_OPS] */
     struct drv_ctx *primary;    /* the primary context, created on first retain */
     struct drv_ctx *retired;    /* destroyed contexts, kept for the process's life (api_ctx.c) */

@@ -30,6 +30,7 @@
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
 #include "tests/integration/client.h"
+#include "tests/integration/sim_lock.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX    16384
@@ -37,6 +38,14 @@
 
 static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
 static pid_t posd_pid = -1;
+/* util_time_scale: how much longer this build's programs take (a sanitized build's) */
+static double scale = 1.0;
+
+/* Sleeps SECONDS times the build's time scale. */
+static void sleep_scaled(double seconds)
+{
+    usleep((useconds_t)(seconds * scale * 1e6));
+}
 
 static void write_file(const char *path, const char *text)
 {
@@ -138,6 +147,7 @@ static double seconds_since(const struct timespec *t0)
 
 static int suite_init(void)
 {
+    scale = util_time_scale();
     snprintf(dir, sizeof dir, "/tmp/pos-test-posd-%d", (int)getpid());
     mkdir(dir, 0700);
     snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
@@ -246,7 +256,7 @@ static double client_rate(const char *app, double seconds)
 static void wait_clients(int n)
 {
     char js[OUT_MAX];
-    for (int i = 0; i < 100; i++) { /* slow on a loaded machine */
+    for (int i = 0; i < 100 * scale; i++) { /* slow on a loaded machine */
         usleep(50000);
         if (posstat_json(js, sizeof js) == 0 && util_number(js, "clients") == n)
             return;
@@ -263,10 +273,10 @@ static void test_priority_holds_and_stall_and_death_release(void)
     const char *const bat[] = {"--model", "resnet18", "--requests", "100000", NULL};
     struct proc l, b;
     posapp_start(&l, "latency1", lat);
-    usleep(300000);
+    sleep_scaled(0.3);
     posapp_start(&b, "batch1", bat);
     wait_clients(2);
-    double held = client_rate("batch1", 0.5);
+    double held = client_rate("batch1", 0.5 * scale);
     char js[OUT_MAX] = "";
     int seen_held = 0;
     for (int i = 0; i < 10 && !seen_held; i++)
@@ -274,24 +284,28 @@ static void test_priority_holds_and_stall_and_death_release(void)
                     strstr(strstr(js, "\"app\":\"batch1\""), "\"held\":true");
     CU_ASSERT(seen_held);
     /* stopped with work in flight: it no longer holds anyone after stall_ms (50) */
-    kill(l.pid, SIGSTOP);
-    usleep(200000);
-    double stalled = client_rate("batch1", 0.5);
+    stop_outside_sim_lock(l.pid);
+    sleep_scaled(0.2);
+    double stalled = client_rate("batch1", 0.5 * scale);
     kill(l.pid, SIGCONT);
-    usleep(200000);
-    double again = client_rate("batch1", 0.5);
+    sleep_scaled(0.2);
+    double again = client_rate("batch1", 0.5 * scale);
     /* the latency client dies: its share is free at once */
     kill(l.pid, SIGKILL);
     char out[OUT_MAX];
     posapp_wait(&l, out, sizeof out);
     wait_clients(1);
-    double alone = client_rate("batch1", 0.5);
+    double alone = client_rate("batch1", 0.5 * scale);
     CU_ASSERT(held >= 0 && stalled > 0 && alone > 0);
     CU_ASSERT(held < 0.3 * alone);
-    CU_ASSERT(stalled > 0.6 * alone);
+    /* released, it runs its launches through posd's grants, which a sanitized build makes
+     * about six times dearer (test_hostile's baseline grant median: 41 us plain, 254 us under
+     * ThreadSanitizer): there it reaches about half its free rate (0.54-0.56 measured) */
+    double released = scale > 1.0 ? 0.4 : 0.6;
+    CU_ASSERT(stalled > released * alone);
     CU_ASSERT(again < 0.3 * alone); /* it came back: held again */
     CU_ASSERT(posstat_json(js, sizeof js) == 0 && strstr(js, "\"held\":false"));
-    if (!(held < 0.3 * alone) || !(stalled > 0.6 * alone) || !(again < 0.3 * alone))
+    if (!(held < 0.3 * alone) || !(stalled > released * alone) || !(again < 0.3 * alone))
         fprintf(stderr,
                 "batch launches/s: held %.0f, latency stopped %.0f, resumed %.0f, "
                 "alone %.0f\n",
@@ -356,8 +370,8 @@ static void test_reused_slots_do_not_stall_windowed_clients(void)
         CU_ASSERT_EQUAL(posapp_wait(&b, out, sizeof out), 0);
         const char *p99 = strstr(out, "\"p99_ms\":");
         double v = p99 ? strtod(p99 + 9, NULL) : 1e9;
-        CU_ASSERT(v < 100.0);
-        if (v >= 100.0)
+        CU_ASSERT(v < 100.0 * scale);
+        if (v >= 100.0 * scale)
             fprintf(stderr, "windowed client %d: p99 %.1f ms\n", i, v);
     }
     kill(l.pid, SIGKILL);
@@ -382,8 +396,11 @@ static void test_waiting_thread_steps_its_own_window(void)
     char out[OUT_MAX];
     posapp_start(&l, "latency1", idle); /* present, nearly idle: the capped one is windowed */
     usleep(300000);
-    setenv("POS_POLL_US", "100000", 1);
-    setenv("POS_PROMPT_POLL_US", "100000", 1);
+    /* 100 ms (times the build's time scale, as the bound below: 100 polls stay 5 times it) */
+    char poll[16];
+    snprintf(poll, sizeof poll, "%d", (int)(100000 * scale));
+    setenv("POS_POLL_US", poll, 1);
+    setenv("POS_PROMPT_POLL_US", poll, 1);
     /* always help: how short the waits have been is the heuristic's business, not this test's
      * (on a loaded machine a few slow waits turn it off) */
     setenv("POS_HELP_WHEN_US", "1000000", 1);
@@ -397,8 +414,8 @@ static void test_waiting_thread_steps_its_own_window(void)
     /* it was capped (a launch waits for the simulated kernel before it, 6 us at least) ... */
     CU_ASSERT(launch > 5000.0);
     /* ... and each wait ended with the completion, not with the collector's next poll */
-    CU_ASSERT(ms < 2.0);
-    if (ms >= 2.0 || launch <= 5000.0)
+    CU_ASSERT(ms < 2.0 * scale);
+    if (ms >= 2.0 * scale || launch <= 5000.0)
         fprintf(stderr, "capped client: 100 launches in %.3f s, launch p50 %.0f ns\n", ms,
                 launch);
     kill(l.pid, SIGKILL);
@@ -434,7 +451,7 @@ static void test_fail_open_and_reattach(void)
     int attached = 0;
     char js[OUT_MAX];
     int running = 4;
-    for (int k = 0; k < 200 && attached < running; k++) {
+    for (int k = 0; k < 200 * scale && attached < running; k++) {
         usleep(50000);
         if (posstat_json(js, sizeof js) == 0)
             attached = (int)util_number(js, "clients");
@@ -447,8 +464,8 @@ static void test_fail_open_and_reattach(void)
     /* all four came back while they were still running (the time is the benchmark's to
      * measure, docs/results/posd.md; here, generously) */
     CU_ASSERT_EQUAL(attached, 4);
-    CU_ASSERT(secs < 4.0);
-    if (attached < 4 || secs >= 4.0) {
+    CU_ASSERT(secs < 4.0 * scale);
+    if (attached < 4 || secs >= 4.0 * scale) {
         char log[OUT_MAX * 4];
         util_read_file(log_path, log, sizeof log);
         fprintf(stderr, "attached %d of %d running after %.1f s\n%s\nposd log:\n%s\n", attached,
@@ -894,6 +911,62 @@ static void test_bad_config_at_start_and_at_reload(void)
     CU_ASSERT_NOT_EQUAL(access(sock_path, F_OK), 0);
 }
 
+/* A SIGHUP (a reload) or SIGTERM sent the moment posd's socket appears is handled, not fatal:
+ * posd created its socket before it blocked the signals its loop reads, so a reload right
+ * after a start killed it by the signal's default action, its socket left behind. */
+static void test_signal_right_after_start_is_handled(void)
+{
+    posd_stop(SIGTERM);
+    int survived = 0, stopped = 0;
+    for (int i = 0; i < 10; i++) {
+        pid_t pid = fork();
+        CU_ASSERT_FATAL(pid >= 0);
+        if (pid == 0) {
+            int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            dup2(fd, 2);
+            execl("build/posd", "posd", "-f", "-c", conf_path, "-s", sock_path, "-p",
+                  "priority", (char *)NULL);
+            _exit(127);
+        }
+        /* no sleep between looks: the signal goes as soon as the socket is there */
+        double end = util_now() + 20.0 * scale;
+        while (access(sock_path, F_OK) != 0 && util_now() < end)
+            ;
+        kill(pid, i % 2 ? SIGTERM : SIGHUP);
+        int st;
+        if (i % 2) { /* stopped cleanly: status 0, its socket removed */
+            waitpid(pid, &st, 0);
+            stopped += WIFEXITED(st) && WEXITSTATUS(st) == 0 && access(sock_path, F_OK) != 0;
+        } else { /* reloaded: still serving */
+            /* its socket may exist a moment before it listens: asked until it answers */
+            struct pos_device_stats dev;
+            int answered = 0;
+            pid_t gone = 0;
+            for (int k = 0; k < 200 * scale && !answered && gone == 0; k++) {
+                answered = posd_device_stats(&dev) == 0;
+                gone = waitpid(pid, &st, WNOHANG);
+                if (!answered)
+                    usleep(10000);
+            }
+            survived += answered && gone == 0;
+            if (gone == pid)
+                fprintf(stderr, "posd after SIGHUP at start: %s %d\n",
+                        WIFSIGNALED(st) ? "killed by signal" : "exited with",
+                        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            else if (!answered)
+                fprintf(stderr, "posd after SIGHUP at start: alive, no answer\n");
+            posd_pid = gone == 0 ? pid : -1;
+            posd_stop(SIGTERM);
+        }
+        unlink(sock_path); /* what a killed one left, for the next start */
+    }
+    CU_ASSERT_EQUAL(survived, 5);
+    CU_ASSERT_EQUAL(stopped, 5);
+    if (survived != 5 || stopped != 5)
+        fprintf(stderr, "signal at start: %d of 5 reloads survived, %d of 5 stops clean\n",
+                survived, stopped);
+}
+
 /* Runs posd on the test socket in the foreground (for at most LIMIT_S seconds); returns its
  * exit status and its output in OUT. */
 static int posd_run(int limit_s, char *out, size_t cap)
@@ -918,14 +991,14 @@ static void test_socket_path_must_be_a_socket(void)
     posd_stop(SIGTERM);
     char out[4096], data[64] = "";
     write_file(sock_path, "precious data\n");
-    int rc = posd_run(3, out, sizeof out);
+    int rc = posd_run((int)(3 * scale), out, sizeof out);
     CU_ASSERT(rc != 0 && rc != 124);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a regular file, not a socket"));
     CU_ASSERT_EQUAL(util_read_file(sock_path, data, sizeof data), 0);
     CU_ASSERT_STRING_EQUAL(data, "precious data\n");
     unlink(sock_path);
     CU_ASSERT_EQUAL_FATAL(mkdir(sock_path, 0755), 0);
-    rc = posd_run(3, out, sizeof out);
+    rc = posd_run((int)(3 * scale), out, sizeof out);
     CU_ASSERT(rc != 0 && rc != 124);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a directory, not a socket"));
     struct stat st;
@@ -956,7 +1029,7 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
         for (int k = 0; k < 32; k++)
             close(peers[k]);
         int up = 0;
-        for (int k = 0; k < 400 && !up && posd_alive(); k++) {
+        for (int k = 0; k < 400 * scale && !up && posd_alive(); k++) {
             up = posd_device_stats(&dev) == 0;
             if (!up)
                 usleep(10000);
@@ -966,6 +1039,7 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
         CU_ASSERT(up);
         if (!up) {
             fprintf(stderr, "restart %d after kill -9 failed\n", i);
+            posd_stop(SIGKILL); /* or it serves the socket of the tests after this one */
             break;
         }
         posd_stop(SIGTERM);
@@ -981,7 +1055,7 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
     close(dying);
     int up = 0;
     struct pos_device_stats dev;
-    for (int k = 0; k < 400 && !up && posd_alive(); k++) {
+    for (int k = 0; k < 400 * scale && !up && posd_alive(); k++) {
         up = posd_device_stats(&dev) == 0;
         if (!up)
             usleep(10000);
@@ -1011,12 +1085,12 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char out[4096];
-    int rc = posd_run(10, out, sizeof out);
+    int rc = posd_run((int)(10 * scale), out, sizeof out);
     double secs = seconds_since(&t0);
     CU_ASSERT(rc != 0 && rc != 124);
-    CU_ASSERT(secs < 4.0);
+    CU_ASSERT(secs < 4.0 * scale);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "another posd is listening"));
-    if (rc == 0 || rc == 124 || secs >= 4.0 || !strstr(out, "another posd is listening"))
+    if (rc == 0 || rc == 124 || secs >= 4.0 * scale || !strstr(out, "another posd is listening"))
         fprintf(stderr, "posd against a full backlog: status %d after %.1f s: %s\n", rc, secs, out);
     kill(posd_pid, SIGCONT);
     for (int i = 0; i < n; i++)
@@ -1061,22 +1135,30 @@ static int count_lines(const char *text)
 }
 
 /* The descriptor limit that leaves PID exactly FREE descriptors (the lowest free numbers),
- * or 0 when its descriptors cannot be listed. */
+ * or 0 when its descriptors cannot be listed. A descriptor counts as used only if it is open
+ * in each of three looks 50 ms apart: one posd holds for a moment (a /proc file it reads)
+ * would otherwise leave it a descriptor more once closed. */
 static rlim_t limit_leaving(pid_t pid, int free)
 {
     static char used[4096];
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *dir = opendir(path);
-    if (!dir)
-        return 0;
     memset(used, 0, sizeof used);
-    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
-        int fd = atoi(e->d_name);
-        if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used)
-            used[fd] = 1;
+    for (int look = 0; look < 3; look++) {
+        if (look)
+            usleep(50000);
+        DIR *dir = opendir(path);
+        if (!dir)
+            return 0;
+        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+            int fd = atoi(e->d_name);
+            if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
+                used[fd] = (char)(look + 1);
+        }
+        closedir(dir);
     }
-    closedir(dir);
+    for (size_t fd = 0; fd < sizeof used; fd++)
+        used[fd] = used[fd] == 3;
     rlim_t limit = 0;
     for (; free > 0 && limit < sizeof used; limit++)
         free -= !used[limit];
@@ -1228,6 +1310,9 @@ static void test_out_of_descriptors_is_said(void)
 static void test_scheduled_without_posd_is_passthrough(void)
 {
     posd_stop(SIGTERM);
+    /* no posd of an earlier test left serving the socket (one that outlived a failed test
+     * answered this one's client: no "no posd at" line) */
+    CU_ASSERT_NOT_EQUAL(access(sock_path, F_OK), 0);
     char cmd[1536], out[OUT_MAX];
     snprintf(cmd, sizeof cmd,
              "POS_MODE=scheduled LD_PRELOAD=%s build/posapp --model resnet18 "
@@ -1367,6 +1452,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_floods_do_not_fill_the_log);
     POS_ADD_TEST(s, test_kick_flood_is_bounded);
     POS_ADD_TEST(s, test_out_of_descriptors_is_said);
+    POS_ADD_TEST(s, test_signal_right_after_start_is_handled);
     POS_ADD_TEST(s, test_scheduled_without_posd_is_passthrough);
     POS_ADD_TEST(s, test_detached_posd_keeps_relative_paths);
     POS_ADD_TEST(s, test_registration_rate_is_bounded_per_uid);

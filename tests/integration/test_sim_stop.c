@@ -128,7 +128,13 @@ static void test_a_holder_killed_while_stopped_is_repaired(void)
     kill(holder, SIGKILL);
     int st;
     waitpid(holder, &st, 0);
-    CU_ASSERT_EQUAL(exited_within(waiter, 10000), 0);
+    int rc = exited_within(waiter, 10000);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc != 0) {
+        char err[4096];
+        util_read_file(err_path, err, sizeof err);
+        fprintf(stderr, "waiter: status %d, its stderr:\n%s\n", rc, err);
+    }
     kill(waiter, SIGKILL);
     waitpid(waiter, NULL, WNOHANG);
 }

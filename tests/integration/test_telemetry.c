@@ -305,10 +305,14 @@ static void test_a_sampling_window_measures_an_unmanaged_launch_rate(void)
     sample_ms = 0;
     char out[160], text[4096];
     snprintf(out, sizeof out, "%s/posapp.json", dir);
-    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--duration", "4",
+    /* 4 s and 3 s in the plain build; a sanitized posapp takes longer to reach its cuInit */
+    char dur[16];
+    snprintf(dur, sizeof dur, "%d", (int)(4 * util_time_scale()));
+    const char *const argv[] = {"build/posapp", "--model", "resnet18", "--duration", dur,
                                 "--requests",   "1000000", NULL};
     pid_t app = spawn(argv, 0, -1, out);
-    usleep(3000000); /* a window opens at the first refresh after its cuInit and closes 0.5 s on */
+    /* a window opens at the first refresh after its cuInit and closes 0.5 s on */
+    usleep((useconds_t)(3e6 * util_time_scale()));
     struct pos_unmanaged_stats u = {0};
     CU_ASSERT_EQUAL(unmanaged_entry(app, &u), 1);
     CU_ASSERT(u.flags & POS_UNMANAGED_SAMPLED);

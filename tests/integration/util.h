@@ -26,6 +26,17 @@ static inline double util_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* How many times slower than the plain build this one runs: make test SANITIZE=... sets
+ * POS_TEST_TIME_SCALE (10 under ThreadSanitizer, 3 under the others; tests/run.sh keeps it),
+ * and a test multiplies by it the times it waits for something to happen (a start-up, a
+ * reply) and the windows it measures in. 1 when unset, so the plain build checks what it did. */
+static inline double util_time_scale(void)
+{
+    const char *v = getenv("POS_TEST_TIME_SCALE");
+    double x = v && *v ? strtod(v, NULL) : 1.0;
+    return x >= 1.0 && x <= 100.0 ? x : 1.0;
+}
+
 /* Reads PATH into BUF (NUL-terminated, at most CAP-1 bytes). Returns 0 or -1. */
 static inline int util_read_file(const char *path, char *buf, size_t cap)
 {
@@ -155,8 +166,8 @@ static inline int util_count(const char *text, const char *what)
 }
 
 /* Starts build/posd in the foreground with configuration CONF on socket SOCK and ARGS after
- * (NULL-terminated), its stderr appended to LOG, and waits up to 2 s for the socket. Returns
- * its pid, -1 if fork failed; the caller checks that SOCK is there. */
+ * (NULL-terminated), its stderr appended to LOG, and waits up to 2 s (times util_time_scale)
+ * for the socket. Returns its pid, -1 if fork failed; the caller checks that SOCK is there. */
 static inline pid_t util_posd_start_args(const char *conf, const char *sock, const char *log,
                                          const char *const *args)
 {
@@ -172,7 +183,8 @@ static inline pid_t util_posd_start_args(const char *conf, const char *sock, con
         execv("build/posd", (char *const *)argv);
         _exit(127);
     }
-    for (int i = 0; pid > 0 && i < 200 && access(sock, F_OK) != 0; i++)
+    int tries = (int)(200 * util_time_scale());
+    for (int i = 0; pid > 0 && i < tries && access(sock, F_OK) != 0; i++)
         usleep(10000);
     return pid;
 }
