@@ -553,7 +553,9 @@ size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t
 {
     struct pos_kernels_reply r = {.uptime_ns = (uint64_t)(posd_now() - d->started_at)};
     size_t room = cap > sizeof r ? (cap - sizeof r) / sizeof(struct pos_kernel_stats) : 0;
-    const struct pos_kprof **list = malloc((d->prof.count ? d->prof.count : 1) * sizeof *list);
+    /* an array of pointers to the profiles: sizeof *list is a pointer's, as meant */
+    const struct pos_kprof **list = malloc((d->prof.count ? d->prof.count : 1) *
+                                           sizeof *list); /* NOLINT(bugprone-sizeof-expression) */
     if (!list) { /* an empty reply rather than none */
         memcpy(buf, &r, sizeof r);
         return sizeof r;
@@ -564,7 +566,7 @@ size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t
         if (k->used && (all || k->uid == (uint32_t)uid))
             list[n++] = k;
     }
-    qsort(list, n, sizeof list[0], by_device_time);
+    qsort(list, n, sizeof list[0], by_device_time); /* NOLINT(bugprone-sizeof-expression) */
     r.total = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
     r.nkernels = (uint32_t)(n < room ? n : room);
     uint8_t *out = (uint8_t *)buf + sizeof r;

@@ -50,11 +50,10 @@ int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *d
     int bad = ferror(f);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0)
         bad = 1;
-    int e = errno;
     if (fclose(f) != 0)
         bad = 1;
     if (bad || rename(tmp, path) != 0) {
-        e = errno ? errno : EIO;
+        int e = errno ? errno : EIO;
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         unlink(tmp);
         return -e;

@@ -195,13 +195,13 @@ int posclient_control(struct posclient *c, const struct pos_control *req,
                       struct pos_control_reply *rep, char *err, size_t errlen)
 {
     _Alignas(8) unsigned char buf[sizeof(struct pos_msg_hdr) + sizeof *rep + 64];
-    size_t got;
+    size_t got = 0;
     int rc = posclient_exchange(c, POS_MSG_CONTROL, req, sizeof *req, buf, sizeof buf, &got, err,
                                 errlen);
     if (rc < 0)
         return rc;
-    const void *body;
-    size_t blen;
+    const void *body = NULL;
+    size_t blen = 0;
     rc = posclient_check_msg(buf, got, POS_MSG_CONTROL_REPLY, &body, &blen, err, errlen);
     if (rc < 0)
         return rc;

@@ -54,7 +54,7 @@ static int64_t stage_cost(const struct search_problem *p, struct search_plan *pl
 int search_sequential(const struct search_problem *p, struct search_plan *out)
 {
     memset(out, 0, sizeof *out);
-    uint32_t u[SEARCH_MAX_MODELS] = {0}, r[SEARCH_MAX_MODELS];
+    uint32_t u[SEARCH_MAX_MODELS] = {0}, r[SEARCH_MAX_MODELS] = {0};
     for (size_t m = 0; m < p->n; m++) {
         memset(r, 0, sizeof r);
         r[m] = p->units[m];
@@ -261,7 +261,7 @@ int search_dp(const struct search_problem *p, const struct search_limits *lim,
         out->evals += seq.evals;
         search_plan_free(&seq);
     }
-    uint32_t u[SEARCH_MAX_MODELS] = {0}, t[SEARCH_MAX_MODELS];
+    uint32_t u[SEARCH_MAX_MODELS] = {0}, t[SEARCH_MAX_MODELS] = {0};
     for (uint64_t s = 0; s < nstates; s++) {
         if (s) /* the next progress vector in mixed radix */
             for (size_t m = 0; m < n && ++u[m] > p->units[m]; m++)
@@ -496,7 +496,7 @@ static int64_t stage_ops_cached(struct search_mix *x, const uint32_t *op_start,
 static int64_t mix_unit_cost(void *arg, const uint32_t *start, const uint32_t *len)
 {
     struct search_mix *x = arg;
-    uint32_t os[SEARCH_MAX_MODELS], ol[SEARCH_MAX_MODELS];
+    uint32_t os[SEARCH_MAX_MODELS] = {0}, ol[SEARCH_MAX_MODELS] = {0};
     for (size_t m = 0; m < x->n; m++) {
         const uint32_t *us = x->m[m].unit_start;
         os[m] = len[m] ? us[start[m]] : 0;

@@ -113,9 +113,10 @@ int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *sn
     if (uroom)
         memcpy(unmanaged, body + sizeof rep + croom, uroom);
     int rc = 0;
-    for (uint32_t i = 0; i < rep.nclients && !rc; i++)
+    /* croom and uroom are the counts' sizes: no records, no array */
+    for (uint32_t i = 0; clients && i < rep.nclients && !rc; i++)
         rc = check_client(&clients[i], err, errlen);
-    for (uint32_t i = 0; i < rep.nunmanaged && !rc; i++)
+    for (uint32_t i = 0; unmanaged && i < rep.nunmanaged && !rc; i++)
         rc = check_unmanaged(&unmanaged[i], err, errlen);
     if (rc < 0) {
         free(clients);
