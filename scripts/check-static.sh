@@ -24,6 +24,12 @@ cppcheck -q --enable=warning,performance,portability --std=c11 "${flags[@]}" \
     --error-exitcode=1 -j"$(nproc)" "${files[@]}"
 echo "check-static: clang-tidy $(clang-tidy --version | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -n 1)"
 out=$(clang-tidy -quiet "${files[@]}" -- "${flags[@]}" "${tidy_flags[@]}" -std=gnu11 2>&1) || true
+# bpftool's generated skeleton (build/bpf/*.skel.h, which sched/telemetry.c includes) is not
+# ours to fix: the analyzer takes its error path for a leak because it does not know that
+# bpf_object__destroy_skeleton frees the skeleton. Its findings are counted, not failed on.
+skel=$(grep -cE '^build/bpf/[^:]*\.skel\.h:[0-9]+:[0-9]+: (warning|error):' <<<"$out" || true)
+[ "$skel" -gt 0 ] && echo "check-static: $skel clang-tidy finding(s) in bpftool's generated skeleton, not ours (see this script)"
+out=$(awk '/^[^ ]+:[0-9]+:[0-9]+: (warning|error):/ {skip = $0 ~ /^build\/bpf\/[^:]*\.skel\.h:/} !skip' <<<"$out")
 if grep -qE 'warning:|error:' <<<"$out"; then
     grep -E 'warning:|error:' -A3 <<<"$out"
     echo "check-static: clang-tidy findings above (fix them, or add the check's exception with its reason to .clang-tidy)"
