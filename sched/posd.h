@@ -4,7 +4,6 @@
 #define POS_SCHED_POSD_H
 
 #include <liburing.h>
-#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 

@@ -13,10 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+int posclient_fail(int rc, char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -53,13 +50,13 @@ int posclient_connect(struct posclient *c, const char *path, int timeout_s, char
     c->fd = -1;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (!*path || strlen(path) >= sizeof a.sun_path)
-        return fail(-ENAMETOOLONG, err, errlen, "bad socket path '%s' (want 1 to %zu bytes)", path,
+        return posclient_fail(-ENAMETOOLONG, err, errlen, "bad socket path '%s' (want 1 to %zu bytes)", path,
                     sizeof a.sun_path - 1);
     snprintf(c->path, sizeof c->path, "%s", path);
     memcpy(a.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return fail(-errno, err, errlen, "cannot create a socket: %s", strerror(errno));
+        return posclient_fail(-errno, err, errlen, "cannot create a socket: %s", strerror(errno));
     struct timeval t = {.tv_sec = timeout_s > 0 ? timeout_s : POSCLIENT_TIMEOUT_S};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
@@ -72,9 +69,9 @@ int posclient_connect(struct posclient *c, const char *path, int timeout_s, char
             e = ENOTSOCK;
         for (size_t i = 0; i < sizeof connect_hints / sizeof connect_hints[0]; i++)
             if (connect_hints[i].err == e)
-                return fail(-e, err, errlen, "cannot connect to posd at %s: %s", path,
+                return posclient_fail(-e, err, errlen, "cannot connect to posd at %s: %s", path,
                             connect_hints[i].what);
-        return fail(-e, err, errlen, "cannot connect to posd at %s: %s (is posd running?)", path,
+        return posclient_fail(-e, err, errlen, "cannot connect to posd at %s: %s (is posd running?)", path,
                     strerror(e));
     }
     c->fd = fd;
@@ -88,13 +85,12 @@ void posclient_close(struct posclient *c)
     c->fd = -1;
 }
 
-static int terminated(const char *s, size_t size)
+int posclient_terminated(const char *s, size_t size)
 {
     return memchr(s, '\0', size) != NULL;
 }
 
-/* Copies posd's words for a person to read: anything but printable ASCII becomes '?'. */
-static void printable_copy(char *dst, size_t dstlen, const char *src)
+void posclient_printable(char *dst, size_t dstlen, const char *src)
 {
     size_t i = 0;
     for (; i + 1 < dstlen && src[i]; i++) {
@@ -107,13 +103,13 @@ static void printable_copy(char *dst, size_t dstlen, const char *src)
 static int rejected(const char *body, size_t len, char *err, size_t errlen)
 {
     if (len == 0 || body[0] == '\0')
-        return fail(-ECONNREFUSED, err, errlen, "posd refused the request (no reason given)");
-    if (!terminated(body, len))
-        return fail(-ECONNREFUSED, err, errlen,
+        return posclient_fail(-ECONNREFUSED, err, errlen, "posd refused the request (no reason given)");
+    if (!posclient_terminated(body, len))
+        return posclient_fail(-ECONNREFUSED, err, errlen,
                     "posd refused the request (its reason is not NUL-terminated)");
     char reason[200];
-    printable_copy(reason, sizeof reason, body);
-    return fail(-ECONNREFUSED, err, errlen, "posd refused the request: %s", reason);
+    posclient_printable(reason, sizeof reason, body);
+    return posclient_fail(-ECONNREFUSED, err, errlen, "posd refused the request: %s", reason);
 }
 
 int posclient_check_msg(const void *msg, size_t len, int want, const void **body, size_t *body_len,
@@ -121,27 +117,27 @@ int posclient_check_msg(const void *msg, size_t len, int want, const void **body
 {
     struct pos_msg_hdr h;
     if (len < sizeof h)
-        return fail(-EPROTO, err, errlen,
+        return posclient_fail(-EPROTO, err, errlen,
                     "short reply from posd (%zu bytes, less than a message header)", len);
     memcpy(&h, msg, sizeof h);
     if (h.magic != POS_PROTO_MAGIC)
-        return fail(-EPROTO, err, errlen, "the reply is not from posd (magic 0x%08x, want 0x%08x)",
+        return posclient_fail(-EPROTO, err, errlen, "the reply is not from posd (magic 0x%08x, want 0x%08x)",
                     h.magic, POS_PROTO_MAGIC);
     if (h.version != POS_PROTO_VERSION)
-        return fail(-EPROTO, err, errlen,
+        return posclient_fail(-EPROTO, err, errlen,
                     "posd speaks protocol version %u, this %s speaks %u; use the %s that came "
                     "with this posd",
                     h.version, program_invocation_short_name, POS_PROTO_VERSION,
                     program_invocation_short_name);
     if (h.len != len - sizeof h)
-        return fail(-EPROTO, err, errlen,
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad reply from posd: its header says %u bytes follow, %zu did", h.len,
                     len - sizeof h);
     const char *b = (const char *)msg + sizeof h;
     if (h.type == POS_MSG_REJECT)
         return rejected(b, h.len, err, errlen);
     if (h.type != want)
-        return fail(-EPROTO, err, errlen, "unexpected reply from posd: message type %u, want %d",
+        return posclient_fail(-EPROTO, err, errlen, "unexpected reply from posd: message type %u, want %d",
                     h.type, want);
     *body = b;
     *body_len = h.len;
@@ -162,24 +158,24 @@ int posclient_exchange(struct posclient *c, int type, const void *body, size_t l
         n = sendmsg(c->fd, &m, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)(sizeof h + len))
-        return fail(n < 0 ? -errno : -EIO, err, errlen, "cannot send the request to posd at %s: %s",
+        return posclient_fail(n < 0 ? -errno : -EIO, err, errlen, "cannot send the request to posd at %s: %s",
                     c->path, n < 0 ? strerror(errno) : "short send");
     /* MSG_TRUNC: the whole message's length, so that an oversized one is not taken cut */
     do
         n = recv(c->fd, buf, cap, MSG_TRUNC);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return fail(-ETIMEDOUT, err, errlen, "no reply from posd at %s in time: is it wedged?",
+        return posclient_fail(-ETIMEDOUT, err, errlen, "no reply from posd at %s in time: is it wedged?",
                     c->path);
     if (n < 0)
-        return fail(-errno, err, errlen, "cannot read posd's reply on %s: %s", c->path,
+        return posclient_fail(-errno, err, errlen, "cannot read posd's reply on %s: %s", c->path,
                     strerror(errno));
     if (n == 0)
-        return fail(-ECONNRESET, err, errlen,
+        return posclient_fail(-ECONNRESET, err, errlen,
                     "posd at %s closed the connection without a reply (an older posd? see its log)",
                     c->path);
     if ((size_t)n > cap)
-        return fail(-EPROTO, err, errlen,
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad reply from posd: %zd bytes, more than the %zu expected", n, cap);
     *got = (size_t)n;
     return 0;
@@ -207,14 +203,14 @@ int posclient_control(struct posclient *c, const struct pos_control *req,
         return rc;
     struct pos_control_reply r;
     if (blen != sizeof r)
-        return fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: %zu bytes, want %zu", blen,
+        return posclient_fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: %zu bytes, want %zu", blen,
                     sizeof r);
     memcpy(&r, body, sizeof r);
-    if (!terminated(r.message, sizeof r.message))
-        return fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: its text is not ended");
+    if (!posclient_terminated(r.message, sizeof r.message))
+        return posclient_fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: its text is not ended");
     if (r.status > 0 || r.status < -4095)
-        return fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: status %d", r.status);
-    printable_copy(err, errlen, r.message);
+        return posclient_fail(-EPROTO, err, errlen, "bad CONTROL reply from posd: status %d", r.status);
+    posclient_printable(err, errlen, r.message);
     if (rep)
         *rep = r;
     return r.status;

@@ -24,6 +24,15 @@ struct posclient {
  * POS_DEFAULT_SOCKET. */
 const char *posclient_default_socket(void);
 
+/* Formats FMT into ERR (ERRLEN bytes) and returns RC: how the tools say what went wrong. */
+int posclient_fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Whether posd's fixed-size text field S (SIZE bytes) holds its terminating NUL. */
+int posclient_terminated(const char *s, size_t size);
+/* Copies posd's words SRC into DST (DSTLEN bytes) for a person to read: anything but
+ * printable ASCII becomes '?'. */
+void posclient_printable(char *dst, size_t dstlen, const char *src);
+
 /* Connects to posd at PATH (replies wait at most TIMEOUT_S seconds; 0: POSCLIENT_TIMEOUT_S).
  * Errors name the socket and the remedy: -ENOENT (no posd there: start it or give its
  * socket), -ECONNREFUSED (a dead posd's socket), -EACCES (this user may not open it), -EAGAIN

@@ -13,43 +13,15 @@
 
 /* --- reply validation ------------------------------------------------------------------- */
 
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static int terminated(const char *s, size_t size)
-{
-    return memchr(s, '\0', size) != NULL;
-}
-
-/* Copies posd's reason for a person to read: anything but printable ASCII becomes '?'. */
-static void printable_copy(char *dst, size_t dstlen, const char *src)
-{
-    size_t i = 0;
-    for (; i + 1 < dstlen && src[i]; i++) {
-        unsigned char c = (unsigned char)src[i];
-        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-    }
-    dst[i] = '\0';
-}
-
 static int check_client(const struct pos_client_stats *c, char *err, size_t errlen)
 {
-    if (!terminated(c->app, sizeof c->app))
-        return fail(-EPROTO, err, errlen,
+    if (!posclient_terminated(c->app, sizeof c->app))
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad STATS reply from posd: client %u (pid %d) has an app name that is not "
                     "NUL-terminated",
                     c->client_id, c->pid);
-    if (!terminated(c->class_name, sizeof c->class_name))
-        return fail(-EPROTO, err, errlen,
+    if (!posclient_terminated(c->class_name, sizeof c->class_name))
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad STATS reply from posd: client %u (pid %d) has a class name that is not "
                     "NUL-terminated",
                     c->client_id, c->pid);
@@ -58,8 +30,8 @@ static int check_client(const struct pos_client_stats *c, char *err, size_t errl
 
 static int check_unmanaged(const struct pos_unmanaged_stats *u, char *err, size_t errlen)
 {
-    if (!terminated(u->comm, sizeof u->comm))
-        return fail(-EPROTO, err, errlen,
+    if (!posclient_terminated(u->comm, sizeof u->comm))
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad STATS reply from posd: unmanaged process %d has a command that is not "
                     "NUL-terminated",
                     u->pid);
@@ -77,7 +49,7 @@ int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *sn
     const char *body = bodyp;
     struct pos_stats_reply rep;
     if (blen < sizeof rep)
-        return fail(-EPROTO, err, errlen,
+        return posclient_fail(-EPROTO, err, errlen,
                     "short STATS reply from posd (%zu bytes, want at least %zu)", blen, sizeof rep);
     memcpy(&rep, body, sizeof rep);
     /* In 64 bits, where nclients * size cannot wrap. */
@@ -85,18 +57,18 @@ int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *sn
     const size_t csize = sizeof(struct pos_client_stats);
     const size_t usize = sizeof(struct pos_unmanaged_stats);
     if ((uint64_t)rep.nclients * csize + (uint64_t)rep.nunmanaged * usize != room)
-        return fail(-EPROTO, err, errlen,
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad STATS reply from posd: it says %u clients and %u unmanaged processes "
                     "but carries %zu bytes for them (%zu and %zu each)",
                     rep.nclients, rep.nunmanaged, room, csize, usize);
     size_t croom = rep.nclients * csize, uroom = rep.nunmanaged * usize;
-    if (!terminated(rep.dev.policy, sizeof rep.dev.policy))
-        return fail(-EPROTO, err, errlen,
+    if (!posclient_terminated(rep.dev.policy, sizeof rep.dev.policy))
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad STATS reply from posd: the policy name is not NUL-terminated");
     if (rep.dev.policy_len != strlen(rep.dev.policy)) {
         char policy[sizeof rep.dev.policy];
-        printable_copy(policy, sizeof policy, rep.dev.policy);
-        return fail(-EPROTO, err, errlen,
+        posclient_printable(policy, sizeof policy, rep.dev.policy);
+        return posclient_fail(-EPROTO, err, errlen,
                     "bad STATS reply from posd: policy_len %u, but the policy name '%s' has %zu "
                     "bytes",
                     rep.dev.policy_len, policy, strlen(rep.dev.policy));
@@ -106,7 +78,7 @@ int posstat_parse_reply(const void *msg, size_t len, struct posstat_snapshot *sn
     struct pos_unmanaged_stats *unmanaged = NULL;
     if ((croom && !(clients = malloc(croom))) || (uroom && !(unmanaged = malloc(uroom)))) {
         free(clients);
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return posclient_fail(-ENOMEM, err, errlen, "out of memory");
     }
     if (croom)
         memcpy(clients, body + sizeof rep, croom);
@@ -869,20 +841,20 @@ int posstat_parse_kernels(const void *msg, size_t len, struct posstat_kernels *o
     const char *body = bodyp;
     struct pos_kernels_reply r;
     if (blen < sizeof r)
-        return fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: %zu bytes", blen);
+        return posclient_fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: %zu bytes", blen);
     memcpy(&r, body, sizeof r);
     if ((uint64_t)r.nkernels * sizeof(struct pos_kernel_stats) != blen - sizeof r ||
         r.nkernels > r.total)
-        return fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: %u kernels in %zu bytes",
+        return posclient_fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: %u kernels in %zu bytes",
                     r.nkernels, blen);
     struct pos_kernel_stats *k = calloc(r.nkernels ? r.nkernels : 1, sizeof *k);
     if (!k)
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return posclient_fail(-ENOMEM, err, errlen, "out of memory");
     memcpy(k, body + sizeof r, r.nkernels * sizeof *k);
     for (uint32_t i = 0; i < r.nkernels; i++)
-        if (!terminated(k[i].name, sizeof k[i].name)) {
+        if (!posclient_terminated(k[i].name, sizeof k[i].name)) {
             free(k);
-            return fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: a name not ended");
+            return posclient_fail(-EPROTO, err, errlen, "bad KERNELS reply from posd: a name not ended");
         }
     out->uptime_s = (double)r.uptime_ns / 1e9;
     out->n = r.nkernels;

@@ -65,7 +65,7 @@ struct pos_track {
     double max_demand; /* the largest SM demand of its kernels seen so far */
     uint64_t ended;    /* its requests ended, when last looked at */
     double tight;      /* SLO clients: moving share of its requests that ended late */
-    int guarded;       /* SLO clients: nothing runs beside it (late requests of late) */
+    int guarded;       /* SLO clients: its guard is on (nothing beside it) */
 };
 
 /* What one decision works out once per client. */

@@ -31,13 +31,13 @@
 #include "tests/cunit_main.h"
 #include "tests/integration/client.h"
 #include "tests/integration/sim_lock.h"
+#include "tests/integration/suite.h"
 #include "tests/integration/util.h"
 
 #define OUT_MAX    16384
 #define POSD_TABLE 256 /* POSD_MAX_CLIENTS */
 
-static char dir[128], sock_path[160], conf_path[160], log_path[160], instance[64];
-static pid_t posd_pid = -1;
+static struct suite suite;
 /* util_time_scale: how much longer this build's programs take (a sanitized build's) */
 static double scale = 1.0;
 
@@ -58,21 +58,20 @@ static void write_file(const char *path, const char *text)
 static void setup_env(void)
 {
     setenv("LD_LIBRARY_PATH", "build/sim", 1);
-    setenv("POS_SIM_INSTANCE", instance, 1);
-    setenv("POS_SOCKET", sock_path, 1);
+    setenv("POS_SIM_INSTANCE", suite.instance, 1);
+    setenv("POS_SOCKET", suite.sock, 1);
 }
 
 /* Starts posd with POLICY on the test socket; waits until it answers. */
 static void posd_start(const char *policy)
 {
-    posd_pid = util_posd_start(conf_path, sock_path, log_path, policy);
-    CU_ASSERT_FATAL(posd_pid > 0);
-    CU_ASSERT_EQUAL(access(sock_path, F_OK), 0);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, policy) > 0);
+    CU_ASSERT_EQUAL(access(suite.sock, F_OK), 0);
 }
 
 static void posd_stop(int sig)
 {
-    util_posd_stop(&posd_pid, sig);
+    util_posd_stop(&suite.posd, sig);
 }
 
 struct proc {
@@ -84,7 +83,7 @@ struct proc {
 static void posapp_start(struct proc *p, const char *app, const char *const *args)
 {
     static int n;
-    snprintf(p->out_path, sizeof p->out_path, "%s/posapp.%d.out", dir, n++);
+    snprintf(p->out_path, sizeof p->out_path, "%s/posapp.%d.out", suite.dir, n++);
     setup_env();
     p->pid = util_posapp_start(p->out_path, app, args);
     CU_ASSERT_FATAL(p->pid >= 0);
@@ -109,27 +108,22 @@ done:
 static int posstat_json(char *out, size_t cap)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>&1", sock_path);
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    return pclose(f);
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o json 2>&1", suite.sock);
+    return util_run_stdout(cmd, out, cap);
 }
 
 /* The size of posd's log now: what a test logs starts there. */
 static long log_size(void)
 {
     struct stat st;
-    return stat(log_path, &st) == 0 ? (long)st.st_size : 0;
+    return stat(suite.log, &st) == 0 ? (long)st.st_size : 0;
 }
 
 /* posd's log from offset FROM on (the suite's posd runs share one file). */
 static void read_log_from(long from, char *buf, size_t cap)
 {
     buf[0] = '\0';
-    FILE *f = fopen(log_path, "r");
+    FILE *f = fopen(suite.log, "r");
     if (!f)
         return;
     fseek(f, from, SEEK_SET);
@@ -148,34 +142,19 @@ static double seconds_since(const struct timespec *t0)
 static int suite_init(void)
 {
     scale = util_time_scale();
-    snprintf(dir, sizeof dir, "/tmp/pos-test-posd-%d", (int)getpid());
-    mkdir(dir, 0700);
-    snprintf(sock_path, sizeof sock_path, "%s/posd.sock", dir);
-    snprintf(conf_path, sizeof conf_path, "%s/posd.conf", dir);
-    snprintf(log_path, sizeof log_path, "%s/posd.log", dir);
-    snprintf(instance, sizeof instance, "test-posd-%d", (int)getpid());
-    FILE *f = fopen(conf_path, "w");
-    if (!f)
-        return -1;
-    fputs("[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n"
-          "[rule capped]\nmatch_app = capped*\nclass = batch\nmax_inflight = 1\n",
-          f);
-    fclose(f);
-    setup_env();
-    return access("build/posd", X_OK) == 0 ? 0 : -1;
+    const char *conf = "[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n"
+                       "[rule capped]\nmatch_app = capped*\nclass = batch\nmax_inflight = 1\n";
+    return suite_open(&suite, "posd", conf) == 0 && access("build/posd", X_OK) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void)
 {
-    posd_stop(SIGKILL);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return suite_close(&suite); /* its virtual GPU's segment too: killed clients leave it */
 }
 
 static int posd_stats(struct pos_device_stats *dev, struct pos_client_stats *cs, int max)
 {
-    return util_stats(sock_path, dev, cs, max);
+    return util_stats(suite.sock, dev, cs, max);
 }
 
 /* The device part alone. */
@@ -314,7 +293,7 @@ static void test_priority_holds_and_stall_and_death_release(void)
     posapp_wait(&b, out, sizeof out);
     posd_stop(SIGTERM);
     char log[OUT_MAX * 4];
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "app 'batch1' class batch priority 20 rule batch-jobs"));
 }
 
@@ -353,7 +332,7 @@ static void test_lone_batch_client_is_not_slowed(void)
 static void test_reused_slots_do_not_stall_windowed_clients(void)
 {
     char log[OUT_MAX * 4];
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     size_t before = strlen(log); /* the log is shared by the suite's posd runs */
     posd_start("priority");
     const char *const idle[] = {"--model",    "resnet18", "--arrival", "poisson:0.2",
@@ -378,7 +357,7 @@ static void test_reused_slots_do_not_stall_windowed_clients(void)
     char out[OUT_MAX];
     posapp_wait(&l, out, sizeof out);
     posd_stop(SIGTERM);
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     /* three registrations: no fail-open and re-attach */
     CU_ASSERT_EQUAL(util_count(log + before, "app 'batch1'"), 3);
 }
@@ -467,7 +446,7 @@ static void test_fail_open_and_reattach(void)
     CU_ASSERT(secs < 4.0 * scale);
     if (attached < 4 || secs >= 4.0 * scale) {
         char log[OUT_MAX * 4];
-        util_read_file(log_path, log, sizeof log);
+        util_read_file(suite.log, log, sizeof log);
         fprintf(stderr, "attached %d of %d running after %.1f s\n%s\nposd log:\n%s\n", attached,
                 running, secs, js, log);
     }
@@ -484,7 +463,7 @@ static void test_fail_open_and_reattach(void)
 
 static int peer_connect(void)
 {
-    return client_connect(sock_path, 0, 10); /* generous: CI machines can be loaded */
+    return client_connect(suite.sock, 0, 10); /* generous: CI machines can be loaded */
 }
 
 /* True when posd closed S (a recv returns 0, after an optional REJECT message). */
@@ -523,7 +502,7 @@ static void hello(int s, uint32_t shm_version)
 
 static int fake_register(struct fake *f)
 {
-    return client_register(sock_path, f);
+    return client_register(suite.sock, f);
 }
 
 static void fake_close(struct fake *f)
@@ -650,7 +629,7 @@ static void test_bad_peers_are_disconnected(void)
     const char *const tiny[] = {"--microbench", "10", NULL};
     posapp_start(&forger, "evil\nposd[0.000] error: forged", tiny);
     CU_ASSERT_EQUAL(posapp_wait(&forger, forged_out, sizeof forged_out), 0);
-    util_read_file(log_path, forged_log, sizeof forged_log);
+    util_read_file(suite.log, forged_log, sizeof forged_log);
     CU_ASSERT_PTR_NOT_NULL(strstr(forged_log, "app 'evil\\x0aposd[0.000] error: forged'"));
     CU_ASSERT_PTR_NULL(strstr(forged_log, "\nposd[0.000] error: forged"));
     /* well-formed names are accepted */
@@ -668,7 +647,7 @@ static void test_bad_peers_are_disconnected(void)
     CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0); /* posd still answers */
     posd_stop(SIGTERM);
     char log[OUT_MAX * 4];
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "not pos protocol"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "oversized message"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "wrote out-of-range values"));
@@ -679,7 +658,7 @@ static void test_bad_peers_are_disconnected(void)
 static int posd_alive(void)
 {
     int st;
-    return posd_pid > 0 && waitpid(posd_pid, &st, WNOHANG) == 0;
+    return suite.posd > 0 && waitpid(suite.posd, &st, WNOHANG) == 0;
 }
 
 /* A client cannot resize the shared memory posd gave it (posd read past the end of a shrunk
@@ -727,7 +706,7 @@ static int still_open(int s)
  * socket's directory is opened to it; the child closes OTHER (the parent's end of ARG). */
 static pid_t as_nobody(void (*fn)(int), int arg, int other)
 {
-    chmod(dir, 0711);
+    chmod(suite.dir, 0711);
     pid_t pid = fork();
     if (pid == 0) {
         close(other);
@@ -877,10 +856,10 @@ static void test_stats_show_a_user_only_their_own_clients(void)
 static void test_bad_config_at_start_and_at_reload(void)
 {
     char bad[192];
-    snprintf(bad, sizeof bad, "%s/bad.conf", dir);
+    snprintf(bad, sizeof bad, "%s/bad.conf", suite.dir);
     write_file(bad, "[daemon]\npolicy = priority\n[rule x]\nmatch_app = y\nclass = nosuch\n");
     char cmd[512], out[4096];
-    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/other.sock 2>&1", bad, dir);
+    snprintf(cmd, sizeof cmd, "build/posd -f -c %s -s %s/other.sock 2>&1", bad, suite.dir);
     FILE *f = popen(cmd, "r");
     size_t n = fread(out, 1, sizeof out - 1, f);
     out[n] = '\0';
@@ -892,23 +871,23 @@ static void test_bad_config_at_start_and_at_reload(void)
     /* at SIGHUP, a bad file is logged and the running configuration stays */
     posd_start("priority");
     char saved[4096];
-    util_read_file(conf_path, saved, sizeof saved);
-    write_file(conf_path, "[daemon]\nbogus_key = 1\n");
-    kill(posd_pid, SIGHUP);
+    util_read_file(suite.conf, saved, sizeof saved);
+    write_file(suite.conf, "[daemon]\nbogus_key = 1\n");
+    kill(suite.posd, SIGHUP);
     usleep(200000);
     char js[OUT_MAX];
     CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(js, "\"policy\":\"priority\""));
-    write_file(conf_path, saved);
-    kill(posd_pid, SIGHUP);
+    write_file(suite.conf, saved);
+    kill(suite.posd, SIGHUP);
     usleep(200000);
     posd_stop(SIGTERM);
     char log[OUT_MAX * 4];
-    util_read_file(log_path, log, sizeof log);
+    util_read_file(suite.log, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "reload refused"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "configuration reloaded"));
     /* SIGTERM removed the socket */
-    CU_ASSERT_NOT_EQUAL(access(sock_path, F_OK), 0);
+    CU_ASSERT_NOT_EQUAL(access(suite.sock, F_OK), 0);
 }
 
 /* A SIGHUP (a reload) or SIGTERM sent the moment posd's socket appears is handled, not fatal:
@@ -922,21 +901,21 @@ static void test_signal_right_after_start_is_handled(void)
         pid_t pid = fork();
         CU_ASSERT_FATAL(pid >= 0);
         if (pid == 0) {
-            int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            int fd = open(suite.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
             dup2(fd, 2);
-            execl("build/posd", "posd", "-f", "-c", conf_path, "-s", sock_path, "-p",
+            execl("build/posd", "posd", "-f", "-c", suite.conf, "-s", suite.sock, "-p",
                   "priority", (char *)NULL);
             _exit(127);
         }
         /* no sleep between looks: the signal goes as soon as the socket is there */
         double end = util_now() + 20.0 * scale;
-        while (access(sock_path, F_OK) != 0 && util_now() < end)
+        while (access(suite.sock, F_OK) != 0 && util_now() < end)
             ;
         kill(pid, i % 2 ? SIGTERM : SIGHUP);
         int st;
         if (i % 2) { /* stopped cleanly: status 0, its socket removed */
             waitpid(pid, &st, 0);
-            stopped += WIFEXITED(st) && WEXITSTATUS(st) == 0 && access(sock_path, F_OK) != 0;
+            stopped += WIFEXITED(st) && WEXITSTATUS(st) == 0 && access(suite.sock, F_OK) != 0;
         } else { /* reloaded: still serving */
             /* its socket may exist a moment before it listens: asked until it answers */
             struct pos_device_stats dev;
@@ -955,10 +934,10 @@ static void test_signal_right_after_start_is_handled(void)
                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             else if (!answered)
                 fprintf(stderr, "posd after SIGHUP at start: alive, no answer\n");
-            posd_pid = gone == 0 ? pid : -1;
+            suite.posd = gone == 0 ? pid : -1;
             posd_stop(SIGTERM);
         }
-        unlink(sock_path); /* what a killed one left, for the next start */
+        unlink(suite.sock); /* what a killed one left, for the next start */
     }
     CU_ASSERT_EQUAL(survived, 5);
     CU_ASSERT_EQUAL(stopped, 5);
@@ -972,15 +951,9 @@ static void test_signal_right_after_start_is_handled(void)
 static int posd_run(int limit_s, char *out, size_t cap)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "timeout %d build/posd -f -c %s -s %s 2>&1", limit_s, conf_path,
-             sock_path);
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    snprintf(cmd, sizeof cmd, "timeout %d build/posd -f -c %s -s %s 2>&1", limit_s, suite.conf,
+             suite.sock);
+    return util_run_stdout(cmd, out, cap);
 }
 
 /* posd removes only a socket at its path: a file there (posd deleted it and put its socket
@@ -990,20 +963,20 @@ static void test_socket_path_must_be_a_socket(void)
 {
     posd_stop(SIGTERM);
     char out[4096], data[64] = "";
-    write_file(sock_path, "precious data\n");
+    write_file(suite.sock, "precious data\n");
     int rc = posd_run((int)(3 * scale), out, sizeof out);
     CU_ASSERT(rc != 0 && rc != 124);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a regular file, not a socket"));
-    CU_ASSERT_EQUAL(util_read_file(sock_path, data, sizeof data), 0);
+    CU_ASSERT_EQUAL(util_read_file(suite.sock, data, sizeof data), 0);
     CU_ASSERT_STRING_EQUAL(data, "precious data\n");
-    unlink(sock_path);
-    CU_ASSERT_EQUAL_FATAL(mkdir(sock_path, 0755), 0);
+    unlink(suite.sock);
+    CU_ASSERT_EQUAL_FATAL(mkdir(suite.sock, 0755), 0);
     rc = posd_run((int)(3 * scale), out, sizeof out);
     CU_ASSERT(rc != 0 && rc != 124);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a directory, not a socket"));
     struct stat st;
-    CU_ASSERT(stat(sock_path, &st) == 0 && S_ISDIR(st.st_mode));
-    rmdir(sock_path);
+    CU_ASSERT(stat(suite.sock, &st) == 0 && S_ISDIR(st.st_mode));
+    rmdir(suite.sock);
 }
 
 /* A posd started right after the one before was killed takes over its socket every time (the
@@ -1022,7 +995,7 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
         int peers[32];
         for (int k = 0; k < 32; k++)
             peers[k] = peer_connect();
-        pid_t old = posd_pid;
+        pid_t old = suite.posd;
         kill(old, SIGKILL);
         posd_start("priority"); /* the socket file is there: it returns at once */
         fake_close(&f);
@@ -1047,7 +1020,7 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
     /* the same, made certain: a socket that accepts nothing and then goes away (as a killed
      * posd's does until the kernel has torn down its io_uring) is taken over once it does */
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)sizeof a.sun_path - 1, sock_path);
+    snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)sizeof a.sun_path - 1, suite.sock);
     int dying = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     CU_ASSERT_FATAL(bind(dying, (struct sockaddr *)&a, sizeof a) == 0 && listen(dying, 8) == 0);
     posd_start("priority");
@@ -1064,7 +1037,7 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
     posd_stop(SIGTERM);
     /* a live posd with a full backlog: stopped, so it accepts nothing */
     posd_start("priority");
-    kill(posd_pid, SIGSTOP);
+    kill(suite.posd, SIGSTOP);
     int socks[256], n = 0, more = 1;
     /* until a round adds none (the kernel may still take one off the backlog for an accept
      * posd had in flight) */
@@ -1092,7 +1065,7 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "another posd is listening"));
     if (rc == 0 || rc == 124 || secs >= 4.0 * scale || !strstr(out, "another posd is listening"))
         fprintf(stderr, "posd against a full backlog: status %d after %.1f s: %s\n", rc, secs, out);
-    kill(posd_pid, SIGCONT);
+    kill(suite.posd, SIGCONT);
     for (int i = 0; i < n; i++)
         close(socks[i]);
     CU_ASSERT_EQUAL(posd_device_stats(&dev), 0); /* the live one kept its socket */
@@ -1121,9 +1094,9 @@ static void test_idle_posd_sleeps(void)
 {
     posd_start("priority");
     usleep(300000);
-    long before = cpu_ticks(posd_pid);
+    long before = cpu_ticks(suite.posd);
     sleep(1);
-    long after = cpu_ticks(posd_pid);
+    long after = cpu_ticks(suite.posd);
     CU_ASSERT(before >= 0);
     CU_ASSERT_EQUAL(after, before); /* not one clock tick of CPU in a second */
     posd_stop(SIGTERM);
@@ -1147,15 +1120,15 @@ static rlim_t limit_leaving(pid_t pid, int free)
     for (int look = 0; look < 3; look++) {
         if (look)
             usleep(50000);
-        DIR *dir = opendir(path);
-        if (!dir)
+        DIR *d = opendir(path);
+        if (!d)
             return 0;
-        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        for (struct dirent *e; (e = readdir(d)) != NULL;) {
             int fd = atoi(e->d_name);
             if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
                 used[fd] = (char)(look + 1);
         }
-        closedir(dir);
+        closedir(d);
     }
     for (size_t fd = 0; fd < sizeof used; fd++)
         used[fd] = used[fd] == 3;
@@ -1210,15 +1183,15 @@ static void test_floods_do_not_fill_the_log(void)
         fprintf(stderr, "connect/close loop: %d rounds, %d log lines\n", rounds, lines);
     /* at the descriptor limit, with a connection waiting */
     struct rlimit old;
-    CU_ASSERT_FATAL(lower_fd_limit(posd_pid, 2, &old) == 0);
+    CU_ASSERT_FATAL(lower_fd_limit(suite.posd, 2, &old) == 0);
     int socks[6];
     for (int i = 0; i < 6; i++)
         socks[i] = peer_connect(); /* two accepted, the rest wait in the backlog */
     usleep(200000);
     log_at = log_size();
-    long cpu0 = cpu_ticks(posd_pid);
+    long cpu0 = cpu_ticks(suite.posd);
     usleep(1500000);
-    long cpu1 = cpu_ticks(posd_pid);
+    long cpu1 = cpu_ticks(suite.posd);
     read_log_from(log_at, log, sizeof log);
     lines = count_lines(log);
     CU_ASSERT(cpu1 - cpu0 < 20); /* of 150 in 1.5 s: spinning took them all */
@@ -1227,7 +1200,7 @@ static void test_floods_do_not_fill_the_log(void)
     if (cpu1 - cpu0 >= 20 || lines >= 100)
         fprintf(stderr, "at the fd limit: %ld CPU ticks in 1.5 s, %d log lines\n", cpu1 - cpu0,
                 lines);
-    CU_ASSERT_EQUAL(prlimit(posd_pid, RLIMIT_NOFILE, &old, NULL), 0);
+    CU_ASSERT_EQUAL(prlimit(suite.posd, RLIMIT_NOFILE, &old, NULL), 0);
     for (int i = 0; i < 6; i++)
         close(socks[i]);
     char js[OUT_MAX];
@@ -1257,9 +1230,9 @@ static void test_kick_flood_is_bounded(void)
         _exit(0);
     }
     usleep(300000);
-    long cpu0 = cpu_ticks(posd_pid);
+    long cpu0 = cpu_ticks(suite.posd);
     usleep(2000000);
-    long cpu1 = cpu_ticks(posd_pid);
+    long cpu1 = cpu_ticks(suite.posd);
     char js[OUT_MAX];
     CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
     int st;
@@ -1281,7 +1254,7 @@ static void test_out_of_descriptors_is_said(void)
     posd_start("priority");
     /* room for the connection, none for the shared memory */
     struct rlimit old;
-    CU_ASSERT_FATAL(lower_fd_limit(posd_pid, 1, &old) == 0);
+    CU_ASSERT_FATAL(lower_fd_limit(suite.posd, 1, &old) == 0);
     int s = peer_connect();
     CU_ASSERT_FATAL(s >= 0);
     hello(s, POS_SHM_VERSION);
@@ -1300,7 +1273,7 @@ static void test_out_of_descriptors_is_said(void)
     CU_ASSERT_EQUAL(pclose(f), 0);
     CU_ASSERT_PTR_NOT_NULL(
         strstr(out, "posd refused this process: posd is out of file descriptors"));
-    CU_ASSERT_EQUAL(prlimit(posd_pid, RLIMIT_NOFILE, &old, NULL), 0);
+    CU_ASSERT_EQUAL(prlimit(suite.posd, RLIMIT_NOFILE, &old, NULL), 0);
     posd_stop(SIGTERM);
     static char log[OUT_MAX * 4];
     read_log_from(log_at, log, sizeof log);
@@ -1312,7 +1285,7 @@ static void test_scheduled_without_posd_is_passthrough(void)
     posd_stop(SIGTERM);
     /* no posd of an earlier test left serving the socket (one that outlived a failed test
      * answered this one's client: no "no posd at" line) */
-    CU_ASSERT_NOT_EQUAL(access(sock_path, F_OK), 0);
+    CU_ASSERT_NOT_EQUAL(access(suite.sock, F_OK), 0);
     char cmd[1536], out[OUT_MAX];
     snprintf(cmd, sizeof cmd,
              "POS_MODE=scheduled LD_PRELOAD=%s build/posapp --model resnet18 "
@@ -1335,7 +1308,7 @@ static void register_leave_loop(int fd)
     double end = util_now() + 1.0;
     while (util_now() < end) {
         struct client c;
-        if (client_register(sock_path, &c) == 0) {
+        if (client_register(suite.sock, &c) == 0) {
             counts[0]++;
             client_close(&c);
         } else {
@@ -1387,7 +1360,7 @@ static void test_registration_rate_is_bounded_per_uid(void)
 static void test_detached_posd_keeps_relative_paths(void)
 {
     char sub[160], cwd[400], cmd[1024], log[200], sock[200];
-    snprintf(sub, sizeof sub, "%s/relative", dir);
+    snprintf(sub, sizeof sub, "%s/relative", suite.dir);
     mkdir(sub, 0700);
     snprintf(log, sizeof log, "%s/log", sub);
     snprintf(sock, sizeof sock, "%s/s.sock", sub);
