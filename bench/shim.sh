@@ -51,9 +51,23 @@ cg() { # file -> inclusive instructions and calls of the named function in the n
         awk -v want="$2" '!done && $0 ~ /\*  / && index($0, want) {gsub(",", "", $1); print $1; done = 1}'
 }
 CG=$(mktemp -d)
+# valgrind runs a private copy of the driver: a posd with eBPF telemetry (any posd of this
+# machine, a test's included) puts uprobes on build/sim/libcuda.so.1, and valgrind delivers
+# their breakpoints to the program as SIGTRAP (docs/sim.md, "Valgrind ... beside posd's
+# telemetry"); a copy is another file, which no uprobe covers.
+mkdir -p "$CG/driver" && cp build/sim/libcuda.so.1 "$CG/driver/"
+callgrind() { # out-file, then the command
+    local out=$1
+    shift
+    if ! LD_LIBRARY_PATH=$CG/driver valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$@" >"$CG/log" 2>&1; then
+        echo "bench: callgrind of $* failed:" >&2
+        tail -5 "$CG/log" >&2
+        exit 1
+    fi
+}
 ir_added() { # POS_SAMPLE value -> instructions the shim adds per launch
-    LD_PRELOAD=$SHIM POS_SAMPLE=$1 valgrind --tool=callgrind --callgrind-out-file="$CG/s$1" \
-        "$APP" --microbench "$N" >/dev/null 2>&1
+    LD_PRELOAD=$SHIM POS_SAMPLE=$1 callgrind "$CG/s$1" "$APP" --microbench "$N"
     local a b
     a=$(cg "$CG/s$1" "shim/launch.c:cuLaunchKernel")
     b=$(cg "$CG/s$1" "sim/driver/api_launch.c:cuLaunchKernel [")
@@ -61,7 +75,7 @@ ir_added() { # POS_SAMPLE value -> instructions the shim adds per launch
 }
 ir_nomarkers=$(ir_added 0)
 ir_default=$(ir_added 32)
-valgrind --tool=callgrind --callgrind-out-file="$CG/plain" "$APP" --microbench "$N" >/dev/null 2>&1
+callgrind "$CG/plain" "$APP" --microbench "$N"
 sim_incl_plain=$(cg "$CG/plain" "sim/driver/api_launch.c:cuLaunchKernel [")
 ir_driver=$(awk -v b="$sim_incl_plain" -v n="$N" 'BEGIN {printf "%.0f", b / n}')
 rm -rf "$CG"
