@@ -8,6 +8,7 @@
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
+#   make bench-simlock  how long processes wait for the simulated GPU's lock (docs/results/simlock.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
@@ -378,6 +379,7 @@ bench: all $(SIMSTOP)
 	@bash bench/core.sh
 	@bash bench/completion.sh
 	@bash bench/simstop.sh
+	@bash bench/simlock.sh
 
 check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
@@ -391,6 +393,10 @@ memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
 SOAK_MINUTES ?= 30
 soak: all $(HOSTILE)
 	@SOAK_MINUTES=$(SOAK_MINUTES) bash bench/soak.sh
+
+# How long processes wait for the simulated GPU's device lock under the demo's mix
+bench-simlock: all
+	@bash bench/simlock.sh
 
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all
@@ -454,7 +460,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-simlock bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

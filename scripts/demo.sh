@@ -89,6 +89,8 @@ detector() { # preload
 # meanwhile, stopped when it is done
 run_mix() {
     local run=$1 preload=$2 pids=() i
+    # DEMO_SIM_STATS=DIR: each process's device-lock figures (docs/sim.md, POS_SIM_STATS)
+    [ -z "${DEMO_SIM_STATS:-}" ] || export POS_SIM_STATS=$DEMO_SIM_STATS/$run-%p.json
     for i in 1 2 3; do
         POS_APP=${names[i]} LD_PRELOAD=$preload $APP --model "${models[i]}" --batch "$BATCH" \
             --requests 100000000 --duration 600 >"$T/m$i.json" &
@@ -103,6 +105,10 @@ run_mix() {
     kill -INT "${pids[@]:0:3}" 2>/dev/null || true
     wait "${pids[@]}" 2>/dev/null || true
     for i in 0 1 2 3; do keep "$run" $i "$(cat "$T/m$i.json")"; done
+    if [ -n "${DEMO_SIM_STATS:-}" ]; then
+        for i in 0 1 2 3; do cp "$T/m$i.json" "$DEMO_SIM_STATS/$run-result-${names[i]}.json"; done
+        unset POS_SIM_STATS
+    fi
 }
 
 echo "pos demo: a detector (resnet18, SLO $SLO ms, Poisson $RATE requests/s) beside POS's"

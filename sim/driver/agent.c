@@ -193,16 +193,7 @@ static FILE *trace_file(void)
     if (!v || !*v)
         return NULL;
     char path[4096];
-    size_t k = 0;
-    for (const char *p = v; *p && k + 16 < sizeof path; p++) {
-        if (p[0] == '%' && p[1] == 'p') {
-            k += (size_t)snprintf(path + k, sizeof path - k, "%d", (int)getpid());
-            p++;
-        } else {
-            path[k++] = *p;
-        }
-    }
-    path[k] = '\0';
+    drv_path_expand(v, path, sizeof path);
     f = fopen(path, "w");
     if (!f)
         drv_debug("cannot write POS_SIM_TRACE=%s", path);
@@ -326,6 +317,7 @@ static void *agent_main(void *arg)
     (void)arg;
     /* wake on time: the default 50 us timer slack would stretch every short device wait */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    drv_role = DRV_ROLE_AGENT;
     int64_t idle_backoff = 0; /* wall ns added to a plan that keeps finding nothing to do */
     while (!atomic_load(&drv.agent_stop)) {
         drv.agent_cycles++;

@@ -189,6 +189,8 @@ struct drv_local_op {
 
 /* ---- the process ------------------------------------------------------------------------ */
 
+#define DRV_LOCK_HIST 40 /* log2 buckets of lock waits: 1 ns .. 2^39 ns */
+
 struct drv_proc {
     _Atomic int initialized;
     int init_result; /* CUresult of the first cuInit */
@@ -214,9 +216,23 @@ struct drv_proc {
     uint64_t agent_cycles; /* statistics, reported with POS_SIM_DEBUG */
     uint64_t early_wakes;
     uint64_t agent_lock_ns; /* time the agent held the device lock */
+    /* POS_SIM_STATS: how long and how often this process's threads waited for and held the
+     * device lock, the agent's apart from the application's ([DRV_ROLE_*]) */
+    int lock_stats;
+    int64_t attach_mono_ns;
+    struct drv_lock_stats {
+        _Atomic uint64_t locks, contended, wait_ns, wait_max_ns, hold_ns, hold_max_ns;
+        _Atomic uint64_t wait_hist[DRV_LOCK_HIST]; /* waits by log2 of ns */
+    } lstats[2];
 };
 
+enum { DRV_ROLE_APP, DRV_ROLE_AGENT };
+extern __thread int drv_role; /* DRV_ROLE_AGENT in the agent thread */
+
 extern struct drv_proc drv;
+
+/* PATTERN with each %p replaced by the pid into OUT (POS_SIM_TRACE, POS_SIM_STATS). */
+void drv_path_expand(const char *pattern, char *out, size_t len);
 
 /* ---- helpers (shm.c) -------------------------------------------------------------------- */
 

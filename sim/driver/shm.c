@@ -196,11 +196,45 @@ static int lock_slow(void)
     }
 }
 
+__thread int drv_role;
+static __thread int64_t lock_taken_ns; /* when this thread took the lock (POS_SIM_STATS) */
+
+static void stat_max(_Atomic uint64_t *m, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(m, memory_order_relaxed);
+    while (v > cur &&
+           !atomic_compare_exchange_weak_explicit(m, &cur, v, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+/* A wait of NS for the lock by this thread's role (POS_SIM_STATS). */
+static void stat_wait(int64_t ns)
+{
+    struct drv_lock_stats *st = &drv.lstats[drv_role];
+    uint64_t v = ns > 0 ? (uint64_t)ns : 0;
+    atomic_fetch_add_explicit(&st->contended, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->wait_ns, v, memory_order_relaxed);
+    stat_max(&st->wait_max_ns, v);
+    int b = v ? 63 - __builtin_clzll(v) : 0;
+    atomic_fetch_add_explicit(&st->wait_hist[b < DRV_LOCK_HIST ? b : DRV_LOCK_HIST - 1], 1,
+                              memory_order_relaxed);
+}
+
 void drv_lock(void)
 {
     int rc = pthread_mutex_trylock(&drv.shm->lock);
-    if (rc == EBUSY)
+    if (rc == EBUSY) {
+        /* only a contended lock reads the clock, unless POS_SIM_STATS also times holds */
+        int64_t t0 = drv.lock_stats ? drv_mono_ns() : 0;
         rc = lock_slow();
+        if (drv.lock_stats)
+            stat_wait(drv_mono_ns() - t0);
+    }
+    if (drv.lock_stats) {
+        atomic_fetch_add_explicit(&drv.lstats[drv_role].locks, 1, memory_order_relaxed);
+        lock_taken_ns = drv_mono_ns();
+    }
     if (rc == EOWNERDEAD) {
         /* A process died inside the critical section: rebuild what it may have torn, then
          * drop it (and any other dead process) from the device. */
@@ -213,7 +247,93 @@ void drv_lock(void)
 
 void drv_unlock(void)
 {
+    if (drv.lock_stats && lock_taken_ns) {
+        struct drv_lock_stats *st = &drv.lstats[drv_role];
+        uint64_t held = (uint64_t)(drv_mono_ns() - lock_taken_ns);
+        lock_taken_ns = 0;
+        atomic_fetch_add_explicit(&st->hold_ns, held, memory_order_relaxed);
+        stat_max(&st->hold_max_ns, held);
+    }
     pthread_mutex_unlock(&drv.shm->lock);
+}
+
+void drv_path_expand(const char *pattern, char *out, size_t len)
+{
+    size_t k = 0;
+    for (const char *p = pattern; *p && k + 16 < len; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            k += (size_t)snprintf(out + k, len - k, "%d", (int)getpid());
+            p++;
+        } else {
+            out[k++] = *p;
+        }
+    }
+    out[k] = '\0';
+}
+
+/* The wait below which a fraction Q of ROLE's contended waits fell (the upper end of the log2
+ * bucket), in ns; 0 without contended waits. */
+static uint64_t wait_quantile(const struct drv_lock_stats *st, double q)
+{
+    uint64_t n = atomic_load(&st->contended), seen = 0;
+    if (!n)
+        return 0;
+    for (int b = 0; b < DRV_LOCK_HIST; b++) {
+        seen += atomic_load(&st->wait_hist[b]);
+        if ((double)seen >= q * (double)n)
+            return 2ULL << b;
+    }
+    return atomic_load(&st->wait_max_ns);
+}
+
+/* POS_SIM_STATS=FILE: at exit, one JSON line on the device lock (docs/sim.md). */
+static void write_lock_stats(void)
+{
+    const char *v = getenv("POS_SIM_STATS");
+    if (!drv.lock_stats || !v || !*v)
+        return;
+    char path[4096];
+    drv_path_expand(v, path, sizeof path);
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        drv_debug("cannot write POS_SIM_STATS=%s: %s", path, strerror(errno));
+        return;
+    }
+    /* named as the shim names the client (POS_APP), else by its command */
+    char name[64] = "";
+    const char *app = getenv("POS_APP");
+    FILE *c = app && *app ? NULL : fopen("/proc/self/comm", "r");
+    if (c) {
+        if (fgets(name, sizeof name, c))
+            name[strcspn(name, "\n")] = 0;
+        fclose(c);
+    } else if (app) {
+        snprintf(name, sizeof name, "%s", app);
+    }
+    for (char *q = name; *q; q++)
+        if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20)
+            *q = '_';
+    fprintf(f, "{\"pid\":%d,\"name\":\"%s\",\"instance\":\"%s\",\"life_ns\":%lld",
+            (int)getpid(), name, drv.shm_name + 1,
+            (long long)(drv_mono_ns() - drv.attach_mono_ns));
+    static const char *const role[] = {"app", "agent"};
+    for (int r = 0; r < 2; r++) {
+        const struct drv_lock_stats *st = &drv.lstats[r];
+        fprintf(f,
+                ",\"%s\":{\"locks\":%llu,\"contended\":%llu,\"wait_ns\":%llu,"
+                "\"wait_p50_ns\":%llu,\"wait_p99_ns\":%llu,\"wait_max_ns\":%llu,"
+                "\"hold_ns\":%llu,\"hold_max_ns\":%llu}",
+                role[r], (unsigned long long)atomic_load(&st->locks),
+                (unsigned long long)atomic_load(&st->contended),
+                (unsigned long long)atomic_load(&st->wait_ns),
+                (unsigned long long)wait_quantile(st, 0.5),
+                (unsigned long long)wait_quantile(st, 0.99),
+                (unsigned long long)atomic_load(&st->wait_max_ns),
+                (unsigned long long)atomic_load(&st->hold_ns),
+                (unsigned long long)atomic_load(&st->hold_max_ns));
+    }
+    fprintf(f, "}\n");
+    fclose(f);
 }
 
 /* Fault injection for tests: this process stops itself (SIGSTOP) while it holds the device
@@ -426,6 +546,9 @@ CUresult drv_attach(void)
         return CUDA_ERROR_NO_DEVICE;
     }
     instance_name(drv.shm_name, sizeof drv.shm_name);
+    const char *stats = getenv("POS_SIM_STATS");
+    drv.lock_stats = stats && *stats;
+    drv.attach_mono_ns = drv_mono_ns();
     reclaim_dead_segments(segment_size());
     for (int attempt = 0; attempt < 50; attempt++) {
         struct sim_shm *shm = NULL;
@@ -497,6 +620,8 @@ __attribute__((destructor)) static void drv_detach(void)
               "device lock per cycle",
               (unsigned long long)drv.agent_cycles, (unsigned long long)drv.early_wakes,
               drv.agent_cycles ? (double)drv.agent_lock_ns / 1e3 / (double)drv.agent_cycles : 0.0);
+    write_lock_stats();
+    drv.lock_stats = 0;
     drv_lock();
     struct sim_gpu *g = &drv.shm->gpu;
     sim_gpu_owner_remove(g, drv.owner, drv_device_now());
