@@ -234,29 +234,6 @@ int sim_gpu_op_alloc(struct sim_gpu *g, int owner)
     return i;
 }
 
-int sim_gpu_op_recycle(struct sim_gpu *g, int i)
-{
-    struct sim_op *op = &g->ops[i];
-    if (op->state != SIM_OP_DONE)
-        return -EINVAL;
-    int owner = op->owner;
-    uint32_t gen = op->gen + 1; /* what named its last use is done from now on */
-    memset(op, 0, sizeof *op);
-    op->gen = gen;
-    op->owner = (int16_t)owner;
-    op->next = SIM_NONE;
-    op->stream = SIM_NONE;
-    op->ctx = SIM_NONE;
-    op->state = SIM_OP_ALLOC;
-    return 0;
-}
-
-double sim_gpu_op_solo_ns(const struct sim_gpu *g, struct sim_op *op)
-{
-    op_derive_cost(g, op);
-    return op->exec_ns + op_latency_ns(g, op);
-}
-
 int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep, uint32_t gen)
 {
     struct sim_op *o = &g->ops[op];

@@ -214,14 +214,6 @@ int sim_gpu_op_alloc(struct sim_gpu *g, int owner);
 
 /* Makes an ALLOC op wait for the use (DEP, GEN) of another op; nothing if that use is over
  * already. Returns 0 or -E2BIG when the op has SIM_MAX_DEPS dependencies. */
-/* Makes op I, DONE and reaped by its owner, an allocated op of the same owner again (as
- * sim_gpu_op_free then sim_gpu_op_alloc would, without the free list): a driver keeps such
- * ops in a pool of its own and fills and submits them without the shared free list.
- * Returns 0, or -EINVAL when I is not DONE. */
-int sim_gpu_op_recycle(struct sim_gpu *g, int i);
-/* Derives op's costs from its fields (as sim_gpu_submit will) and returns the least time it
- * can take once startable: its launch latency and solo execution time (ns). */
-double sim_gpu_op_solo_ns(const struct sim_gpu *g, struct sim_op *op);
 int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep, uint32_t gen);
 
 /* Submits an ALLOC op whose kind, stream, ctx and cost fields are filled in: derives its

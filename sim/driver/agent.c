@@ -312,7 +312,6 @@ static void sleep_until(_Atomic uint32_t *word, uint32_t seen, int64_t wall_dead
 static void *agent_main(void *arg)
 {
     static struct reaped batch[REAP_BATCH];
-    static int32_t keep[REAP_BATCH + DRV_POOL_FILL];
     struct host_call calls[HOST_BATCH];
     struct sim_gpu *g = drv.g;
     (void)arg;
@@ -329,23 +328,12 @@ static void *agent_main(void *arg)
         int poll = 0;
         int ncalls = scan_host_ops(g, now, calls, &poll);
         int n = 0, op;
-        /* reaped ops go back to the pool the launches take from, and the pool is topped up
-         * while the device has ops to spare (an eighth of them kept for other processes) */
-        uint32_t room = DRV_POOL_CAP - (atomic_load_explicit((_Atomic uint32_t *)&drv.npool,
-                                                             memory_order_relaxed));
-        int nkeep = 0;
         while (n < REAP_BATCH && (op = sim_gpu_reap(g, drv.owner)) != SIM_NONE) {
             batch[n].l = drv.local[op];
             batch[n].end_dev = g->ops[op].end_ns;
-            if ((uint32_t)nkeep < room && sim_gpu_op_recycle(g, op) == 0)
-                keep[nkeep++] = op;
-            else
-                sim_gpu_op_free(g, op);
+            sim_gpu_op_free(g, op);
             n++;
         }
-        uint32_t have = DRV_POOL_CAP - room + (uint32_t)nkeep;
-        if (have < DRV_POOL_FILL && g->nfree > SIM_MAX_OPS / 8)
-            nkeep += drv_pool_alloc(keep + nkeep, (int)(DRV_POOL_FILL - have));
         if (n == 0 && ncalls == 0)
             drv.early_wakes++;
         int due[SIM_MAX_OWNERS];
@@ -374,11 +362,6 @@ static void *agent_main(void *arg)
         for (int i = 0; i < ndue; i++)
             wake_owner(due[i]);
 
-        if (nkeep) {
-            pthread_mutex_lock(&drv.lock);
-            drv_pool_put(keep, nkeep);
-            pthread_mutex_unlock(&drv.lock);
-        }
         for (int i = 0; i < n; i++)
             finish_op(&batch[i]);
         if (n) {
@@ -400,15 +383,6 @@ static void *agent_main(void *arg)
             }
             continue;
         }
-        /* A launch published after this cycle drained the ring may not have woken the agent:
-         * it saw the stream busy (its last op reaped here, not yet counted) or the plan of an
-         * earlier cycle. Look again before sleeping: drv_submit publishes, then reads the
-         * count and the plan; this cycle wrote those, then reads the ring (the fences pair),
-         * so one of the two sees the other. */
-        atomic_thread_fence(memory_order_seq_cst);
-        struct drv_submit_ring *ring = &drv.shm->rings[drv.owner];
-        if (atomic_load(&ring->tail) != atomic_load(&ring->head))
-            continue;
         if (next > now)
             sleep_until(owner_word(drv.owner), seen, drv_wall_of_device(next));
     }

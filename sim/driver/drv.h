@@ -22,29 +22,7 @@
 /* ---- shared segment ------------------------------------------------------------------- */
 
 #define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
-#define SIM_SHM_VERSION 4
-
-/* Each process's launches reach the model through a ring of its own: it fills an op it
- * allocated earlier (its pool) and publishes it here without the device lock; whoever takes
- * the lock next puts every process's published ops into the model in the order of their
- * times, before the model moves on (drv_lock). A process stopped or descheduled in a launch
- * so holds nothing another process needs. Written at tail by its process alone (under its
- * drv.lock), read at head by the lock holder. */
-#define DRV_SUBMIT_RING 2048
-
-struct drv_submission {
-    int32_t op;
-    uint32_t gen;
-    int64_t t; /* device time of the launch */
-    int32_t prio;
-    int32_t prio_override;
-};
-
-struct drv_submit_ring {
-    _Atomic uint32_t head;
-    _Atomic uint32_t tail;
-    struct drv_submission e[DRV_SUBMIT_RING];
-};
+#define SIM_SHM_VERSION 3
 
 struct sim_shm {
     uint64_t magic;
@@ -54,7 +32,6 @@ struct sim_shm {
     pthread_mutex_t lock;   /* robust, process-shared: guards everything below */
     int64_t origin_ns;      /* CLOCK_MONOTONIC at device time 0 */
     int64_t last_liveness_ns;
-    struct drv_submit_ring rings[SIM_MAX_OWNERS];
     struct sim_gpu gpu;
 };
 
@@ -213,8 +190,6 @@ struct drv_local_op {
 /* ---- the process ------------------------------------------------------------------------ */
 
 #define DRV_LOCK_HIST 40 /* log2 buckets of lock waits: 1 ns .. 2^39 ns */
-#define DRV_POOL_CAP  512 /* allocated ops a process keeps ready */
-#define DRV_POOL_FILL 128 /* what the agent keeps it at, while the device has ops to spare */
 
 struct drv_proc {
     _Atomic int initialized;
@@ -234,10 +209,6 @@ struct drv_proc {
     _Atomic int agent_exited;
     _Atomic int agent_in_host; /* the agent is running a host function of the application */
     struct drv_local_op *local; /* [SIM_MAX_OPS] */
-    /* allocated ops ready to fill (under drv.lock): refilled by the agent as it recycles its
-     * reaped ops, so that a launch needs neither the device lock nor the shared free list */
-    int32_t pool[DRV_POOL_CAP];
-    uint32_t npool;
     struct drv_ctx *primary;    /* the primary context, created on first retain */
     struct drv_ctx *retired;    /* destroyed contexts, kept for the process's life (api_ctx.c) */
     uint64_t submitted_all;     /* ops submitted by the process (under the shm lock) */
@@ -272,12 +243,6 @@ CUresult drv_attach(void);                  /* cuInit's work: join the virtual G
 void drv_lock(void);                        /* shm lock; repairs after a dead holder */
 void drv_unlock(void);
 void drv_liveness_scan(int64_t now_mono); /* under the lock */
-/* Under the lock: takes up to N ops from the device for this process's pool into OUT;
- * returns how many (fewer when its quota or the device's ops run short). */
-int drv_pool_alloc(int32_t *out, int n);
-/* Adds N allocated ops to this process's pool (caller holds drv.lock); those that do not fit
- * are given back to the device (takes the device lock). */
-void drv_pool_put(const int32_t *ops, int n);
 void drv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- handles.c -------------------------------------------------------------------------- */

@@ -95,107 +95,6 @@ static int owner_alive(const struct sim_owner *o)
     return st != 0 && st == o->ident[1];
 }
 
-/* Owner slot O's submissions are forgotten (a new process takes the slot, or its process is
- * gone and its ops with it). Under the lock. */
-static void ring_reset(int o)
-{
-    struct drv_submit_ring *r = &drv.shm->rings[o];
-    atomic_store_explicit(&r->head, atomic_load_explicit(&r->tail, memory_order_acquire),
-                          memory_order_release);
-}
-
-/* One published submission of owner O, checked: the process may have written anything into
- * its ring, so the op must be one of its own, allocated and not yet submitted, on a stream of
- * its own. */
-static int submission_ok(const struct sim_gpu *g, int o, const struct drv_submission *e)
-{
-    if (e->op < 0 || e->op >= SIM_MAX_OPS)
-        return 0;
-    const struct sim_op *op = &g->ops[e->op];
-    return op->state == SIM_OP_ALLOC && op->owner == o && op->gen == e->gen &&
-           op->stream >= 0 && op->stream < SIM_MAX_STREAMS && g->streams[op->stream].used &&
-           g->streams[op->stream].owner == o && op->ctx >= 0 && op->ctx < SIM_MAX_CTXS &&
-           g->ctxs[op->ctx].used && g->ctxs[op->ctx].owner == o;
-}
-
-/* Under the lock, first thing: every process's published launches go into the model in the
- * order of their times (each ring is in order already: a merge), the model advanced to each
- * time first, so an op enters the device when it was launched however late its ring is
- * drained; an op published after the model passed its time enters at the model's time (its
- * process was descheduled between the two: only its own launch is late). */
-static void drain_submissions(void)
-{
-    struct sim_shm *shm = drv.shm;
-    struct sim_gpu *g = &shm->gpu;
-    uint32_t tail[SIM_MAX_OWNERS];
-    int live[SIM_MAX_OWNERS], n = 0;
-    for (int o = 0; o < SIM_MAX_OWNERS; o++) {
-        if (!g->owners[o].used)
-            continue;
-        struct drv_submit_ring *r = &shm->rings[o];
-        uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-        uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (t - h > DRV_SUBMIT_RING) /* a tail no process of ours wrote: forget it */
-            h = t, atomic_store_explicit(&r->head, t, memory_order_release);
-        if (t != h) {
-            tail[o] = t;
-            live[n++] = o;
-        }
-    }
-    while (n > 0) {
-        int best = -1;
-        int64_t bt = INT64_MAX;
-        for (int k = 0; k < n; k++) {
-            struct drv_submit_ring *r = &shm->rings[live[k]];
-            const struct drv_submission *e =
-                &r->e[atomic_load_explicit(&r->head, memory_order_relaxed) % DRV_SUBMIT_RING];
-            if (e->t < bt) {
-                bt = e->t;
-                best = k;
-            }
-        }
-        int o = live[best];
-        struct drv_submit_ring *r = &shm->rings[o];
-        uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-        struct drv_submission e = r->e[h % DRV_SUBMIT_RING]; /* read once */
-        if (submission_ok(g, o, &e)) {
-            if (e.t > g->now)
-                sim_gpu_advance(g, e.t);
-            sim_gpu_submit(g, e.op, e.t > g->now ? e.t : g->now);
-            if (e.prio_override)
-                g->ops[e.op].prio = e.prio;
-        }
-        atomic_store_explicit(&r->head, h + 1, memory_order_release);
-        if (h + 1 == tail[o])
-            live[best] = live[--n];
-    }
-}
-
-int drv_pool_alloc(int32_t *out, int n)
-{
-    int k = 0;
-    while (k < n) {
-        int op = sim_gpu_op_alloc(drv.g, drv.owner);
-        if (op < 0)
-            break;
-        out[k++] = op;
-    }
-    return k;
-}
-
-void drv_pool_put(const int32_t *ops, int n)
-{
-    int k = 0;
-    while (k < n && drv.npool < DRV_POOL_CAP)
-        drv.pool[drv.npool++] = ops[k++];
-    if (k < n) {
-        drv_lock();
-        for (; k < n; k++)
-            sim_gpu_op_free(drv.g, ops[k]);
-        drv_unlock();
-    }
-}
-
 void drv_liveness_scan(int64_t now_mono)
 {
     struct sim_shm *shm = drv.shm;
@@ -209,7 +108,6 @@ void drv_liveness_scan(int64_t now_mono)
             drv_debug("reclaiming owner %d (pid %llu): process is gone", i,
                       (unsigned long long)g->owners[i].ident[0]);
             sim_gpu_owner_remove(g, i, now);
-            ring_reset(i);
         }
     }
 }
@@ -345,8 +243,6 @@ void drv_lock(void)
         drv_liveness_scan(drv_mono_ns());
         pthread_mutex_consistent(&drv.shm->lock);
     }
-    if (drv.g)
-        drain_submissions();
 }
 
 void drv_unlock(void)
@@ -678,8 +574,6 @@ CUresult drv_attach(void)
             /* nobody uses it: it becomes a fresh device of the kind this process asked for */
             shm->origin_ns = drv_mono_ns();
             sim_gpu_init(g, &p, 0);
-            for (int i = 0; i < SIM_MAX_OWNERS; i++)
-                ring_reset(i);
         } else if (!same_device(&g->p, &p)) {
             fprintf(stderr,
                     "pos-sim: virtual GPU '%s' is in use as %s (%s, scale %g); this process "
@@ -701,7 +595,6 @@ CUresult drv_attach(void)
             drv.shm = NULL;
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        ring_reset(o);
         g->owners[o].ident[0] = (uint64_t)getpid();
         g->owners[o].ident[1] = proc_start_time(getpid());
         drv.owner = o;
@@ -732,7 +625,6 @@ __attribute__((destructor)) static void drv_detach(void)
     drv_lock();
     struct sim_gpu *g = &drv.shm->gpu;
     sim_gpu_owner_remove(g, drv.owner, drv_device_now());
-    ring_reset(drv.owner);
     drv.owner = -1;
     drv_liveness_scan(drv_mono_ns());
     if (!any_owner(g)) {
