@@ -9,6 +9,7 @@
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
 #   make bench-simlock  how long processes wait for the simulated GPU's lock (docs/results/simlock.md)
+#   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
@@ -314,6 +315,7 @@ SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
 TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 TEST_DEPS_test_sim_stop := $(SIM_LIB)
+TEST_DEPS_test_sim_isolation := $(SIM_LIB)
 TEST_DEPS_test_sim_agents := $(SIM_LIB)
 TEST_DEPS_test_valgrind := $(SIM_LIB) $(POSAPP) $(POSD)
 # The hostile client test_hostile runs as another user (tests/integration/hostile.c).
@@ -371,7 +373,13 @@ $(SIMSTOP): $(B)/obj/bench/simstop.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $< -L$(CUDA_STUB) -lcuda
 
-bench: all $(SIMSTOP)
+# The process bench/simisolation.sh stops at random moments or runs at SCHED_IDLE
+SIMISOLATION := $(B)/bench/simisolation
+$(SIMISOLATION): $(B)/obj/bench/simisolation.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -o $@ $< -L$(CUDA_STUB) -lcuda -lm
+
+bench: all $(SIMSTOP) $(SIMISOLATION)
 	$(NEED) valgrind=valgrind /usr/bin/time=time python3=python3
 	@bash bench/testbed.sh
 	@bash bench/shim.sh
@@ -379,6 +387,7 @@ bench: all $(SIMSTOP)
 	@bash bench/core.sh
 	@bash bench/completion.sh
 	@bash bench/simstop.sh
+	@bash bench/simisolation.sh
 	@bash bench/simlock.sh
 
 check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
@@ -393,6 +402,10 @@ memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
 SOAK_MINUTES ?= 30
 soak: all $(HOSTILE)
 	@SOAK_MINUTES=$(SOAK_MINUTES) bash bench/soak.sh
+
+# Whether a stopped or SCHED_IDLE process of the simulated GPU moves the others' p99
+bench-simisolation: all $(SIMISOLATION)
+	@bash bench/simisolation.sh
 
 # How long processes wait for the simulated GPU's device lock under the demo's mix
 bench-simlock: all
@@ -460,7 +473,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-simlock bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-simlock bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
