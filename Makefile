@@ -315,7 +315,6 @@ SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
 TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 TEST_DEPS_test_sim_stop := $(SIM_LIB)
-TEST_DEPS_test_sim_isolation := $(SIM_LIB)
 TEST_DEPS_test_sim_agents := $(SIM_LIB)
 TEST_DEPS_test_valgrind := $(SIM_LIB) $(POSAPP) $(POSD)
 # The hostile client test_hostile runs as another user (tests/integration/hostile.c).

@@ -22,7 +22,7 @@
 #
 #   bash bench/simisolation.sh                 (make bench-simisolation; make bench runs it)
 #   ROUNDS=6 SECONDS_PER_RUN=10 OUT=/tmp/i.md bash bench/simisolation.sh
-#   LABEL="the driver before the rewrite (b23d55b)" bash bench/simisolation.sh
+#   LABEL="the driver with one device lock (b23d55b)" bash bench/simisolation.sh
 #   BASELINE=/tmp/old-sim bash bench/simisolation.sh  (also an older libcuda.so.1, alternating)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -283,11 +283,13 @@ its baseline's median p99.
 
 {summary}
 
-`tests/integration/test_sim_isolation.c` checks the stops as behaviour (another process
-attaches, launches and synchronises while one is stopped inside the driver; stops at random
-moments stall no other client). The `SCHED_IDLE` case is measured here only: a test of the
-normal client's progress beside it (at least half of it without) passed on the driver with one
-device lock, whose tail this table shows moving instead.
+The stops as behaviour (another process attaches, launches and synchronises while one is
+stopped inside the driver; stops at random moments stall no other client) are checked by
+`tests/integration/test_sim_isolation.c` of the device-process driver, which fails on the
+driver with one device lock and is not in `make test` until that driver lands (docs/wip/). The
+`SCHED_IDLE` case is measured here only: a test of the normal client's progress beside it (at
+least half of it without) passed on the driver with one device lock, whose tail this table
+shows moving instead.
 
 The extra client: kernels it completed in the run (about 100 a second while it runs), the
 longest it was late for an arrival (a stop, or the host not running it), and the stops it got:
