@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -403,6 +404,16 @@ static size_t segment_size(void)
 }
 
 /* Maps the segment NAME, creating it if needed. Returns 0, or -EAGAIN to retry. */
+/* The segment's creator still holds its advisory lock on FD: it is alive and initialising. */
+static int creator_busy(int fd)
+{
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        flock(fd, LOCK_UN);
+        return 0;
+    }
+    return errno == EWOULDBLOCK;
+}
+
 static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
 {
     size_t size = segment_size();
@@ -416,6 +427,11 @@ static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
     }
     if (fd < 0)
         return -errno;
+    /* The creator holds an advisory lock on the segment until it is initialised (a dead
+     * creator's goes with it), so that a waiter tells a slow creator (starved, at SCHED_IDLE)
+     * from a dead one: only a dead one's segment is replaced. */
+    if (created)
+        flock(fd, LOCK_EX);
     if (created && ftruncate(fd, (off_t)size) < 0) {
         int e = errno;
         close(fd);
@@ -423,10 +439,13 @@ static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
         return -e;
     }
     if (!created) {
-        /* the creator may not have sized it yet */
+        /* the creator may not have sized it yet: wait while it lives (after 2 s, a creator
+         * that holds no lock on it is dead) */
         struct stat st;
-        for (int i = 0; i < 2000; i++) {
+        for (int i = 0;; i++) {
             if (fstat(fd, &st) == 0 && (size_t)st.st_size >= size)
+                break;
+            if (i >= 2000 && !creator_busy(fd))
                 break;
             usleep(1000);
         }
@@ -438,25 +457,35 @@ static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
         }
     }
     struct sim_shm *shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (shm == MAP_FAILED)
-        return -errno;
+    if (shm == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
     if (created) {
         shm_init_header(shm, p);
+        /* fault injection for tests: a creator that is slow to initialise (starved) */
+        const char *slow = getenv("POS_SIM_FAULT_SLOW_CREATE_MS");
+        if (slow && *slow)
+            usleep((useconds_t)atoi(slow) * 1000u);
         atomic_store_explicit(&shm->ready, 1, memory_order_release);
     } else {
-        int i;
-        for (i = 0; i < 2000 && !atomic_load_explicit(&shm->ready, memory_order_acquire); i++)
+        for (int i = 0; !atomic_load_explicit(&shm->ready, memory_order_acquire); i++) {
+            if (i >= 2000 && !creator_busy(fd))
+                break;
             usleep(1000);
+        }
         if (!atomic_load(&shm->ready) || shm->magic != SIM_SHM_MAGIC ||
             shm->version != SIM_SHM_VERSION) {
             /* its creator died before finishing, or an older build made it */
             drv_debug("segment %s is unusable: replacing it", drv.shm_name);
             munmap(shm, size);
+            close(fd);
             shm_unlink(drv.shm_name);
             return -EAGAIN;
         }
     }
+    close(fd); /* the creator's advisory lock goes with it */
     drv.shm_size = size;
     *out = shm;
     return 0;

@@ -251,6 +251,43 @@ static void test_a_killed_instance_segment_is_unlinked_by_the_next_start_of_anot
     CU_ASSERT(!segment_exists(live_inst));
 }
 
+/* A creator slow to initialise its segment (starved, or at SCHED_IDLE: here 3 s between creating
+ * it and marking it ready, by the driver's fault injection) is waited for, not taken for dead
+ * and replaced: a process that starts meanwhile joins the same virtual GPU, so the segment
+ * under the instance's name is still the creator's after that process has come and gone. */
+static void test_a_slow_creator_is_waited_for_not_replaced(void)
+{
+    char inst[96], path[192];
+    snprintf(inst, sizeof inst, "%s-slow", suite.instance);
+    snprintf(path, sizeof path, "/dev/shm/pos-sim.%u.%s", (unsigned)getuid(), inst);
+    util_sim_segment_remove(inst);
+    fflush(NULL);
+    pid_t creator = fork();
+    if (creator == 0) {
+        setenv("POS_SIM_INSTANCE", inst, 1);
+        setenv("POS_SIM_FAULT_SLOW_CREATE_MS", "3000", 1);
+        if (cuInit(0) != CUDA_SUCCESS)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    struct stat first;
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = stat(path, &first) == 0;
+        usleep(10000);
+    }
+    CU_ASSERT_FATAL(seen);
+    int rc = run_fresh(inst); /* attaches (after the creator is done), finds it, leaves */
+    CU_ASSERT_EQUAL(rc, 0);
+    struct stat now;
+    CU_ASSERT_EQUAL(stat(path, &now), 0);
+    CU_ASSERT(now.st_ino == first.st_ino); /* the creator's segment, not a replacement */
+    kill(creator, SIGKILL);
+    waitpid(creator, NULL, 0);
+    util_sim_segment_remove(inst);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("sim_stop", suite_init, suite_clean);
@@ -258,4 +295,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_a_holder_killed_while_stopped_is_repaired);
     POS_ADD_TEST(s, test_a_killed_only_process_leaves_a_segment_the_next_start_reuses_clean);
     POS_ADD_TEST(s, test_a_killed_instance_segment_is_unlinked_by_the_next_start_of_another);
+    POS_ADD_TEST(s, test_a_slow_creator_is_waited_for_not_replaced);
 }
