@@ -10,6 +10,7 @@
  *   simisolation [-r RATE] [-d KERNEL_US] [-t SECONDS] [-s SEED]
  */
 #include <cuda.h>
+#include "bench/sim_kernel.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -84,19 +85,12 @@ int main(int argc, char **argv)
     CUcontext ctx;
     CUmodule m;
     CUfunction k;
-    char text[128];
     CK(cuInit(0));
     CK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CK(cuCtxSetCurrent(ctx));
-    /* the kernel's FLOPs for KERNEL_US on the device's FP32 peak, read back from the device */
-    int sms, khz;
+    CK(bench_kernel_of_us(kernel_us, &m, &k));
+    int sms; /* its grid fills the device four times over */
     CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
-    CK(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0));
-    double peak = 128.0 * sms * khz * 1e3; /* FMA lanes x 2 x clock: close to the presets */
-    snprintf(text, sizeof text, ".pos_sim_module 1\n.kernel k flops=%.0f\n",
-             peak * kernel_us * 1e-6);
-    CK(cuModuleLoadData(&m, text));
-    CK(cuModuleGetFunction(&k, m, "k"));
 
     srand(seed);
     double t0 = now_s(), next = t0, end = t0 + seconds, worst_late = 0;

@@ -12,6 +12,7 @@
  *   simstop [-n CLIENTS] [-k STOPS] [-w WINDOW_MS] [-x STALL_MS] [-d KERNEL_US] [-s SEED]
  */
 #include "sim/driver/drv.h" /* struct sim_shm: where the device lock is */
+#include "bench/sim_kernel.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -86,19 +87,10 @@ static void client(int id, double kernel_us)
     CUcontext ctx;
     CUmodule m;
     CUfunction k;
-    char text[128];
-    /* the kernel's FLOPs for KERNEL_US on the device's FP32 peak, read back from the device */
     CK(cuInit(0));
     CK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CK(cuCtxSetCurrent(ctx));
-    int sms, khz;
-    CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
-    CK(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0));
-    double peak = 128.0 * sms * khz * 1e3; /* FMA lanes x 2 x clock: close to the presets */
-    snprintf(text, sizeof text, ".pos_sim_module 1\n.kernel k flops=%.0f\n",
-             peak * kernel_us * 1e-6);
-    CK(cuModuleLoadData(&m, text));
-    CK(cuModuleGetFunction(&k, m, "k"));
+    CK(bench_kernel_of_us(kernel_us, &m, &k));
     atomic_fetch_add(&sh->ready, 1);
     while (!atomic_load(&sh->quit)) {
         for (int i = 0; i < 4; i++)

@@ -169,14 +169,8 @@ static pid_t start_attached(const char *inst)
         for (;;)
             pause();
     }
-    close(fds[1]);
-    char b;
-    ssize_t n = read(fds[0], &b, 1);
-    close(fds[0]);
-    if (n != 1) {
-        waitpid(pid, NULL, 0);
+    if (util_child_ready(pid, fds) < 0)
         return -1;
-    }
     return pid;
 }
 

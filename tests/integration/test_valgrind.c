@@ -98,14 +98,8 @@ static pid_t neighbour_start(const char *inst, int kind)
             cuCtxSynchronize();
         }
     }
-    close(fds[1]);
-    char b;
-    ssize_t n = read(fds[0], &b, 1);
-    close(fds[0]);
-    if (n != 1) {
-        waitpid(pid, NULL, 0);
+    if (util_child_ready(pid, fds) < 0)
         return -1;
-    }
     if (kind == 1) {
         usleep(50000); /* a few launches into its device */
         kill(pid, SIGKILL);

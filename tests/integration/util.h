@@ -156,6 +156,22 @@ static inline pid_t util_posapp_until_killed(const char *app, const char *model)
     return util_posapp_start("/dev/null", app, args);
 }
 
+/* In the parent after fork: waits for the byte child PID writes on its end of the pipe FDS once
+ * it is ready, and closes the parent's ends. Returns 0, or -1 (the child reaped) when the child
+ * ended without writing it. */
+static inline int util_child_ready(pid_t pid, int fds[2])
+{
+    close(fds[1]);
+    char b;
+    ssize_t n = read(fds[0], &b, 1);
+    close(fds[0]);
+    if (n != 1) {
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return 0;
+}
+
 /* How often WHAT occurs in TEXT. */
 static inline int util_count(const char *text, const char *what)
 {
