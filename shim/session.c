@@ -21,9 +21,6 @@
 #include "pos/proto.h"
 #include "shim/shim.h"
 
-#define SPIN_NS       20000        /* spin this long for a grant before sleeping */
-#define HELP_SPIN_NS  200000       /* ... or this long, helping, for a window step due soon */
-#define HELP_PROBE    16           /* every this many window-step waits help anyway, to learn */
 #define HELP_EVERY_NS 2000         /* between a helping thread's collector passes */
 #define WAIT_SLICE_NS 20000000     /* futex sleeps, between liveness checks */
 #define STUCK_NS      1000000000LL /* no decision from posd for this long: treat it as gone */
@@ -48,11 +45,11 @@ const char *shim_socket_path(void)
     return s && *s ? s : POS_DEFAULT_SOCKET;
 }
 
-/* The marker rate posd asks for: it can ask for more markers than POS_SAMPLE, not fewer. */
+/* The marker rate posd asks for (pos_sample_follow). */
 static void follow_sample(struct shim_session *s)
 {
     uint32_t want = atomic_load_explicit(&s->shm->sample, memory_order_relaxed);
-    uint32_t rate = shim_cfg.sample && want && want < shim_cfg.sample ? want : shim_cfg.sample;
+    uint32_t rate = pos_sample_follow(shim_cfg.sample, want);
     if (atomic_load_explicit(&shim_sample, memory_order_relaxed) != rate)
         atomic_store_explicit(&shim_sample, rate, memory_order_relaxed);
 }
@@ -303,16 +300,10 @@ static int posd_gone(const struct shim_session *s)
            atomic_load_explicit(&shim_session, memory_order_acquire) != s;
 }
 
-/* Whether SEQ may launch: free mode, posd's grant, or the window cap posd set over the
- * client's own completion prefix (the collector advances it and wakes waiters: a window step
- * needs no round trip through posd). */
+/* Whether SEQ may launch now (pos_grant_allows). */
 static int granted(const struct pos_client_shm *shm, uint64_t seq)
 {
-    if (atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE ||
-        seq <= atomic_load_explicit(&shm->granted, memory_order_acquire))
-        return 1;
-    uint32_t cap = atomic_load_explicit(&shm->window_cap, memory_order_acquire);
-    return cap && seq <= atomic_load_explicit(&shm->local_done, memory_order_acquire) + cap;
+    return pos_grant_allows(pos_shm_grant(shm), seq);
 }
 
 static void note_wait(struct pos_client_shm *shm, uint64_t ns)
@@ -339,26 +330,20 @@ static inline void cpu_relax(void)
 /* Waits until SEQ is granted, posd lets everything go, or posd is gone.
  *
  * A wait for a window step (the cap over the client's own completions) ends when an operator
- * of this process completes. When the client's operators are so short that the step itself
- * is the cost (its helped waits average under POS_HELP_WHEN_US), the thread spins up to
- * HELP_SPIN_NS and does the collector's pass itself every HELP_EVERY_NS: it sees the
- * completion marker land and steps the window at once, where the collector's next poll and a
- * futex wake-up would each add a scheduler wake-up (tens of us on a small VM); it yields the
- * core between looks. Clients with longer operators sleep after SPIN_NS as before (helping
- * one wait in HELP_PROBE, to notice when their operators get short), so that a batch client
- * does not spend the CPU that the clients above it need. */
+ * of this process completes. When it helps (pos_wait_helps: the client's operators are so
+ * short that the step itself is the cost), the thread spins up to POS_HELP_SPIN_NS and does
+ * the collector's pass itself every HELP_EVERY_NS: it sees the completion marker land and
+ * steps the window at once, where the collector's next poll and a futex wake-up would each add
+ * a scheduler wake-up (tens of us on a small VM); it yields the core between looks. Otherwise
+ * it sleeps after POS_SPIN_NS. */
 static void wait_grant(struct shim_session *s, uint64_t seq)
 {
     struct pos_client_shm *shm = s->shm;
     uint64_t t0 = shim_now_ns(), now = t0, helped = 0;
-    int step = atomic_load_explicit(&shm->window_cap, memory_order_acquire) != 0 &&
-               atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_WINDOW;
-    uint64_t when = (uint64_t)shim_cfg.help_when_us * 1000;
-    int help =
-        step &&
-        (atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < when ||
-         atomic_fetch_add_explicit(&s->step_waits, 1, memory_order_relaxed) % HELP_PROBE == 0);
-    uint64_t spin = help ? HELP_SPIN_NS : SPIN_NS;
+    int help = pos_wait_helps(pos_wait_for_step(pos_shm_grant(shm)),
+                              atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed),
+                              (uint64_t)shim_cfg.help_when_us * 1000, &s->step_waits);
+    uint64_t spin = help ? POS_HELP_SPIN_NS : POS_SPIN_NS;
     for (; now - t0 < spin; now = shim_now_ns()) {
         if (granted(shm, seq) || posd_gone(s))
             goto done;
@@ -401,7 +386,7 @@ done:
     now = shim_now_ns() - t0;
     if (help) {
         uint64_t avg = atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed);
-        atomic_store_explicit(&s->wait_avg_ns, avg - avg / 8 + now / 8, memory_order_relaxed);
+        atomic_store_explicit(&s->wait_avg_ns, pos_wait_avg(avg, now), memory_order_relaxed);
     }
     note_wait(shm, now);
 }
@@ -429,8 +414,7 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         usleep(50);
     }
     struct pos_submission *slot = &shm->sub[seq % POS_SUB_RING];
-    uint32_t mode = atomic_load_explicit(&shm->grant_mode, memory_order_acquire);
-    int go_now = mode == POS_GRANT_FREE;
+    int go_now = atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE;
     slot->seq = seq;
     slot->kernel_id = sub->kernel_id;
     slot->kind = sub->kind;
@@ -446,14 +430,18 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
     atomic_store_explicit(&slot->stamp, seq, memory_order_release);
     if (seq - atomic_load_explicit(&shm->sub_head, memory_order_relaxed) == POS_SUB_RING / 2)
         kick(s);
-    if (!go_now && !granted(shm, seq))
-        wait_grant(s, seq);
-    /* the last launch its grant or window cap allows needs a marker of its own: the window
-     * moves on when that completion is known (the others follow posd's sample) */
-    uint32_t cap = atomic_load_explicit(&shm->window_cap, memory_order_relaxed);
-    *windowed =
-        !go_now && (cap ? seq >= atomic_load_explicit(&shm->local_done, memory_order_relaxed) + cap
-                        : seq >= atomic_load_explicit(&shm->granted, memory_order_acquire));
+    int last = 0;
+    if (!go_now) {
+        /* held by posd: the grant that lets it go also says whether it is the last launch
+         * that grant allows, which needs a marker of its own (pos_grant_last) */
+        struct pos_grant_view g = pos_shm_grant(shm);
+        if (!pos_grant_allows(g, seq)) {
+            wait_grant(s, seq);
+            g = pos_shm_grant(shm);
+        }
+        last = pos_grant_last(g, seq);
+    }
+    *windowed = last;
     /* the first launch after an idle point starts a request: posd holds others for it */
     if (unlikely(atomic_load_explicit(&s->idle, memory_order_relaxed)) &&
         atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
@@ -545,7 +533,7 @@ static void report_sync(struct shim_session *s, uint32_t scope, int ptsz, uint32
     /* the record is complete before posd may read it */
     atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
     /* it covered everything launched so far: the client is idle until its next launch */
-    if (covers == atomic_load_explicit(&shm->next_seq, memory_order_relaxed))
+    if (pos_sync_idles(covers, atomic_load_explicit(&shm->next_seq, memory_order_relaxed)))
         atomic_store_explicit(&s->idle, 1, memory_order_relaxed);
     /* always: posd learns of a request's end at once (one eventfd write per sync) */
     kick(s);
@@ -567,7 +555,8 @@ int shim_session_prompt(void)
 {
     struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
     return s &&
-           (wants_kick(s) || atomic_load_explicit(&s->shm->window_cap, memory_order_relaxed) != 0);
+           pos_collector_prompt(atomic_load_explicit(&s->shm->kick_on_done, memory_order_acquire),
+                                atomic_load_explicit(&s->shm->window_cap, memory_order_relaxed));
 }
 
 void shim_session_kick_if_wanted(void)

@@ -10,19 +10,13 @@
 #include <stdint.h>
 
 #include "pos/proto.h"
+#include "pos/rules.h"
 
 #define POS_SHM_MAGIC   UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
 #define POS_SHM_VERSION 2
 #define POS_SUB_RING    8192 /* submissions in flight between a client and posd */
 #define POS_DONE_RING   8192 /* completions likewise */
 #define POS_SYNC_RING   1024 /* synchronisations reported by launching threads */
-
-/* How the client may launch. */
-enum pos_grant_mode {
-    POS_GRANT_FREE = 0, /* launch at once; posd only counts (no scheduler constraint) */
-    POS_GRANT_WINDOW,   /* launch operator SEQ only when SEQ <= granted, or, with a window cap
-                           set, SEQ <= local_done + window_cap */
-};
 
 /* posd's view of itself, as the client sees it. */
 enum pos_posd_state {
@@ -86,7 +80,7 @@ struct pos_client_shm {
     uint32_t client_id;
     uint32_t reserved0;
 
-    /* grant state: posd writes, the client reads */
+    /* grant state: posd writes, the client reads (grant_mode: enum pos_grant_mode, pos/rules.h) */
     _Alignas(POS_CACHELINE) _Atomic uint32_t grant_mode;
     _Atomic uint32_t grant_word;   /* futex: bumped at every grant update */
     _Atomic uint64_t granted;      /* highest seq the client may launch in WINDOW mode */
@@ -123,5 +117,38 @@ struct pos_client_shm {
     _Alignas(POS_CACHELINE) _Atomic uint64_t done_head;
     struct pos_completion_rec done[POS_DONE_RING];
 };
+
+/* ---- the grant state: posd writes, the client reads ----------------------------------------- */
+
+/* posd writes what pos_publish says changed (WHAT) of PUB. The grant and the window cap go
+ * before the mode, so that a thread that sees WINDOW sees them; then the futex word, which
+ * waiting threads sleep on, changes (waking them is posd's: a syscall). */
+static inline void pos_shm_publish(struct pos_client_shm *shm, const struct pos_published *pub,
+                                   unsigned what)
+{
+    if (what & POS_PUB_SAMPLE)
+        atomic_store_explicit(&shm->sample, pub->sample, memory_order_relaxed);
+    if (what & POS_PUB_KICK)
+        atomic_store_explicit(&shm->kick_on_done, pub->kick_on_done, memory_order_release);
+    if (!(what & POS_PUB_GRANT))
+        return;
+    atomic_store_explicit(&shm->granted, pub->granted, memory_order_release);
+    atomic_store_explicit(&shm->window_cap, pub->window, memory_order_release);
+    atomic_store_explicit(&shm->grant_mode, pub->mode, memory_order_release);
+    atomic_fetch_add_explicit(&shm->grant_word, 1, memory_order_release);
+}
+
+/* The grant as a launching thread reads it, with its collector's completion prefix: the mode
+ * first (acquire: posd stored the grant and the window cap before it), the prefix only under a
+ * window cap, the only case a rule reads it in. */
+static inline struct pos_grant_view pos_shm_grant(const struct pos_client_shm *shm)
+{
+    struct pos_grant_view g;
+    g.mode = atomic_load_explicit(&shm->grant_mode, memory_order_acquire);
+    g.granted = atomic_load_explicit(&shm->granted, memory_order_acquire);
+    g.window = atomic_load_explicit(&shm->window_cap, memory_order_acquire);
+    g.done = g.window ? atomic_load_explicit(&shm->local_done, memory_order_acquire) : 0;
+    return g;
+}
 
 #endif
