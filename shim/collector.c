@@ -138,8 +138,6 @@ static int same_stream(const struct pos_op_record *a, const struct pos_op_record
 
 static void complete(struct pos_op_record *r, uint64_t when, uint16_t how)
 {
-    if (!pos_done_improves(r->done_how, r->complete_ns, how, when))
-        return;
     r->complete_ns = when;
     r->done_how = how;
 }
@@ -151,7 +149,7 @@ static void poll_markers(void)
     uint64_t now = shim_now_ns();
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
-        if (!r->marker || r->done_how == POS_DONE_MARKER)
+        if (!r->marker || !pos_done_takes(r->done_how, POS_DONE_MARKER))
             continue;
         uint32_t want = (uint32_t)r->marker ? (uint32_t)r->marker : 1;
         if (atomic_load_explicit(&shim_marker_slots[r->marker % SHIM_MARKER_SLOTS],
@@ -161,8 +159,8 @@ static void poll_markers(void)
         /* everything earlier on its stream is done too */
         for (size_t k = 0; k < C.npend; k++) {
             struct pos_op_record *o = &C.pend[k].r;
-            if (o != r && o->submit_ns <= r->submit_ns && o->done_how == POS_DONE_UNKNOWN &&
-                same_stream(o, r))
+            if (o != r && o->submit_ns <= r->submit_ns &&
+                pos_done_takes(o->done_how, POS_DONE_BOUND) && same_stream(o, r))
                 complete(o, now, POS_DONE_BOUND);
         }
     }
@@ -178,7 +176,7 @@ static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
                                   .flags = e->ptsz ? POS_OPF_PTSZ : 0};
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
-        if (r->done_how != POS_DONE_UNKNOWN || r->submit_ns > e->start_ns)
+        if (!pos_done_takes(r->done_how, POS_DONE_BOUND) || r->submit_ns > e->start_ns)
             continue;
         if (e->kind == SHIM_SYNC_CTX ? r->ctx == e->ctx : same_stream(r, &probe))
             complete(r, e->end_ns, POS_DONE_BOUND);

@@ -564,7 +564,7 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
         uint64_t from = c->bound_seq > c->reported_seq ? c->bound_seq : c->reported_seq;
         for (uint64_t q = from + 1; q <= upto; q++) {
             struct rec *r = rec_of(c, q);
-            if (pos_done_improves(r->how, r->t, POS_DONE_BOUND, y->end_ns)) {
+            if (pos_done_takes(r->how, POS_DONE_BOUND)) {
                 r->how = POS_DONE_BOUND;
                 r->t = y->end_ns;
             }
@@ -577,14 +577,14 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
         if (m <= c->reported_seq || m > c->drained_seq)
             continue;
         struct rec *r = rec_of(c, m);
-        if (pos_done_improves(r->how, r->t, POS_DONE_MARKER, t)) {
+        if (pos_done_takes(r->how, POS_DONE_MARKER)) {
             r->how = POS_DONE_MARKER;
             r->t = t;
         }
         uint64_t from = c->bound_seq > c->reported_seq ? c->bound_seq : c->reported_seq;
         for (uint64_t q = from + 1; q < m; q++) {
             struct rec *o = rec_of(c, q);
-            if (pos_done_improves(o->how, o->t, POS_DONE_BOUND, t)) {
+            if (pos_done_takes(o->how, POS_DONE_BOUND)) {
                 o->how = POS_DONE_BOUND;
                 o->t = t;
             }

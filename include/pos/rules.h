@@ -137,14 +137,13 @@ static inline uint64_t pos_collector_sleep_ns(int prompt, int pending, uint64_t 
     return ns;
 }
 
-/* Whether a completion learnt as HOW (enum pos_completion) at WHEN replaces what a record knew,
- * CUR_HOW at CUR_NS: its own marker is final; a bound gives way to the marker and to an earlier
- * bound. */
-static inline int pos_done_improves(uint32_t cur_how, uint64_t cur_ns, uint32_t how, uint64_t when)
+/* Whether a completion learnt as HOW (enum pos_completion) applies to a record that knows
+ * CUR_HOW: its own marker, exact, to any record it has not landed on yet; a bound (a later
+ * marker on its stream, a synchronisation that covered it) only to a record whose completion is
+ * unknown, because bounds come in time order, so the first is the tightest. */
+static inline int pos_done_takes(uint32_t cur_how, uint32_t how)
 {
-    if (cur_how == POS_DONE_MARKER)
-        return 0;
-    return !(cur_how == POS_DONE_BOUND && how == POS_DONE_BOUND && cur_ns <= when);
+    return how == POS_DONE_MARKER ? cur_how != POS_DONE_MARKER : cur_how == POS_DONE_UNKNOWN;
 }
 
 /* Whether the collector still holds a record back from posd: its completion is unknown, or it

@@ -165,16 +165,15 @@ static void test_the_collector_polls_with_work_and_backs_off_when_idle(void)
     CU_ASSERT_EQUAL(pos_collector_sleep_ns(0, 0, 100000, 20000, &idle), 2000000);
 }
 
-static void test_a_marker_is_final_and_an_earlier_bound_wins(void)
+/* A record's own marker is exact and final; a bound only bounds what nothing bounded yet. */
+static void test_a_marker_is_final_and_the_first_bound_stays(void)
 {
-    CU_ASSERT(pos_done_improves(POS_DONE_UNKNOWN, 0, POS_DONE_BOUND, 50));
-    CU_ASSERT(pos_done_improves(POS_DONE_UNKNOWN, 0, POS_DONE_MARKER, 50));
-    CU_ASSERT(pos_done_improves(POS_DONE_BOUND, 40, POS_DONE_MARKER, 50));
-    CU_ASSERT(pos_done_improves(POS_DONE_BOUND, 60, POS_DONE_BOUND, 50));
-    CU_ASSERT(!pos_done_improves(POS_DONE_BOUND, 40, POS_DONE_BOUND, 50));
-    CU_ASSERT(!pos_done_improves(POS_DONE_BOUND, 50, POS_DONE_BOUND, 50));
-    CU_ASSERT(!pos_done_improves(POS_DONE_MARKER, 60, POS_DONE_MARKER, 50));
-    CU_ASSERT(!pos_done_improves(POS_DONE_MARKER, 60, POS_DONE_BOUND, 50));
+    CU_ASSERT(pos_done_takes(POS_DONE_UNKNOWN, POS_DONE_BOUND));
+    CU_ASSERT(pos_done_takes(POS_DONE_UNKNOWN, POS_DONE_MARKER));
+    CU_ASSERT(pos_done_takes(POS_DONE_BOUND, POS_DONE_MARKER));
+    CU_ASSERT(!pos_done_takes(POS_DONE_BOUND, POS_DONE_BOUND));
+    CU_ASSERT(!pos_done_takes(POS_DONE_MARKER, POS_DONE_MARKER));
+    CU_ASSERT(!pos_done_takes(POS_DONE_MARKER, POS_DONE_BOUND));
 }
 
 static void test_a_record_waits_for_its_completion_and_its_own_marker(void)
@@ -381,7 +380,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_a_lower_sample_takes_effect_at_once);
     POS_ADD_TEST(s, test_the_collector_is_prompt_while_posd_waits_on_completions);
     POS_ADD_TEST(s, test_the_collector_polls_with_work_and_backs_off_when_idle);
-    POS_ADD_TEST(s, test_a_marker_is_final_and_an_earlier_bound_wins);
+    POS_ADD_TEST(s, test_a_marker_is_final_and_the_first_bound_stays);
     POS_ADD_TEST(s, test_a_record_waits_for_its_completion_and_its_own_marker);
     POS_ADD_TEST(s, test_a_sync_covering_every_launch_leaves_the_client_idle);
     POS_ADD_TEST(s, test_a_registered_client_waits_for_posd_with_a_marker_behind_every_launch);
