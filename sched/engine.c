@@ -175,15 +175,14 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
 {
     struct pos_client_shm *shm = c->shm;
     int slot = slot_of(d, c);
-    uint64_t next = atomic_load_explicit(&shm->next_seq, memory_order_acquire);
+    uint64_t next = pos_sub_ring_tail(shm);
     if (next < c->sub_head || next - c->sub_head > (uint64_t)POS_SUB_RING * 2)
         return -1;
     if (next > upto)
         next = upto > c->sub_head ? upto : c->sub_head;
     while (c->sub_head < next) {
         uint64_t seq = c->sub_head + 1;
-        struct pos_submission *slotp = &shm->sub[seq % POS_SUB_RING];
-        uint64_t stamp = atomic_load_explicit(&slotp->stamp, memory_order_acquire);
+        uint64_t stamp = pos_sub_ring_stamp(shm, seq);
         if (stamp > seq && stamp - seq < (uint64_t)POS_SUB_RING)
             return -1; /* a stamp from the future: the ring was written out of turn */
         if (stamp != seq) {
@@ -199,7 +198,7 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
             if (sched_core_skip(d->core, slot, seq, now) < 0)
                 return -1;
         } else {
-            struct pos_submission s = *slotp; /* one copy: every field read once */
+            struct pos_submission s = *pos_sub_ring_slot(shm, seq); /* every field read once */
             c->tele.launch_tid = s.tid;       /* telemetry follows its launching threads */
             struct pos_sched_op op = {
                 .seq = seq,
@@ -220,7 +219,7 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
         }
         c->sub_head = seq;
     }
-    atomic_store_explicit(&shm->sub_head, c->sub_head, memory_order_release);
+    pos_sub_ring_consume(shm, c->sub_head);
     return 0;
 }
 
@@ -237,12 +236,12 @@ static int drain_sync_next(void *arg, uint64_t *covers)
     struct drain *w = arg;
     struct posd_client *c = w->c;
     struct pos_client_shm *shm = c->shm;
-    uint64_t next = atomic_load_explicit(&shm->sync_next, memory_order_acquire);
+    uint64_t next = pos_sync_ring_tail(shm);
     if (next < c->sync_head || next - c->sync_head > POS_SYNC_RING * 2)
         return -1;
     for (; c->sync_head < next; c->sync_head++) {
-        struct pos_sync_rec *r = &shm->sync_ring[c->sync_head % POS_SYNC_RING];
-        if (atomic_load_explicit(&r->stamp, memory_order_acquire) == c->sync_head + 1) {
+        const struct pos_sync_rec *r = pos_sync_ring_peek(shm, c->sync_head);
+        if (r) {
             w->sync = *r;
             *covers = w->sync.covers;
             return 1;
@@ -257,7 +256,7 @@ static int drain_sync_next(void *arg, uint64_t *covers)
         if (w->now - c->sync_stall_since < POSD_STALL_NS)
             break;
     }
-    atomic_store_explicit(&shm->sync_head, c->sync_head, memory_order_release);
+    pos_sync_ring_consume(shm, c->sync_head);
     return 0;
 }
 
@@ -271,8 +270,7 @@ static int drain_sync(void *arg)
 {
     struct drain *w = arg;
     struct posd_client *c = w->c;
-    if (c->sub_head < w->sync.covers &&
-        w->sync.covers <= atomic_load_explicit(&c->shm->next_seq, memory_order_acquire))
+    if (c->sub_head < w->sync.covers && w->sync.covers <= pos_sub_ring_tail(c->shm))
         return 0; /* a submission it covers is still being written: next time */
     struct sched_sync s = {
         .scope = w->sync.scope,
@@ -285,8 +283,7 @@ static int drain_sync(void *arg)
     };
     if (sched_core_sync(w->d->core, slot_of(w->d, c), &s, w->now) < 0)
         return -1;
-    c->sync_head++;
-    atomic_store_explicit(&c->shm->sync_head, c->sync_head, memory_order_release);
+    pos_sync_ring_consume(c->shm, ++c->sync_head);
     return 1;
 }
 
@@ -304,12 +301,12 @@ static int drain_completions(void *arg)
     struct drain *w = arg;
     struct posd_client *c = w->c;
     struct pos_client_shm *shm = c->shm;
-    uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_acquire);
+    uint64_t tail = pos_done_ring_tail(shm);
     if (tail < c->done_head || tail - c->done_head > POS_DONE_RING)
         return -1;
     while (c->done_head < tail) {
-        struct pos_completion_rec *r = &shm->done[c->done_head % POS_DONE_RING];
-        if (atomic_load_explicit(&r->stamp, memory_order_acquire) != c->done_head + 1)
+        const struct pos_completion_rec *r = pos_done_ring_peek(shm, c->done_head);
+        if (!r)
             break;
         uint64_t seq = r->seq; /* read once */
         uint64_t when = r->complete_ns;
@@ -321,7 +318,7 @@ static int drain_completions(void *arg)
             if (pos_drain_syncs(&drain_ops, w) < 0)
                 return -1;
             if (seq > c->sub_head) {
-                if (seq > atomic_load_explicit(&shm->next_seq, memory_order_acquire))
+                if (seq > pos_sub_ring_tail(shm))
                     return -1;
                 w->d->recheck = 1;
                 break;
@@ -332,7 +329,7 @@ static int drain_completions(void *arg)
             return -1;
         c->done_head++;
     }
-    atomic_store_explicit(&shm->done_head, c->done_head, memory_order_release);
+    pos_done_ring_consume(shm, c->done_head);
     return 0;
 }
 

@@ -394,12 +394,12 @@ done:
 uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub, int *windowed)
 {
     struct pos_client_shm *shm = s->shm;
-    uint64_t seq = atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
+    uint64_t seq = pos_sub_ring_reserve(shm);
     /* a full ring: posd is behind; wake it and wait for room, or for it to be gone, or, as for
      * a grant, for STUCK_NS without a decision of posd's (a stopped posd held a client whose
      * ring had filled until it was continued) */
     uint64_t beat = 0, beat_at = 0;
-    while (seq - atomic_load_explicit(&shm->sub_head, memory_order_acquire) > POS_SUB_RING) {
+    while (!pos_sub_ring_room(shm, seq)) {
         if (posd_gone(s))
             return 0;
         uint64_t now = shim_now_ns(), b = atomic_load(&shm->heartbeat);
@@ -413,7 +413,7 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         kick(s);
         usleep(50);
     }
-    struct pos_submission *slot = &shm->sub[seq % POS_SUB_RING];
+    struct pos_submission *slot = pos_sub_ring_slot(shm, seq);
     int go_now = atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE;
     slot->seq = seq;
     slot->kernel_id = sub->kernel_id;
@@ -426,9 +426,8 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
     slot->stream = sub->stream;
     slot->ctx = sub->ctx;
     slot->submit_ns = sub->submit_ns;
-    /* the slot is complete before posd may read it */
-    atomic_store_explicit(&slot->stamp, seq, memory_order_release);
-    if (seq - atomic_load_explicit(&shm->sub_head, memory_order_relaxed) == POS_SUB_RING / 2)
+    pos_sub_ring_publish(slot, seq);
+    if (pos_sub_ring_half_behind(shm, seq))
         kick(s);
     int last = 0;
     if (!go_now) {
@@ -481,19 +480,10 @@ int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint
     struct shim_session *s = atomic_load(&shim_session);
     if (!s || s->gen != gen || !seq)
         return 0; /* its session is over: posd forgot it */
-    struct pos_client_shm *shm = s->shm;
-    uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_relaxed);
-    if (tail - atomic_load_explicit(&shm->done_head, memory_order_acquire) >= POS_DONE_RING) {
+    if (pos_done_ring_push(s->shm, seq, complete_ns, how, result) < 0) {
         kick(s);
         return -1; /* full: try again next cycle */
     }
-    struct pos_completion_rec *r = &shm->done[tail % POS_DONE_RING];
-    r->seq = seq;
-    r->complete_ns = complete_ns;
-    r->how = how;
-    r->result = result;
-    atomic_store_explicit(&r->stamp, tail + 1, memory_order_release);
-    atomic_store_explicit(&shm->done_tail, tail + 1, memory_order_release);
     note_local_done(s, seq);
     return 0;
 }
@@ -506,7 +496,7 @@ uint64_t shim_session_covers(struct shim_thread *t, uint32_t *gen)
     if (!s)
         return 0;
     *gen = s->gen;
-    uint64_t covers = atomic_load_explicit(&s->shm->next_seq, memory_order_acquire);
+    uint64_t covers = pos_sub_ring_tail(s->shm);
     shim_session_leave(t);
     return covers;
 }
@@ -514,26 +504,17 @@ uint64_t shim_session_covers(struct shim_thread *t, uint32_t *gen)
 static void report_sync(struct shim_session *s, uint32_t scope, int ptsz, uint32_t tid,
                         uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns)
 {
-    struct pos_client_shm *shm = s->shm;
-    uint64_t idx = atomic_fetch_add_explicit(&shm->sync_next, 1, memory_order_acq_rel);
-    struct pos_sync_rec *r = &shm->sync_ring[idx % POS_SYNC_RING];
-    if (idx - atomic_load_explicit(&shm->sync_head, memory_order_acquire) >= POS_SYNC_RING) {
-        /* full: this report is lost (it is only news); its slot is never written, and posd
-         * skips it after a while */
-        atomic_fetch_add_explicit(&shm->sync_dropped, 1, memory_order_relaxed);
+    struct pos_sync_rec r = {.scope = scope,
+                             .tid = tid,
+                             .ptsz = (uint32_t)ptsz,
+                             .stream = stream,
+                             .ctx = ctx,
+                             .covers = covers,
+                             .end_ns = end_ns};
+    if (pos_sync_ring_push(s->shm, &r) < 0)
         return;
-    }
-    r->scope = scope;
-    r->tid = tid;
-    r->ptsz = (uint32_t)ptsz;
-    r->stream = stream;
-    r->ctx = ctx;
-    r->covers = covers;
-    r->end_ns = end_ns;
-    /* the record is complete before posd may read it */
-    atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
     /* it covered everything launched so far: the client is idle until its next launch */
-    if (pos_sync_idles(covers, atomic_load_explicit(&shm->next_seq, memory_order_relaxed)))
+    if (pos_sync_idles(covers, pos_sub_ring_tail(s->shm)))
         atomic_store_explicit(&s->idle, 1, memory_order_relaxed);
     /* always: posd learns of a request's end at once (one eventfd write per sync) */
     kick(s);

@@ -7,6 +7,7 @@
 #define POS_CLIENT_SHM_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pos/proto.h"
@@ -97,7 +98,7 @@ struct pos_client_shm {
     /* client writes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t next_seq; /* last seq handed out */
     _Atomic uint64_t local_done; /* every seq <= this completed, as the shim's collector knows */
-    _Atomic uint32_t waiters;                          /* threads waiting for a grant */
+    _Atomic uint32_t waiters;    /* threads waiting for a grant */
     _Atomic uint64_t launches, waits, sync_ns, syncs;
     _Atomic uint64_t wait_hist[POS_WAIT_BUCKETS];
 
@@ -117,6 +118,146 @@ struct pos_client_shm {
     _Alignas(POS_CACHELINE) _Atomic uint64_t done_head;
     struct pos_completion_rec done[POS_DONE_RING];
 };
+
+/* Each ring below is a producer/consumer pair of accessors: the client produces, posd consumes.
+ * posd's side reads each record once into a local copy and bounds every index it derives. */
+
+/* ---- the submission ring: the client's launching threads produce, posd consumes ---------- */
+
+/* Reserves the next seq for one launch (any thread of the client). */
+static inline uint64_t pos_sub_ring_reserve(struct pos_client_shm *shm)
+{
+    return atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
+}
+
+/* Whether SEQ's slot is free: posd has read the seq a ring before it. The acquire orders posd's
+ * read of that slot before the writes this thread makes to it. */
+static inline int pos_sub_ring_room(const struct pos_client_shm *shm, uint64_t seq)
+{
+    return seq - atomic_load_explicit(&shm->sub_head, memory_order_acquire) <= POS_SUB_RING;
+}
+
+/* Whether posd is half a ring behind SEQ: a kick now saves the launching threads a wait for
+ * room. Only a hint, so relaxed. */
+static inline int pos_sub_ring_half_behind(const struct pos_client_shm *shm, uint64_t seq)
+{
+    return seq - atomic_load_explicit(&shm->sub_head, memory_order_relaxed) == POS_SUB_RING / 2;
+}
+
+static inline struct pos_submission *pos_sub_ring_slot(struct pos_client_shm *shm, uint64_t seq)
+{
+    return &shm->sub[seq % POS_SUB_RING];
+}
+
+/* Publishes SLOT, written, as SEQ's: the release makes every field visible before the stamp
+ * posd reads with acquire (pos_sub_ring_stamp). */
+static inline void pos_sub_ring_publish(struct pos_submission *slot, uint64_t seq)
+{
+    atomic_store_explicit(&slot->stamp, seq, memory_order_release);
+}
+
+/* posd: the last seq the client handed out (its threads may still be writing the slots). */
+static inline uint64_t pos_sub_ring_tail(const struct pos_client_shm *shm)
+{
+    return atomic_load_explicit(&shm->next_seq, memory_order_acquire);
+}
+
+/* posd: the stamp of SEQ's slot, SEQ once it is published (pairs with pos_sub_ring_publish). */
+static inline uint64_t pos_sub_ring_stamp(const struct pos_client_shm *shm, uint64_t seq)
+{
+    return atomic_load_explicit(&shm->sub[seq % POS_SUB_RING].stamp, memory_order_acquire);
+}
+
+/* posd has read every seq up to HEAD: their slots are free (pairs with pos_sub_ring_room). */
+static inline void pos_sub_ring_consume(struct pos_client_shm *shm, uint64_t head)
+{
+    atomic_store_explicit(&shm->sub_head, head, memory_order_release);
+}
+
+/* ---- the synchronisation ring: any launching thread produces, posd consumes -------------- */
+
+/* Reports R (all but its stamp). Returns 0, or -1 when the ring is full: the report is lost (it
+ * is only news) and counted; its slot is never written, and posd skips it after a while. */
+static inline int pos_sync_ring_push(struct pos_client_shm *shm, const struct pos_sync_rec *r)
+{
+    uint64_t idx = atomic_fetch_add_explicit(&shm->sync_next, 1, memory_order_acq_rel);
+    if (idx - atomic_load_explicit(&shm->sync_head, memory_order_acquire) >= POS_SYNC_RING) {
+        atomic_fetch_add_explicit(&shm->sync_dropped, 1, memory_order_relaxed);
+        return -1;
+    }
+    struct pos_sync_rec *w = &shm->sync_ring[idx % POS_SYNC_RING];
+    w->scope = r->scope;
+    w->tid = r->tid;
+    w->ptsz = r->ptsz;
+    w->stream = r->stream;
+    w->ctx = r->ctx;
+    w->covers = r->covers;
+    w->end_ns = r->end_ns;
+    /* the record is complete before posd may read it */
+    atomic_store_explicit(&w->stamp, idx + 1, memory_order_release);
+    return 0;
+}
+
+/* posd: how many reports were reserved (some may still be being written). */
+static inline uint64_t pos_sync_ring_tail(const struct pos_client_shm *shm)
+{
+    return atomic_load_explicit(&shm->sync_next, memory_order_acquire);
+}
+
+/* posd: report IDX once it is written; NULL while it is being written, or was dropped. */
+static inline const struct pos_sync_rec *pos_sync_ring_peek(const struct pos_client_shm *shm,
+                                                            uint64_t idx)
+{
+    const struct pos_sync_rec *r = &shm->sync_ring[idx % POS_SYNC_RING];
+    return atomic_load_explicit(&r->stamp, memory_order_acquire) == idx + 1 ? r : NULL;
+}
+
+/* posd has read the reports before HEAD: their slots are free. */
+static inline void pos_sync_ring_consume(struct pos_client_shm *shm, uint64_t head)
+{
+    atomic_store_explicit(&shm->sync_head, head, memory_order_release);
+}
+
+/* ---- the completion ring: the client's collector produces, posd consumes ----------------- */
+
+/* Reports SEQ complete at COMPLETE_NS, learnt as HOW (enum pos_completion), with the launch's
+ * RESULT. One producer. Returns 0, or -1 when the ring is full: posd is behind, try again. */
+static inline int pos_done_ring_push(struct pos_client_shm *shm, uint64_t seq, uint64_t complete_ns,
+                                     uint32_t how, int32_t result)
+{
+    uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_relaxed);
+    if (tail - atomic_load_explicit(&shm->done_head, memory_order_acquire) >= POS_DONE_RING)
+        return -1;
+    struct pos_completion_rec *r = &shm->done[tail % POS_DONE_RING];
+    r->seq = seq;
+    r->complete_ns = complete_ns;
+    r->how = how;
+    r->result = result;
+    /* the record is complete before posd may read it, and counted after */
+    atomic_store_explicit(&r->stamp, tail + 1, memory_order_release);
+    atomic_store_explicit(&shm->done_tail, tail + 1, memory_order_release);
+    return 0;
+}
+
+/* posd: how many completions were pushed. */
+static inline uint64_t pos_done_ring_tail(const struct pos_client_shm *shm)
+{
+    return atomic_load_explicit(&shm->done_tail, memory_order_acquire);
+}
+
+/* posd: completion IDX once it is written, else NULL. */
+static inline const struct pos_completion_rec *pos_done_ring_peek(const struct pos_client_shm *shm,
+                                                                  uint64_t idx)
+{
+    const struct pos_completion_rec *r = &shm->done[idx % POS_DONE_RING];
+    return atomic_load_explicit(&r->stamp, memory_order_acquire) == idx + 1 ? r : NULL;
+}
+
+/* posd has read the completions before HEAD: their slots are free. */
+static inline void pos_done_ring_consume(struct pos_client_shm *shm, uint64_t head)
+{
+    atomic_store_explicit(&shm->done_head, head, memory_order_release);
+}
 
 /* ---- the grant state: posd writes, the client reads ----------------------------------------- */
 
