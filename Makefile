@@ -262,6 +262,8 @@ TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
 TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/clock.c sched/log.c \
     sched/ini_lines.c $(SCHED_CORE_SRCS))
+TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/log.c sched/config.c \
+    sched/ini_lines.c $(SCHED_CORE_SRCS))
 
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)

@@ -397,8 +397,8 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->shm->version = POS_SHM_VERSION;
     c->shm->size = (uint32_t)size;
     c->shm->client_id = c->id;
-    atomic_store(&c->shm->sample, 1);
-    atomic_store(&c->shm->grant_mode, POS_GRANT_WINDOW);
+    c->pub = pos_published_init();
+    pos_shm_publish(c->shm, &c->pub, POS_PUB_ALL);
     if (posd_engine_add(d, c) < 0) {
         munmap(p, size);
         c->shm = NULL;

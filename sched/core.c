@@ -530,7 +530,7 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     account(c, now);
     int was = inflight(c) > 0;
     struct pos_sched_op *op = op_at(c, seq);
-    int64_t when = done_ns > 0 ? done_ns : now;
+    int64_t when = done_ns > 0 && done_ns <= now ? done_ns : now;
     if (how == SCHED_DONE_EXACT) {
         learn_kernel(k, c, op, when);
         learn_op_time(c, op, when);
@@ -592,6 +592,8 @@ int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, 
     progress(c, now);
     busy_changed(k, c, was, now);
     request_maybe_end(c, when);
+    if (s->end_ns > 0 && s->end_ns <= now)
+        hist_add(&c->sync_lag, now - s->end_ns);
     return 0;
 }
 
@@ -600,13 +602,6 @@ void sched_core_waiters(struct sched_core *k, int slot, uint32_t waiters)
     struct core_client *c = client(k, slot);
     if (c)
         c->waiters = waiters;
-}
-
-void sched_core_note_sync_lag(struct sched_core *k, int slot, int64_t lag_ns)
-{
-    struct core_client *c = client(k, slot);
-    if (c)
-        hist_add(&c->sync_lag, lag_ns);
 }
 
 /* ---- decisions -------------------------------------------------------------------------- */

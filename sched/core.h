@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pos/op_record.h"
 #include "sched/policy/policy.h"
 
 /* clients one core serves (posd's slots); fuzz_ring builds with fewer to spend its time on
@@ -59,6 +60,16 @@ enum sched_done_how {
     SCHED_DONE_BOUND,    /* a later marker on its stream or a synchronisation covered it */
     SCHED_DONE_PRESUMED, /* never heard of: a hole, a failed launch, or out of the window */
 };
+
+/* How the core counts a completion a client reported as HOW (enum pos_completion): its own
+ * marker is exact, a bound a bound; one it never learnt (a failed launch, one that timed out)
+ * is presumed. */
+static inline int sched_done_of(uint32_t how)
+{
+    return how == POS_DONE_MARKER  ? SCHED_DONE_EXACT
+           : how == POS_DONE_BOUND ? SCHED_DONE_BOUND
+                                   : SCHED_DONE_PRESUMED;
+}
 
 /* A synchronisation the client reports: every operator with seq <= covers on SCOPE (a stream
  * of one thread or context, or the whole context) was complete at end_ns. */
@@ -150,8 +161,12 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
                       int64_t now);
 /* A submission slot that was reserved but never written (its thread died mid-launch). */
 int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now);
+/* Operator SEQ completed at DONE_NS, learnt as HOW (enum sched_done_how): a time in the future,
+ * or none (0), counts as NOW. */
 int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
                         int64_t now);
+/* A synchronisation that returned at S->end_ns: it also counts in the client's report lag
+ * (NOW minus its end). */
 int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now);
 /* Threads of the client blocked on a grant, as the client says (believed only while it has
  * operators that are not released). */
@@ -174,8 +189,6 @@ struct sched_device_stats {
     uint64_t decisions;
 };
 void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s);
-/* The report lag of one synchronisation (when the adapter saw it minus when it returned). */
-void sched_core_note_sync_lag(struct sched_core *k, int slot, int64_t lag_ns);
 
 /* Held at the last decision? (for stats) */
 int sched_core_client_held(const struct sched_core *k, int slot);

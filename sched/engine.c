@@ -175,15 +175,14 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
 {
     struct pos_client_shm *shm = c->shm;
     int slot = slot_of(d, c);
-    uint64_t next = atomic_load_explicit(&shm->next_seq, memory_order_acquire);
+    uint64_t next = pos_sub_ring_tail(shm);
     if (next < c->sub_head || next - c->sub_head > (uint64_t)POS_SUB_RING * 2)
         return -1;
     if (next > upto)
         next = upto > c->sub_head ? upto : c->sub_head;
     while (c->sub_head < next) {
         uint64_t seq = c->sub_head + 1;
-        struct pos_submission *slotp = &shm->sub[seq % POS_SUB_RING];
-        uint64_t stamp = atomic_load_explicit(&slotp->stamp, memory_order_acquire);
+        uint64_t stamp = pos_sub_ring_stamp(shm, seq);
         if (stamp > seq && stamp - seq < (uint64_t)POS_SUB_RING)
             return -1; /* a stamp from the future: the ring was written out of turn */
         if (stamp != seq) {
@@ -199,7 +198,7 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
             if (sched_core_skip(d->core, slot, seq, now) < 0)
                 return -1;
         } else {
-            struct pos_submission s = *slotp; /* one copy: every field read once */
+            struct pos_submission s = *pos_sub_ring_slot(shm, seq); /* every field read once */
             c->tele.launch_tid = s.tid;       /* telemetry follows its launching threads */
             struct pos_sched_op op = {
                 .seq = seq,
@@ -220,67 +219,94 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
         }
         c->sub_head = seq;
     }
-    atomic_store_explicit(&shm->sub_head, c->sub_head, memory_order_release);
+    pos_sub_ring_consume(shm, c->sub_head);
     return 0;
 }
 
-/* Reads the synchronisation reports, each after the submissions it covers (so that requests
- * are told apart however late posd looks), then the submissions after the last one. */
-static int drain_syncs(struct posd *d, struct posd_client *c, int64_t now)
+/* Where posd's reading of client C at NOW is (the source of pos_drain_ops). */
+struct drain {
+    struct posd *d;
+    struct posd_client *c;
+    int64_t now;
+    struct pos_sync_rec sync; /* the report drain_sync_next found, read once */
+};
+
+static int drain_sync_next(void *arg, uint64_t *covers)
 {
+    struct drain *w = arg;
+    struct posd_client *c = w->c;
     struct pos_client_shm *shm = c->shm;
-    uint64_t next = atomic_load_explicit(&shm->sync_next, memory_order_acquire);
+    uint64_t next = pos_sync_ring_tail(shm);
     if (next < c->sync_head || next - c->sync_head > POS_SYNC_RING * 2)
         return -1;
-    while (c->sync_head < next) {
-        struct pos_sync_rec *r = &shm->sync_ring[c->sync_head % POS_SYNC_RING];
-        if (atomic_load_explicit(&r->stamp, memory_order_acquire) != c->sync_head + 1) {
-            /* being written, or dropped by a writer that found the ring full: skipped after
-             * POSD_STALL_NS */
-            if (c->sync_stall_idx != c->sync_head + 1) {
-                c->sync_stall_idx = c->sync_head + 1;
-                c->sync_stall_since = now;
-                break;
-            }
-            if (now - c->sync_stall_since < POSD_STALL_NS)
-                break;
-            c->sync_head++;
-            continue;
+    for (; c->sync_head < next; c->sync_head++) {
+        const struct pos_sync_rec *r = pos_sync_ring_peek(shm, c->sync_head);
+        if (r) {
+            w->sync = *r;
+            *covers = w->sync.covers;
+            return 1;
         }
-        struct pos_sync_rec copy = *r;
-        if (drain_submissions(d, c, copy.covers, now) < 0)
-            return -1;
-        if (c->sub_head < copy.covers &&
-            copy.covers <= atomic_load_explicit(&shm->next_seq, memory_order_acquire))
-            break; /* a submission it covers is still being written: next time */
-        struct sched_sync s = {
-            .scope = copy.scope,
-            .tid = copy.tid,
-            .ptsz = copy.ptsz != 0,
-            .stream = copy.stream,
-            .ctx = copy.ctx,
-            .covers = copy.covers,
-            .end_ns = (int64_t)copy.end_ns,
-        };
-        if (sched_core_sync(d->core, slot_of(d, c), &s, now) < 0)
-            return -1;
-        if (s.end_ns > 0 && s.end_ns <= now)
-            sched_core_note_sync_lag(d->core, slot_of(d, c), now - s.end_ns);
-        c->sync_head++;
+        /* being written, or dropped by a writer that found the ring full: skipped after
+         * POSD_STALL_NS */
+        if (c->sync_stall_idx != c->sync_head + 1) {
+            c->sync_stall_idx = c->sync_head + 1;
+            c->sync_stall_since = w->now;
+            break;
+        }
+        if (w->now - c->sync_stall_since < POSD_STALL_NS)
+            break;
     }
-    atomic_store_explicit(&shm->sync_head, c->sync_head, memory_order_release);
-    return drain_submissions(d, c, UINT64_MAX, now);
+    pos_sync_ring_consume(shm, c->sync_head);
+    return 0;
 }
 
-static int drain_completions(struct posd *d, struct posd_client *c, int64_t now)
+static int drain_subs(void *arg, uint64_t upto)
 {
+    struct drain *w = arg;
+    return drain_submissions(w->d, w->c, upto, w->now);
+}
+
+static int drain_sync(void *arg)
+{
+    struct drain *w = arg;
+    struct posd_client *c = w->c;
+    if (c->sub_head < w->sync.covers && w->sync.covers <= pos_sub_ring_tail(c->shm))
+        return 0; /* a submission it covers is still being written: next time */
+    struct sched_sync s = {
+        .scope = w->sync.scope,
+        .tid = w->sync.tid,
+        .ptsz = w->sync.ptsz != 0,
+        .stream = w->sync.stream,
+        .ctx = w->sync.ctx,
+        .covers = w->sync.covers,
+        .end_ns = (int64_t)w->sync.end_ns,
+    };
+    if (sched_core_sync(w->d->core, slot_of(w->d, c), &s, w->now) < 0)
+        return -1;
+    pos_sync_ring_consume(c->shm, ++c->sync_head);
+    return 1;
+}
+
+static int drain_completions(void *arg);
+
+static const struct pos_drain_ops drain_ops = {
+    .sync_next = drain_sync_next,
+    .submissions = drain_subs,
+    .sync = drain_sync,
+    .completions = drain_completions,
+};
+
+static int drain_completions(void *arg)
+{
+    struct drain *w = arg;
+    struct posd_client *c = w->c;
     struct pos_client_shm *shm = c->shm;
-    uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_acquire);
+    uint64_t tail = pos_done_ring_tail(shm);
     if (tail < c->done_head || tail - c->done_head > POS_DONE_RING)
         return -1;
     while (c->done_head < tail) {
-        struct pos_completion_rec *r = &shm->done[c->done_head % POS_DONE_RING];
-        if (atomic_load_explicit(&r->stamp, memory_order_acquire) != c->done_head + 1)
+        const struct pos_completion_rec *r = pos_done_ring_peek(shm, c->done_head);
+        if (!r)
             break;
         uint64_t seq = r->seq; /* read once */
         uint64_t when = r->complete_ns;
@@ -289,32 +315,30 @@ static int drain_completions(struct posd *d, struct posd_client *c, int64_t now)
             /* A windowed client launches and completes without waiting for posd: its
              * submission may have been published after posd read the ring. Read it again;
              * one still being written is looked at again soon; one never reserved is a lie. */
-            if (drain_syncs(d, c, now) < 0)
+            if (pos_drain_syncs(&drain_ops, w) < 0)
                 return -1;
             if (seq > c->sub_head) {
-                if (seq > atomic_load_explicit(&shm->next_seq, memory_order_acquire))
+                if (seq > pos_sub_ring_tail(shm))
                     return -1;
-                d->recheck = 1;
+                w->d->recheck = 1;
                 break;
             }
         }
-        int core_how = how == POS_DONE_MARKER  ? SCHED_DONE_EXACT
-                       : how == POS_DONE_BOUND ? SCHED_DONE_BOUND
-                                               : SCHED_DONE_PRESUMED;
-        int64_t at = when && (int64_t)when <= now ? (int64_t)when : now;
-        if (sched_core_complete(d->core, slot_of(d, c), seq, at, core_how, now) < 0)
+        if (sched_core_complete(w->d->core, slot_of(w->d, c), seq, (int64_t)when,
+                                sched_done_of(how), w->now) < 0)
             return -1;
         c->done_head++;
     }
-    atomic_store_explicit(&shm->done_head, c->done_head, memory_order_release);
+    pos_done_ring_consume(shm, c->done_head);
     return 0;
 }
 
-/* Reads everything C wrote since the last look. Returns 0 or -1 (protocol broken). */
+/* Reads everything C wrote since the last look (pos_drain). Returns 0 or -1 (protocol
+ * broken). */
 static int drain_client(struct posd *d, struct posd_client *c, int64_t now)
 {
-    /* submissions with the syncs that follow them, then completions, which refer to them */
-    if (drain_syncs(d, c, now) < 0 || drain_completions(d, c, now) < 0)
+    struct drain w = {.d = d, .c = c, .now = now};
+    if (pos_drain(&drain_ops, &w) < 0)
         return -1;
     sched_core_waiters(d->core, slot_of(d, c),
                        atomic_load_explicit(&c->shm->waiters, memory_order_relaxed));
@@ -323,26 +347,19 @@ static int drain_client(struct posd *d, struct posd_client *c, int64_t now)
 
 /* ---- publishing ------------------------------------------------------------------------- */
 
+/* Publishes decision G to C (pos_publish): a heartbeat at every decision, and what changed. */
 static void publish(struct posd_client *c, const struct sched_grant *g)
 {
     struct pos_client_shm *shm = c->shm;
     atomic_store_explicit(&shm->heartbeat, atomic_load(&shm->heartbeat) + 1, memory_order_relaxed);
-    if (g->sample != c->sample_published) {
-        atomic_store_explicit(&shm->sample, g->sample, memory_order_relaxed);
-        c->sample_published = g->sample;
-    }
-    if ((uint32_t)g->kick_on_done != c->kick_published) {
-        atomic_store_explicit(&shm->kick_on_done, (uint32_t)g->kick_on_done, memory_order_release);
-        c->kick_published = (uint32_t)g->kick_on_done;
-    }
-    if (!g->changed)
-        return;
-    /* the grant and the window cap before the mode: a thread that sees WINDOW must see them */
-    atomic_store_explicit(&shm->granted, g->granted, memory_order_release);
-    atomic_store_explicit(&shm->window_cap, g->window, memory_order_release);
-    atomic_store_explicit(&shm->grant_mode, g->mode, memory_order_release);
-    atomic_fetch_add_explicit(&shm->grant_word, 1, memory_order_release);
-    if (atomic_load_explicit(&shm->waiters, memory_order_acquire) > 0)
+    struct pos_published next = {.mode = g->mode,
+                                 .window = g->window,
+                                 .granted = g->granted,
+                                 .sample = g->sample,
+                                 .kick_on_done = (uint32_t)g->kick_on_done};
+    unsigned what = pos_publish(&c->pub, next, g->changed);
+    pos_shm_publish(shm, &c->pub, what);
+    if ((what & POS_PUB_GRANT) && atomic_load_explicit(&shm->waiters, memory_order_acquire) > 0)
         futex_wake_all(&shm->grant_word);
 }
 

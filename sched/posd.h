@@ -118,7 +118,7 @@ struct posd_client {
     int64_t stall_since;
     int64_t connected_at;
     uint64_t skipped; /* submission slots never published (a thread died mid-launch) */
-    uint32_t sample_published, kick_published;
+    struct pos_published pub; /* what posd published to it last (pos/rules.h) */
     /* kernel keys by the client's kernel id (NAMES messages) */
     uint64_t *keys;
     uint32_t nkeys;    /* ids 1..nkeys known */

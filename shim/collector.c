@@ -15,8 +15,6 @@
 #include <unistd.h>
 
 #define COMPLETION_TIMEOUT_NS 2000000000ull /* give up waiting for a completion after 2 s */
-#define IDLE_SLEEP_US         2000
-#define MAX_IDLE_SLEEP_US     5000
 
 _Atomic uint64_t shim_first_ctx;
 
@@ -140,10 +138,6 @@ static int same_stream(const struct pos_op_record *a, const struct pos_op_record
 
 static void complete(struct pos_op_record *r, uint64_t when, uint16_t how)
 {
-    if (r->done_how == POS_DONE_MARKER)
-        return;
-    if (r->done_how == POS_DONE_BOUND && how == POS_DONE_BOUND && r->complete_ns <= when)
-        return;
     r->complete_ns = when;
     r->done_how = how;
 }
@@ -155,7 +149,7 @@ static void poll_markers(void)
     uint64_t now = shim_now_ns();
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
-        if (!r->marker || r->done_how == POS_DONE_MARKER)
+        if (!r->marker || !pos_done_takes(r->done_how, POS_DONE_MARKER))
             continue;
         uint32_t want = (uint32_t)r->marker ? (uint32_t)r->marker : 1;
         if (atomic_load_explicit(&shim_marker_slots[r->marker % SHIM_MARKER_SLOTS],
@@ -165,8 +159,8 @@ static void poll_markers(void)
         /* everything earlier on its stream is done too */
         for (size_t k = 0; k < C.npend; k++) {
             struct pos_op_record *o = &C.pend[k].r;
-            if (o != r && o->submit_ns <= r->submit_ns && o->done_how == POS_DONE_UNKNOWN &&
-                same_stream(o, r))
+            if (o != r && o->submit_ns <= r->submit_ns &&
+                pos_done_takes(o->done_how, POS_DONE_BOUND) && same_stream(o, r))
                 complete(o, now, POS_DONE_BOUND);
         }
     }
@@ -182,7 +176,7 @@ static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
                                   .flags = e->ptsz ? POS_OPF_PTSZ : 0};
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
-        if (r->done_how != POS_DONE_UNKNOWN || r->submit_ns > e->start_ns)
+        if (!pos_done_takes(r->done_how, POS_DONE_BOUND) || r->submit_ns > e->start_ns)
             continue;
         if (e->kind == SHIM_SYNC_CTX ? r->ctx == e->ctx : same_stream(r, &probe))
             complete(r, e->end_ns, POS_DONE_BOUND);
@@ -296,8 +290,7 @@ static size_t emit(int final)
     size_t keep = 0;
     for (size_t i = 0; i < C.npend; i++) {
         struct pos_op_record *r = &C.pend[i].r;
-        int waiting =
-            r->done_how == POS_DONE_UNKNOWN || (r->marker && r->done_how != POS_DONE_MARKER);
+        int waiting = pos_done_pending(r->done_how, r->marker != 0);
         if (waiting && !final && now - r->submit_ns < COMPLETION_TIMEOUT_NS) {
             C.pend[keep++] = C.pend[i];
             continue;
@@ -388,7 +381,7 @@ static void *collector_main(void *arg)
     (void)arg;
     /* our own thread: wake on time (the default 50 us slack would triple a 20 us poll) */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    unsigned idle_us = IDLE_SLEEP_US;
+    uint32_t idle_us = POS_IDLE_POLL_US;
     uint64_t last_flush = shim_now_ns();
     while (!atomic_load(&C.stop)) {
         shim_session_poll();
@@ -405,20 +398,11 @@ static void *collector_main(void *arg)
             last_flush = now;
         }
         /* while posd waits on this client's completions (its next operator, or a less
-         * important client, is released by them) look often: every step of a window costs
-         * this poll */
-        int prompt = shim_session_prompt();
-        if (prompt && (got || npend)) {
-            idle_us = IDLE_SLEEP_US;
-            sleep_us(shim_cfg.prompt_poll_us);
-        } else if (got || npend || prompt) {
-            idle_us = IDLE_SLEEP_US;
-            sleep_us(shim_cfg.poll_us);
-        } else {
-            sleep_us(idle_us);
-            if (idle_us < MAX_IDLE_SLEEP_US)
-                idle_us *= 2;
-        }
+         * important client, is released by them) look often (pos_collector_sleep_ns) */
+        uint64_t ns = pos_collector_sleep_ns(shim_session_prompt(), got || npend,
+                                             (uint64_t)shim_cfg.poll_us * 1000,
+                                             (uint64_t)shim_cfg.prompt_poll_us * 1000, &idle_us);
+        sleep_us((unsigned)(ns / 1000));
     }
     return NULL;
 }

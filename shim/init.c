@@ -90,10 +90,11 @@ static void read_config(void)
             strcpy(shim_cfg.trace_path, trace);
     }
     /* a trace wants every operator's completion; otherwise sample */
-    shim_cfg.sample = env_u32("POS_SAMPLE", shim_cfg.trace_path[0] ? 1 : 32, 1u << 20);
-    shim_cfg.poll_us = env_u32("POS_POLL_US", 100, 1000000);
-    shim_cfg.prompt_poll_us = env_u32("POS_PROMPT_POLL_US", 20, 1000000);
-    shim_cfg.help_when_us = env_u32("POS_HELP_WHEN_US", 60, 1000000);
+    shim_cfg.sample =
+        env_u32("POS_SAMPLE", shim_cfg.trace_path[0] ? 1 : POS_SAMPLE_DEFAULT, 1u << 20);
+    shim_cfg.poll_us = env_u32("POS_POLL_US", POS_POLL_US_DEFAULT, 1000000);
+    shim_cfg.prompt_poll_us = env_u32("POS_PROMPT_POLL_US", POS_PROMPT_POLL_US_DEFAULT, 1000000);
+    shim_cfg.help_when_us = env_u32("POS_HELP_WHEN_US", POS_HELP_WHEN_US_DEFAULT, 1000000);
     if (shim_cfg.prompt_poll_us == 0)
         shim_cfg.prompt_poll_us = 1;
     atomic_store(&shim_sample, shim_cfg.sample);

@@ -185,12 +185,7 @@ static void launch_end(struct launch *L, CUresult rc)
     } else {
         shim_count(&t->launches, 1);
         uint32_t sample = atomic_load_explicit(&shim_sample, memory_order_relaxed);
-        if (unlikely(t->until_marker > sample))
-            t->until_marker = sample; /* posd asked for markers more often */
-        int due = sample && --t->until_marker == 0;
-        if (due)
-            t->until_marker = sample;
-        if (due || unlikely(L->windowed)) {
+        if (pos_marker_due(&t->until_marker, sample) || unlikely(L->windowed)) {
             marker = place_marker(L);
             if (marker)
                 flags |= POS_OPF_MARKED;

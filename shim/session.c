@@ -21,9 +21,6 @@
 #include "pos/proto.h"
 #include "shim/shim.h"
 
-#define SPIN_NS       20000        /* spin this long for a grant before sleeping */
-#define HELP_SPIN_NS  200000       /* ... or this long, helping, for a window step due soon */
-#define HELP_PROBE    16           /* every this many window-step waits help anyway, to learn */
 #define HELP_EVERY_NS 2000         /* between a helping thread's collector passes */
 #define WAIT_SLICE_NS 20000000     /* futex sleeps, between liveness checks */
 #define STUCK_NS      1000000000LL /* no decision from posd for this long: treat it as gone */
@@ -48,11 +45,11 @@ const char *shim_socket_path(void)
     return s && *s ? s : POS_DEFAULT_SOCKET;
 }
 
-/* The marker rate posd asks for: it can ask for more markers than POS_SAMPLE, not fewer. */
+/* The marker rate posd asks for (pos_sample_follow). */
 static void follow_sample(struct shim_session *s)
 {
     uint32_t want = atomic_load_explicit(&s->shm->sample, memory_order_relaxed);
-    uint32_t rate = shim_cfg.sample && want && want < shim_cfg.sample ? want : shim_cfg.sample;
+    uint32_t rate = pos_sample_follow(shim_cfg.sample, want);
     if (atomic_load_explicit(&shim_sample, memory_order_relaxed) != rate)
         atomic_store_explicit(&shim_sample, rate, memory_order_relaxed);
 }
@@ -303,16 +300,10 @@ static int posd_gone(const struct shim_session *s)
            atomic_load_explicit(&shim_session, memory_order_acquire) != s;
 }
 
-/* Whether SEQ may launch: free mode, posd's grant, or the window cap posd set over the
- * client's own completion prefix (the collector advances it and wakes waiters: a window step
- * needs no round trip through posd). */
+/* Whether SEQ may launch now (pos_grant_allows). */
 static int granted(const struct pos_client_shm *shm, uint64_t seq)
 {
-    if (atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE ||
-        seq <= atomic_load_explicit(&shm->granted, memory_order_acquire))
-        return 1;
-    uint32_t cap = atomic_load_explicit(&shm->window_cap, memory_order_acquire);
-    return cap && seq <= atomic_load_explicit(&shm->local_done, memory_order_acquire) + cap;
+    return pos_grant_allows(pos_shm_grant(shm), seq);
 }
 
 static void note_wait(struct pos_client_shm *shm, uint64_t ns)
@@ -339,26 +330,20 @@ static inline void cpu_relax(void)
 /* Waits until SEQ is granted, posd lets everything go, or posd is gone.
  *
  * A wait for a window step (the cap over the client's own completions) ends when an operator
- * of this process completes. When the client's operators are so short that the step itself
- * is the cost (its helped waits average under POS_HELP_WHEN_US), the thread spins up to
- * HELP_SPIN_NS and does the collector's pass itself every HELP_EVERY_NS: it sees the
- * completion marker land and steps the window at once, where the collector's next poll and a
- * futex wake-up would each add a scheduler wake-up (tens of us on a small VM); it yields the
- * core between looks. Clients with longer operators sleep after SPIN_NS as before (helping
- * one wait in HELP_PROBE, to notice when their operators get short), so that a batch client
- * does not spend the CPU that the clients above it need. */
+ * of this process completes. When it helps (pos_wait_helps: the client's operators are so
+ * short that the step itself is the cost), the thread spins up to POS_HELP_SPIN_NS and does
+ * the collector's pass itself every HELP_EVERY_NS: it sees the completion marker land and
+ * steps the window at once, where the collector's next poll and a futex wake-up would each add
+ * a scheduler wake-up (tens of us on a small VM); it yields the core between looks. Otherwise
+ * it sleeps after POS_SPIN_NS. */
 static void wait_grant(struct shim_session *s, uint64_t seq)
 {
     struct pos_client_shm *shm = s->shm;
     uint64_t t0 = shim_now_ns(), now = t0, helped = 0;
-    int step = atomic_load_explicit(&shm->window_cap, memory_order_acquire) != 0 &&
-               atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_WINDOW;
-    uint64_t when = (uint64_t)shim_cfg.help_when_us * 1000;
-    int help =
-        step &&
-        (atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed) < when ||
-         atomic_fetch_add_explicit(&s->step_waits, 1, memory_order_relaxed) % HELP_PROBE == 0);
-    uint64_t spin = help ? HELP_SPIN_NS : SPIN_NS;
+    int help = pos_wait_helps(pos_wait_for_step(pos_shm_grant(shm)),
+                              atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed),
+                              (uint64_t)shim_cfg.help_when_us * 1000, &s->step_waits);
+    uint64_t spin = help ? POS_HELP_SPIN_NS : POS_SPIN_NS;
     for (; now - t0 < spin; now = shim_now_ns()) {
         if (granted(shm, seq) || posd_gone(s))
             goto done;
@@ -401,7 +386,7 @@ done:
     now = shim_now_ns() - t0;
     if (help) {
         uint64_t avg = atomic_load_explicit(&s->wait_avg_ns, memory_order_relaxed);
-        atomic_store_explicit(&s->wait_avg_ns, avg - avg / 8 + now / 8, memory_order_relaxed);
+        atomic_store_explicit(&s->wait_avg_ns, pos_wait_avg(avg, now), memory_order_relaxed);
     }
     note_wait(shm, now);
 }
@@ -409,12 +394,12 @@ done:
 uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *sub, int *windowed)
 {
     struct pos_client_shm *shm = s->shm;
-    uint64_t seq = atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
+    uint64_t seq = pos_sub_ring_reserve(shm);
     /* a full ring: posd is behind; wake it and wait for room, or for it to be gone, or, as for
      * a grant, for STUCK_NS without a decision of posd's (a stopped posd held a client whose
      * ring had filled until it was continued) */
     uint64_t beat = 0, beat_at = 0;
-    while (seq - atomic_load_explicit(&shm->sub_head, memory_order_acquire) > POS_SUB_RING) {
+    while (!pos_sub_ring_room(shm, seq)) {
         if (posd_gone(s))
             return 0;
         uint64_t now = shim_now_ns(), b = atomic_load(&shm->heartbeat);
@@ -428,9 +413,8 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
         kick(s);
         usleep(50);
     }
-    struct pos_submission *slot = &shm->sub[seq % POS_SUB_RING];
-    uint32_t mode = atomic_load_explicit(&shm->grant_mode, memory_order_acquire);
-    int go_now = mode == POS_GRANT_FREE;
+    struct pos_submission *slot = pos_sub_ring_slot(shm, seq);
+    int go_now = atomic_load_explicit(&shm->grant_mode, memory_order_acquire) == POS_GRANT_FREE;
     slot->seq = seq;
     slot->kernel_id = sub->kernel_id;
     slot->kind = sub->kind;
@@ -442,18 +426,21 @@ uint64_t shim_session_submit(struct shim_session *s, const struct shim_submit *s
     slot->stream = sub->stream;
     slot->ctx = sub->ctx;
     slot->submit_ns = sub->submit_ns;
-    /* the slot is complete before posd may read it */
-    atomic_store_explicit(&slot->stamp, seq, memory_order_release);
-    if (seq - atomic_load_explicit(&shm->sub_head, memory_order_relaxed) == POS_SUB_RING / 2)
+    pos_sub_ring_publish(slot, seq);
+    if (pos_sub_ring_half_behind(shm, seq))
         kick(s);
-    if (!go_now && !granted(shm, seq))
-        wait_grant(s, seq);
-    /* the last launch its grant or window cap allows needs a marker of its own: the window
-     * moves on when that completion is known (the others follow posd's sample) */
-    uint32_t cap = atomic_load_explicit(&shm->window_cap, memory_order_relaxed);
-    *windowed =
-        !go_now && (cap ? seq >= atomic_load_explicit(&shm->local_done, memory_order_relaxed) + cap
-                        : seq >= atomic_load_explicit(&shm->granted, memory_order_acquire));
+    int last = 0;
+    if (!go_now) {
+        /* held by posd: the grant that lets it go also says whether it is the last launch
+         * that grant allows, which needs a marker of its own (pos_grant_last) */
+        struct pos_grant_view g = pos_shm_grant(shm);
+        if (!pos_grant_allows(g, seq)) {
+            wait_grant(s, seq);
+            g = pos_shm_grant(shm);
+        }
+        last = pos_grant_last(g, seq);
+    }
+    *windowed = last;
     /* the first launch after an idle point starts a request: posd holds others for it */
     if (unlikely(atomic_load_explicit(&s->idle, memory_order_relaxed)) &&
         atomic_exchange_explicit(&s->idle, 0, memory_order_relaxed) && wants_kick(s))
@@ -493,19 +480,10 @@ int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint
     struct shim_session *s = atomic_load(&shim_session);
     if (!s || s->gen != gen || !seq)
         return 0; /* its session is over: posd forgot it */
-    struct pos_client_shm *shm = s->shm;
-    uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_relaxed);
-    if (tail - atomic_load_explicit(&shm->done_head, memory_order_acquire) >= POS_DONE_RING) {
+    if (pos_done_ring_push(s->shm, seq, complete_ns, how, result) < 0) {
         kick(s);
         return -1; /* full: try again next cycle */
     }
-    struct pos_completion_rec *r = &shm->done[tail % POS_DONE_RING];
-    r->seq = seq;
-    r->complete_ns = complete_ns;
-    r->how = how;
-    r->result = result;
-    atomic_store_explicit(&r->stamp, tail + 1, memory_order_release);
-    atomic_store_explicit(&shm->done_tail, tail + 1, memory_order_release);
     note_local_done(s, seq);
     return 0;
 }
@@ -518,7 +496,7 @@ uint64_t shim_session_covers(struct shim_thread *t, uint32_t *gen)
     if (!s)
         return 0;
     *gen = s->gen;
-    uint64_t covers = atomic_load_explicit(&s->shm->next_seq, memory_order_acquire);
+    uint64_t covers = pos_sub_ring_tail(s->shm);
     shim_session_leave(t);
     return covers;
 }
@@ -526,26 +504,17 @@ uint64_t shim_session_covers(struct shim_thread *t, uint32_t *gen)
 static void report_sync(struct shim_session *s, uint32_t scope, int ptsz, uint32_t tid,
                         uint64_t stream, uint64_t ctx, uint64_t covers, uint64_t end_ns)
 {
-    struct pos_client_shm *shm = s->shm;
-    uint64_t idx = atomic_fetch_add_explicit(&shm->sync_next, 1, memory_order_acq_rel);
-    struct pos_sync_rec *r = &shm->sync_ring[idx % POS_SYNC_RING];
-    if (idx - atomic_load_explicit(&shm->sync_head, memory_order_acquire) >= POS_SYNC_RING) {
-        /* full: this report is lost (it is only news); its slot is never written, and posd
-         * skips it after a while */
-        atomic_fetch_add_explicit(&shm->sync_dropped, 1, memory_order_relaxed);
+    struct pos_sync_rec r = {.scope = scope,
+                             .tid = tid,
+                             .ptsz = (uint32_t)ptsz,
+                             .stream = stream,
+                             .ctx = ctx,
+                             .covers = covers,
+                             .end_ns = end_ns};
+    if (pos_sync_ring_push(s->shm, &r) < 0)
         return;
-    }
-    r->scope = scope;
-    r->tid = tid;
-    r->ptsz = (uint32_t)ptsz;
-    r->stream = stream;
-    r->ctx = ctx;
-    r->covers = covers;
-    r->end_ns = end_ns;
-    /* the record is complete before posd may read it */
-    atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
     /* it covered everything launched so far: the client is idle until its next launch */
-    if (covers == atomic_load_explicit(&shm->next_seq, memory_order_relaxed))
+    if (pos_sync_idles(covers, pos_sub_ring_tail(s->shm)))
         atomic_store_explicit(&s->idle, 1, memory_order_relaxed);
     /* always: posd learns of a request's end at once (one eventfd write per sync) */
     kick(s);
@@ -567,7 +536,8 @@ int shim_session_prompt(void)
 {
     struct shim_session *s = atomic_load_explicit(&shim_session, memory_order_acquire);
     return s &&
-           (wants_kick(s) || atomic_load_explicit(&s->shm->window_cap, memory_order_relaxed) != 0);
+           pos_collector_prompt(atomic_load_explicit(&s->shm->kick_on_done, memory_order_acquire),
+                                atomic_load_explicit(&s->shm->window_cap, memory_order_relaxed));
 }
 
 void shim_session_kick_if_wanted(void)

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "pos/op_record.h"
+#include "pos/rules.h"
 #include "shim/symbols.h"
 
 #define SHIM_API    __attribute__((visibility("default")))

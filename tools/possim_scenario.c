@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pos/rules.h"
 #include "sched/ini_lines.h"
 #include "sched/policy/policy.h"
 #include "sim/model_file.h"
@@ -409,7 +410,7 @@ static void client_defaults(struct possim_client_spec *c)
     c->launch_us = 2;
     c->seed = 1;
     c->sleep_slack_us = 50;
-    c->sample = 32;
+    c->sample = POS_SAMPLE_DEFAULT;
     c->stop_with_index = -1;
 }
 
@@ -559,13 +560,14 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->idle_grace_us = 0;
     sc->profile_min = 32;
     sc->corun_budget = 1.2;
-    sc->poll_us = 100;
-    sc->prompt_poll_us = 20;
+    /* the shim's own */
+    sc->poll_us = POS_POLL_US_DEFAULT;
+    sc->prompt_poll_us = POS_PROMPT_POLL_US_DEFAULT;
+    sc->spin_us = POS_SPIN_NS / 1e3;
+    sc->help_spin_us = POS_HELP_SPIN_NS / 1e3;
+    sc->help_when_us = POS_HELP_WHEN_US_DEFAULT;
     sc->wake_us = 20;
     sc->grant_wake_us = 10;
-    sc->spin_us = 20;
-    sc->help_spin_us = 200;
-    sc->help_when_us = 60;
 }
 
 static int parse_fp(const char *path, FILE *fp, struct possim_scenario *out, char *err,

@@ -18,7 +18,10 @@
  * (submissions with the synchronisations that follow them, then completions), runs
  * sched_core_decide and publishes the grants. Events (thread wake-ups, collector passes,
  * process starts and exits) sit in a binary heap, merged with the device model's next event
- * and posd's two wake-up times. */
+ * and posd's two wake-up times. The shim's and the engine's rules (whether a launch may go,
+ * which launches carry markers, which waits help, the collector's sleeps and what it holds
+ * back, what posd publishes, the order it reads a client in) are include/pos/rules.h's, the
+ * functions the shim and posd call: possim keeps only their state, in plain fields. */
 #include "tools/possim_sim.h"
 #include "tools/timeline.h"
 
@@ -30,8 +33,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "pos/client_shm.h"
 #include "pos/op_record.h"
+#include "pos/rules.h"
 #include "sched/core.h"
 #include "sched/profile.h"
 #include "sched/schedule_file.h"
@@ -45,14 +48,8 @@
 #define NONE        INT64_MAX
 #define STUCK_NS    100000000000LL /* virtual time with no progress: the run is stuck */
 #define QUERY_NS    50000          /* posapp's open loop polls its request this often */
-#define IDLE_US     2000           /* the collector's idle back-off: from 2 ms ... */
-#define MAX_IDLE_US 5000           /* ... doubling while below 5 ms (2, 4, 8, 8, ... ms) */
 
 /* ---- the event heap --------------------------------------------------------------------- */
-
-/* ---- the event heap --------------------------------------------------------------------- */
-
-#define HELP_PROBE 16 /* the shim's: every this many window-step waits help, to learn */
 
 enum ev_type { EV_THREAD = 1, EV_POLL, EV_START, EV_LEAVE, EV_NOTIFY };
 
@@ -143,7 +140,7 @@ struct sync_rep {
 struct rec {
     uint64_t seq;
     int marked;
-    int how;   /* SCHED_DONE_NONE until known */
+    int how;   /* enum pos_completion: POS_DONE_UNKNOWN until known */
     int64_t t; /* when it completed, as the collector tells posd */
 };
 
@@ -214,20 +211,15 @@ struct vclient {
     uint64_t seq;      /* its last launch number */
     uint64_t wait_seq; /* the launch waiting for a grant */
     int64_t wait_since;
-    int wait_step;         /* that wait is for a window step (the cap over its own prefix) */
-    int helping;           /* ... and the thread spins doing the collector's pass itself */
-    int64_t step_avg_ns;   /* moving average of its helped window-step waits (wait_avg_ns) */
-    uint64_t step_waits;   /* its window-step waits so far */
-    uint32_t waiters;      /* threads asleep on a grant, as posd reads it */
-    uint64_t dev_done_seq; /* every launch <= this is complete, as the host knows */
+    int wait_step;               /* that wait is for a window step (the cap over its own prefix) */
+    int helping;                 /* ... and the thread spins doing the collector's pass itself */
+    uint64_t step_avg_ns;        /* moving average of its helped window-step waits (wait_avg_ns) */
+    _Atomic uint32_t step_waits; /* its long window-step waits so far (pos_wait_helps) */
+    uint32_t waiters;            /* threads asleep on a grant, as posd reads it */
+    uint64_t dev_done_seq;       /* every launch <= this is complete, as the host knows */
     uint32_t until_marker, shim_sample;
     int idle; /* its last synchronisation covered every launch (the shim's idle flag) */
-    /* what posd published for it */
-    uint32_t pub_mode;
-    uint64_t pub_granted;
-    uint32_t pub_window; /* the window cap: the shim steps it over its own completions */
-    uint32_t pub_sample;
-    int pub_kick;
+    struct pos_published pub; /* what posd published for it */
     /* its collector */
     struct posapp_rng rng;
     uint32_t idle_us;
@@ -309,25 +301,17 @@ static void kick(struct sim *s, int64_t t)
         s->kick_at = at;
 }
 
-static int granted(const struct vclient *c, uint64_t seq)
+/* What C's thread decides by: posd's grant and the completion prefix its collector reported
+ * (it reports in seq order: reported_seq is that prefix). */
+static struct pos_grant_view grant_of(const struct vclient *c)
 {
-    /* as the shim's granted(): free, posd's grant, or the window cap over the collector's
-     * completed prefix (it reports in seq order: reported_seq is that prefix) */
-    return c->pub_mode == POS_GRANT_FREE || seq <= c->pub_granted ||
-           (c->pub_window && seq <= c->reported_seq + c->pub_window);
+    return pos_grant_view_of(&c->pub, c->reported_seq);
 }
 
-/* shim_session_submit: the last launch a grant or a window cap allows gets its own marker. */
-static int last_allowed(const struct vclient *c, uint64_t seq)
-{
-    return c->pub_window ? seq >= c->reported_seq + c->pub_window : seq >= c->pub_granted;
-}
-
-/* The marker rate the shim follows: posd can ask for more markers than POS_SAMPLE, not fewer. */
+/* The marker rate the shim follows, as it does at the collector's passes. */
 static void follow_sample(struct vclient *c)
 {
-    uint32_t own = c->spec->sample;
-    c->shim_sample = own && c->pub_sample && c->pub_sample < own ? c->pub_sample : own;
+    c->shim_sample = pos_sample_follow(c->spec->sample, c->pub.sample);
 }
 
 static int64_t arrival_ns(const struct vclient *c, uint64_t i)
@@ -375,7 +359,7 @@ static void finish_request(struct sim *s, struct vclient *c, int64_t t)
     struct sync_rep r = {c->seq, t};
     if (VEC_PUSH(c->syncs, r) < 0 || VEC_PUSH(c->coll_syncs, r) < 0)
         sim_fail(s, -ENOMEM, "out of memory");
-    c->idle = 1; /* it covered every launch */
+    c->idle = pos_sync_idles(r.covers, c->seq); /* it covered every launch */
     kick(s, t);  /* always: posd learns of a request's end at once */
 }
 
@@ -437,18 +421,12 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
         /* the first launch after an idle point starts a request: posd holds others for it */
         if (c->idle) {
             c->idle = 0;
-            if (c->pub_kick)
+            if (c->pub.kick_on_done)
                 kick(s, t);
         }
         /* launch_end: every sample-th launch, and the last one a grant allows, carries a
          * marker */
-        uint32_t sample = c->shim_sample;
-        if (c->until_marker > sample)
-            c->until_marker = sample;
-        int due = sample && --c->until_marker == 0;
-        if (due)
-            c->until_marker = sample;
-        marked = due || windowed;
+        marked = pos_marker_due(&c->until_marker, c->shim_sample) || windowed;
         c->markers += (uint64_t)marked;
     }
     sim_gpu_advance(s->g, t);
@@ -466,7 +444,7 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
     s->progress_at = t;
     if (s->core) {
         /* the launch record the collector will drain */
-        struct rec r = {c->seq, marked, SCHED_DONE_NONE, 0};
+        struct rec r = {c->seq, marked, POS_DONE_UNKNOWN, 0};
         if (VEC_PUSH(c->recs, r) < 0)
             sim_fail(s, -ENOMEM, "out of memory");
         c->launched_seq = c->seq;
@@ -496,7 +474,7 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         return;
     }
     const struct sim_request_op *ro = &c->req.ops[c->op_j];
-    int go_now = c->pub_mode == POS_GRANT_FREE;
+    int go_now = c->pub.mode == POS_GRANT_FREE;
     struct sub sb = {
         .op =
             {
@@ -519,20 +497,20 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
         return;
     }
     c->windowed += (uint64_t)!go_now;
-    if (!go_now && !granted(c, seq)) {
+    if (!go_now && !pos_grant_allows(grant_of(c), seq)) {
         /* wait_grant: a window step while such waits have been short spins longer, helping */
         c->state = T_SPIN;
         c->wait_seq = seq;
         c->wait_since = t;
-        c->wait_step = c->pub_window && c->pub_mode == POS_GRANT_WINDOW;
+        c->wait_step = pos_wait_for_step(grant_of(c));
         c->helping =
-            c->wait_step && (c->step_avg_ns < s->help_when_ns || c->step_waits++ % HELP_PROBE == 0);
+            pos_wait_helps(c->wait_step, c->step_avg_ns, (uint64_t)s->help_when_ns, &c->step_waits);
         c->waits++;
         wake_at(s, c, t + (c->helping ? s->help_spin_ns : s->spin_ns));
         return;
     }
     /* shim_session_submit: the last launch its grant allows gets a marker of its own */
-    device_launch(s, c, !go_now && last_allowed(c, seq), t);
+    device_launch(s, c, !go_now && pos_grant_last(grant_of(c), seq), t);
 }
 
 static void thread_event(struct sim *s, struct vclient *c, int64_t t)
@@ -554,9 +532,9 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
         c->waiters = 0;
         c->wait_ns += t - c->wait_since;
         if (c->helping)
-            c->step_avg_ns += (t - c->wait_since) / 8 - c->step_avg_ns / 8;
+            c->step_avg_ns = pos_wait_avg(c->step_avg_ns, (uint64_t)(t - c->wait_since));
         c->helping = 0;
-        device_launch(s, c, last_allowed(c, c->wait_seq), t);
+        device_launch(s, c, pos_grant_last(grant_of(c), c->wait_seq), t);
         break;
     default:
         break;
@@ -586,8 +564,8 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
         uint64_t from = c->bound_seq > c->reported_seq ? c->bound_seq : c->reported_seq;
         for (uint64_t q = from + 1; q <= upto; q++) {
             struct rec *r = rec_of(c, q);
-            if (!r->marked && !r->how) {
-                r->how = SCHED_DONE_BOUND;
+            if (pos_done_takes(r->how, POS_DONE_BOUND)) {
+                r->how = POS_DONE_BOUND;
                 r->t = y->end_ns;
             }
         }
@@ -599,13 +577,15 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
         if (m <= c->reported_seq || m > c->drained_seq)
             continue;
         struct rec *r = rec_of(c, m);
-        r->how = SCHED_DONE_EXACT;
-        r->t = t;
+        if (pos_done_takes(r->how, POS_DONE_MARKER)) {
+            r->how = POS_DONE_MARKER;
+            r->t = t;
+        }
         uint64_t from = c->bound_seq > c->reported_seq ? c->bound_seq : c->reported_seq;
         for (uint64_t q = from + 1; q < m; q++) {
             struct rec *o = rec_of(c, q);
-            if (!o->how) {
-                o->how = SCHED_DONE_BOUND;
+            if (pos_done_takes(o->how, POS_DONE_BOUND)) {
+                o->how = POS_DONE_BOUND;
                 o->t = t;
             }
         }
@@ -615,7 +595,7 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
     size_t reported = 0;
     while (c->recs.head < c->recs.n) {
         const struct rec *r = &c->recs.v[c->recs.head];
-        if (!r->how || (r->marked && r->how != SCHED_DONE_EXACT))
+        if (pos_done_pending(r->how, r->marked))
             break;
         struct post p = {r->seq, r->t, r->how};
         if (VEC_PUSH(c->posts, p) < 0) {
@@ -626,12 +606,12 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
         c->recs.head++;
         reported++;
     }
-    if (reported && c->pub_kick)
+    if (reported && c->pub.kick_on_done)
         kick(s, t); /* posd waits on these to release others */
     /* the completed prefix moved: a thread waiting on the window cap goes (the collector
      * wakes sleepers; a spinning thread sees it at once) */
-    if (reported && c->pub_window && (c->state == T_SPIN || c->state == T_SLEEP) &&
-        granted(c, c->wait_seq)) {
+    if (reported && c->pub.window && (c->state == T_SPIN || c->state == T_SLEEP) &&
+        pos_grant_allows(grant_of(c), c->wait_seq)) {
         int64_t at = c->state == T_SPIN ? t : t + s->grant_wake_ns;
         c->state = T_RESUME;
         wake_at(s, c, at);
@@ -647,19 +627,9 @@ static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
     if (got < 0)
         return;
     int pending = got || c->recs.head < c->recs.n;
-    int prompt = c->pub_kick || c->pub_window;
-    int64_t next;
-    if (prompt && pending) {
-        c->idle_us = IDLE_US;
-        next = t + s->prompt_poll_ns;
-    } else if (pending || prompt) {
-        c->idle_us = IDLE_US;
-        next = t + s->poll_ns;
-    } else {
-        next = t + (int64_t)c->idle_us * 1000;
-        if (c->idle_us < MAX_IDLE_US)
-            c->idle_us *= 2;
-    }
+    int64_t next = t + (int64_t)pos_collector_sleep_ns(
+                           pos_collector_prompt(c->pub.kick_on_done, c->pub.window), pending,
+                           (uint64_t)s->poll_ns, (uint64_t)s->prompt_poll_ns, &c->idle_us);
     push_event(s, next > t ? next : t + 1, EV_POLL, c, 0);
 }
 
@@ -716,60 +686,94 @@ static void reap(struct sim *s, int64_t t)
 
 /* ---- posd --------------------------------------------------------------------------------- */
 
-static void drain_subs(struct sim *s, struct vclient *c, uint64_t upto, int64_t t)
+/* Where posd's reading of client C at T is (the source of pos_drain_ops). */
+struct drain {
+    struct sim *s;
+    struct vclient *c;
+    int64_t t;
+};
+
+static int drain_sync_next(void *arg, uint64_t *covers)
 {
+    struct vclient *c = ((struct drain *)arg)->c;
+    if (c->syncs.head == c->syncs.n)
+        return 0;
+    *covers = c->syncs.v[c->syncs.head].covers;
+    return 1;
+}
+
+static int drain_subs(void *arg, uint64_t upto)
+{
+    struct drain *w = arg;
+    struct vclient *c = w->c;
     for (; c->subs.head < c->subs.n && c->subs.v[c->subs.head].op.seq <= upto; c->subs.head++) {
         const struct sub *sb = &c->subs.v[c->subs.head];
-        if (sched_core_submit(s->core, c->index, &sb->op, sb->released, t) < 0)
-            sim_fail(s, -EPROTO, "client %s: the core refused submission %llu", c->spec->name,
+        if (sched_core_submit(w->s->core, c->index, &sb->op, sb->released, w->t) < 0)
+            sim_fail(w->s, -EPROTO, "client %s: the core refused submission %llu", c->spec->name,
                      (unsigned long long)sb->op.seq);
     }
+    return 0;
 }
 
-/* What posd's engine does for a client at a wake-up (drain_client): each synchronisation
- * after the submissions it covers, then the submissions after the last one, then the
- * completions, then the waiter count. */
-static void drain(struct sim *s, struct vclient *c, int64_t t)
+static int drain_sync(void *arg)
 {
-    int slot = c->index;
-    for (; c->syncs.head < c->syncs.n; c->syncs.head++) {
-        const struct sync_rep *r = &c->syncs.v[c->syncs.head];
-        drain_subs(s, c, r->covers, t);
-        struct sched_sync sy = {
-            .scope = SCHED_SYNC_STREAM,
-            .tid = (uint32_t)c->index + 1,
-            .stream = 0x1000 + (uint64_t)c->index,
-            .ctx = 0x100000 + (uint64_t)c->index,
-            .covers = r->covers,
-            .end_ns = r->end_ns,
-        };
-        if (sched_core_sync(s->core, slot, &sy, t) < 0)
-            sim_fail(s, -EPROTO, "client %s: the core refused a synchronisation", c->spec->name);
-        if (sy.end_ns > 0 && sy.end_ns <= t)
-            sched_core_note_sync_lag(s->core, slot, t - sy.end_ns);
-    }
-    drain_subs(s, c, UINT64_MAX, t);
+    struct drain *w = arg;
+    struct vclient *c = w->c;
+    const struct sync_rep *r = &c->syncs.v[c->syncs.head++];
+    struct sched_sync sy = {
+        .scope = SCHED_SYNC_STREAM,
+        .tid = (uint32_t)c->index + 1,
+        .stream = 0x1000 + (uint64_t)c->index,
+        .ctx = 0x100000 + (uint64_t)c->index,
+        .covers = r->covers,
+        .end_ns = r->end_ns,
+    };
+    if (sched_core_sync(w->s->core, c->index, &sy, w->t) < 0)
+        sim_fail(w->s, -EPROTO, "client %s: the core refused a synchronisation", c->spec->name);
+    return 1;
+}
+
+static int drain_completions(void *arg)
+{
+    struct drain *w = arg;
+    struct vclient *c = w->c;
     for (; c->posts.head < c->posts.n; c->posts.head++) {
         const struct post *p = &c->posts.v[c->posts.head];
-        int64_t at = p->done_ns <= t ? p->done_ns : t;
-        if (sched_core_complete(s->core, slot, p->seq, at, p->how, t) < 0)
-            sim_fail(s, -EPROTO, "client %s: the core refused completion %llu", c->spec->name,
+        if (sched_core_complete(w->s->core, c->index, p->seq, p->done_ns, sched_done_of(p->how),
+                                w->t) < 0)
+            sim_fail(w->s, -EPROTO, "client %s: the core refused completion %llu", c->spec->name,
                      (unsigned long long)p->seq);
     }
-    sched_core_waiters(s->core, slot, c->waiters);
+    return 0;
 }
 
-/* What posd's engine publishes, and the threads it wakes. */
+static const struct pos_drain_ops drain_ops = {
+    .sync_next = drain_sync_next,
+    .submissions = drain_subs,
+    .sync = drain_sync,
+    .completions = drain_completions,
+};
+
+/* What posd's engine does for a client at a wake-up (drain_client): pos_drain, then the
+ * waiter count. */
+static void drain(struct sim *s, struct vclient *c, int64_t t)
+{
+    struct drain w = {.s = s, .c = c, .t = t};
+    pos_drain(&drain_ops, &w);
+    sched_core_waiters(s->core, c->index, c->waiters);
+}
+
+/* What posd's engine publishes (pos_publish), and the threads it wakes. */
 static void publish(struct sim *s, struct vclient *c, const struct sched_grant *g, int64_t t)
 {
-    c->pub_sample = g->sample;
-    c->pub_kick = g->kick_on_done;
-    if (!g->changed)
+    struct pos_published next = {.mode = g->mode,
+                                 .window = g->window,
+                                 .granted = g->granted,
+                                 .sample = g->sample,
+                                 .kick_on_done = (uint32_t)g->kick_on_done};
+    if (!(pos_publish(&c->pub, next, g->changed) & POS_PUB_GRANT))
         return;
-    c->pub_granted = g->granted;
-    c->pub_mode = g->mode;
-    c->pub_window = g->window;
-    if ((c->state == T_SPIN || c->state == T_SLEEP) && granted(c, c->wait_seq)) {
+    if ((c->state == T_SPIN || c->state == T_SLEEP) && pos_grant_allows(grant_of(c), c->wait_seq)) {
         int64_t at = c->state == T_SPIN ? t : t + s->grant_wake_ns;
         c->state = T_RESUME;
         wake_at(s, c, at);
@@ -932,9 +936,8 @@ static int client_setup(struct sim *s, struct vclient *c, int index, uint64_t se
     c->state = T_UNBORN;
     c->until_marker = sp->sample;
     c->shim_sample = sp->sample;
-    c->idle_us = IDLE_US;
-    c->pub_mode = POS_GRANT_WINDOW; /* as posd's registration leaves the shared memory */
-    c->pub_sample = 1;
+    c->idle_us = POS_IDLE_POLL_US;
+    c->pub = pos_published_init();
     return 0;
 oom:
     sim_fail(s, -ENOMEM, "out of memory");

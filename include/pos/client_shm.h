@@ -7,22 +7,17 @@
 #define POS_CLIENT_SHM_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pos/proto.h"
+#include "pos/rules.h"
 
 #define POS_SHM_MAGIC   UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
 #define POS_SHM_VERSION 2
 #define POS_SUB_RING    8192 /* submissions in flight between a client and posd */
 #define POS_DONE_RING   8192 /* completions likewise */
 #define POS_SYNC_RING   1024 /* synchronisations reported by launching threads */
-
-/* How the client may launch. */
-enum pos_grant_mode {
-    POS_GRANT_FREE = 0, /* launch at once; posd only counts (no scheduler constraint) */
-    POS_GRANT_WINDOW,   /* launch operator SEQ only when SEQ <= granted, or, with a window cap
-                           set, SEQ <= local_done + window_cap */
-};
 
 /* posd's view of itself, as the client sees it. */
 enum pos_posd_state {
@@ -86,7 +81,7 @@ struct pos_client_shm {
     uint32_t client_id;
     uint32_t reserved0;
 
-    /* grant state: posd writes, the client reads */
+    /* grant state: posd writes, the client reads (grant_mode: enum pos_grant_mode, pos/rules.h) */
     _Alignas(POS_CACHELINE) _Atomic uint32_t grant_mode;
     _Atomic uint32_t grant_word;   /* futex: bumped at every grant update */
     _Atomic uint64_t granted;      /* highest seq the client may launch in WINDOW mode */
@@ -103,7 +98,7 @@ struct pos_client_shm {
     /* client writes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t next_seq; /* last seq handed out */
     _Atomic uint64_t local_done; /* every seq <= this completed, as the shim's collector knows */
-    _Atomic uint32_t waiters;                          /* threads waiting for a grant */
+    _Atomic uint32_t waiters;    /* threads waiting for a grant */
     _Atomic uint64_t launches, waits, sync_ns, syncs;
     _Atomic uint64_t wait_hist[POS_WAIT_BUCKETS];
 
@@ -123,5 +118,178 @@ struct pos_client_shm {
     _Alignas(POS_CACHELINE) _Atomic uint64_t done_head;
     struct pos_completion_rec done[POS_DONE_RING];
 };
+
+/* Each ring below is a producer/consumer pair of accessors: the client produces, posd consumes.
+ * posd's side reads each record once into a local copy and bounds every index it derives. */
+
+/* ---- the submission ring: the client's launching threads produce, posd consumes ---------- */
+
+/* Reserves the next seq for one launch (any thread of the client). */
+static inline uint64_t pos_sub_ring_reserve(struct pos_client_shm *shm)
+{
+    return atomic_fetch_add_explicit(&shm->next_seq, 1, memory_order_acq_rel) + 1;
+}
+
+/* Whether SEQ's slot is free: posd has read the seq a ring before it. The acquire orders posd's
+ * read of that slot before the writes this thread makes to it. */
+static inline int pos_sub_ring_room(const struct pos_client_shm *shm, uint64_t seq)
+{
+    return seq - atomic_load_explicit(&shm->sub_head, memory_order_acquire) <= POS_SUB_RING;
+}
+
+/* Whether posd is half a ring behind SEQ: a kick now saves the launching threads a wait for
+ * room. Only a hint, so relaxed. */
+static inline int pos_sub_ring_half_behind(const struct pos_client_shm *shm, uint64_t seq)
+{
+    return seq - atomic_load_explicit(&shm->sub_head, memory_order_relaxed) == POS_SUB_RING / 2;
+}
+
+static inline struct pos_submission *pos_sub_ring_slot(struct pos_client_shm *shm, uint64_t seq)
+{
+    return &shm->sub[seq % POS_SUB_RING];
+}
+
+/* Publishes SLOT, written, as SEQ's: the release makes every field visible before the stamp
+ * posd reads with acquire (pos_sub_ring_stamp). */
+static inline void pos_sub_ring_publish(struct pos_submission *slot, uint64_t seq)
+{
+    atomic_store_explicit(&slot->stamp, seq, memory_order_release);
+}
+
+/* posd: the last seq the client handed out (its threads may still be writing the slots). */
+static inline uint64_t pos_sub_ring_tail(const struct pos_client_shm *shm)
+{
+    return atomic_load_explicit(&shm->next_seq, memory_order_acquire);
+}
+
+/* posd: the stamp of SEQ's slot, SEQ once it is published (pairs with pos_sub_ring_publish). */
+static inline uint64_t pos_sub_ring_stamp(const struct pos_client_shm *shm, uint64_t seq)
+{
+    return atomic_load_explicit(&shm->sub[seq % POS_SUB_RING].stamp, memory_order_acquire);
+}
+
+/* posd has read every seq up to HEAD: their slots are free (pairs with pos_sub_ring_room). */
+static inline void pos_sub_ring_consume(struct pos_client_shm *shm, uint64_t head)
+{
+    atomic_store_explicit(&shm->sub_head, head, memory_order_release);
+}
+
+/* ---- the synchronisation ring: any launching thread produces, posd consumes -------------- */
+
+/* Reports R (all but its stamp). Returns 0, or -1 when the ring is full: the report is lost (it
+ * is only news) and counted; its slot is never written, and posd skips it after a while. */
+static inline int pos_sync_ring_push(struct pos_client_shm *shm, const struct pos_sync_rec *r)
+{
+    uint64_t idx = atomic_fetch_add_explicit(&shm->sync_next, 1, memory_order_acq_rel);
+    if (idx - atomic_load_explicit(&shm->sync_head, memory_order_acquire) >= POS_SYNC_RING) {
+        atomic_fetch_add_explicit(&shm->sync_dropped, 1, memory_order_relaxed);
+        return -1;
+    }
+    struct pos_sync_rec *w = &shm->sync_ring[idx % POS_SYNC_RING];
+    w->scope = r->scope;
+    w->tid = r->tid;
+    w->ptsz = r->ptsz;
+    w->stream = r->stream;
+    w->ctx = r->ctx;
+    w->covers = r->covers;
+    w->end_ns = r->end_ns;
+    /* the record is complete before posd may read it */
+    atomic_store_explicit(&w->stamp, idx + 1, memory_order_release);
+    return 0;
+}
+
+/* posd: how many reports were reserved (some may still be being written). */
+static inline uint64_t pos_sync_ring_tail(const struct pos_client_shm *shm)
+{
+    return atomic_load_explicit(&shm->sync_next, memory_order_acquire);
+}
+
+/* posd: report IDX once it is written; NULL while it is being written, or was dropped. */
+static inline const struct pos_sync_rec *pos_sync_ring_peek(const struct pos_client_shm *shm,
+                                                            uint64_t idx)
+{
+    const struct pos_sync_rec *r = &shm->sync_ring[idx % POS_SYNC_RING];
+    return atomic_load_explicit(&r->stamp, memory_order_acquire) == idx + 1 ? r : NULL;
+}
+
+/* posd has read the reports before HEAD: their slots are free. */
+static inline void pos_sync_ring_consume(struct pos_client_shm *shm, uint64_t head)
+{
+    atomic_store_explicit(&shm->sync_head, head, memory_order_release);
+}
+
+/* ---- the completion ring: the client's collector produces, posd consumes ----------------- */
+
+/* Reports SEQ complete at COMPLETE_NS, learnt as HOW (enum pos_completion), with the launch's
+ * RESULT. One producer. Returns 0, or -1 when the ring is full: posd is behind, try again. */
+static inline int pos_done_ring_push(struct pos_client_shm *shm, uint64_t seq, uint64_t complete_ns,
+                                     uint32_t how, int32_t result)
+{
+    uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_relaxed);
+    if (tail - atomic_load_explicit(&shm->done_head, memory_order_acquire) >= POS_DONE_RING)
+        return -1;
+    struct pos_completion_rec *r = &shm->done[tail % POS_DONE_RING];
+    r->seq = seq;
+    r->complete_ns = complete_ns;
+    r->how = how;
+    r->result = result;
+    /* the record is complete before posd may read it, and counted after */
+    atomic_store_explicit(&r->stamp, tail + 1, memory_order_release);
+    atomic_store_explicit(&shm->done_tail, tail + 1, memory_order_release);
+    return 0;
+}
+
+/* posd: how many completions were pushed. */
+static inline uint64_t pos_done_ring_tail(const struct pos_client_shm *shm)
+{
+    return atomic_load_explicit(&shm->done_tail, memory_order_acquire);
+}
+
+/* posd: completion IDX once it is written, else NULL. */
+static inline const struct pos_completion_rec *pos_done_ring_peek(const struct pos_client_shm *shm,
+                                                                  uint64_t idx)
+{
+    const struct pos_completion_rec *r = &shm->done[idx % POS_DONE_RING];
+    return atomic_load_explicit(&r->stamp, memory_order_acquire) == idx + 1 ? r : NULL;
+}
+
+/* posd has read the completions before HEAD: their slots are free. */
+static inline void pos_done_ring_consume(struct pos_client_shm *shm, uint64_t head)
+{
+    atomic_store_explicit(&shm->done_head, head, memory_order_release);
+}
+
+/* ---- the grant state: posd writes, the client reads ----------------------------------------- */
+
+/* posd writes what pos_publish says changed (WHAT) of PUB. The grant and the window cap go
+ * before the mode, so that a thread that sees WINDOW sees them; then the futex word, which
+ * waiting threads sleep on, changes (waking them is posd's: a syscall). */
+static inline void pos_shm_publish(struct pos_client_shm *shm, const struct pos_published *pub,
+                                   unsigned what)
+{
+    if (what & POS_PUB_SAMPLE)
+        atomic_store_explicit(&shm->sample, pub->sample, memory_order_relaxed);
+    if (what & POS_PUB_KICK)
+        atomic_store_explicit(&shm->kick_on_done, pub->kick_on_done, memory_order_release);
+    if (!(what & POS_PUB_GRANT))
+        return;
+    atomic_store_explicit(&shm->granted, pub->granted, memory_order_release);
+    atomic_store_explicit(&shm->window_cap, pub->window, memory_order_release);
+    atomic_store_explicit(&shm->grant_mode, pub->mode, memory_order_release);
+    atomic_fetch_add_explicit(&shm->grant_word, 1, memory_order_release);
+}
+
+/* The grant as a launching thread reads it, with its collector's completion prefix: the mode
+ * first (acquire: posd stored the grant and the window cap before it), the prefix only under a
+ * window cap, the only case a rule reads it in. */
+static inline struct pos_grant_view pos_shm_grant(const struct pos_client_shm *shm)
+{
+    struct pos_grant_view g;
+    g.mode = atomic_load_explicit(&shm->grant_mode, memory_order_acquire);
+    g.granted = atomic_load_explicit(&shm->granted, memory_order_acquire);
+    g.window = atomic_load_explicit(&shm->window_cap, memory_order_acquire);
+    g.done = g.window ? atomic_load_explicit(&shm->local_done, memory_order_acquire) : 0;
+    return g;
+}
 
 #endif

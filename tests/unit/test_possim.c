@@ -492,17 +492,58 @@ static void test_helping_wait(void)
 
 /* Every launch submitted while the grant was WINDOW carries its own marker, whatever the
  * sample (here the shim's own is 0: no sampled markers at all). */
+static const char two_window[] =
+    "[device]\npreset = xavier-nx\nmode = timeslice\n[sched]\npolicy = priority\n"
+    "[client batch]\nmodel = resnet50\nrequests = 20\nclass_priority = 20\nsample = 0\n"
+    "[client lat]\nmodel = resnet18\nrequests = 3\narrival = poisson:2\nstart_ms = 20\n";
+
 static void test_windowed_launches_are_marked(void)
 {
-    load("[device]\npreset = xavier-nx\nmode = timeslice\n[sched]\npolicy = priority\n"
-         "[client batch]\nmodel = resnet50\nrequests = 20\nclass_priority = 20\nsample = 0\n"
-         "[client lat]\nmodel = resnet18\nrequests = 3\narrival = poisson:2\nstart_ms = 20\n");
+    load(two_window);
     run(&res, 1);
     /* with the shim's own sample 0, the markers are the last launches of grants: with a
      * window of two operators granted two at a time, half the windowed launches at least */
     CU_ASSERT(res.clients[0].windowed > 100);
     CU_ASSERT(res.clients[0].markers >= res.clients[0].windowed / 2);
     CU_ASSERT(res.clients[0].markers <= res.clients[0].windowed);
+    possim_result_free(&res);
+}
+
+/* A window of two operators lets two launches go per step: the marker of the one that fills
+ * it reports both, and the window moves by two. Operators far longer than a launch make the
+ * client wait at every other windowed launch, not at every one. */
+static void test_a_window_of_two_lets_two_launches_go_per_step(void)
+{
+    load(two_window);
+    run(&res, 1);
+    CU_ASSERT(res.clients[0].windowed > 100);
+    CU_ASSERT(res.clients[0].grant_waits <= res.clients[0].windowed * 6 / 10);
+    possim_result_free(&res);
+}
+
+/* posd asks a client whose kernels it has not profiled yet for a marker behind every launch;
+ * the shim follows at its collector's next pass, from the next launch on, not once the count
+ * of its own sample (32) runs out. A lone closed loop of 23-operator requests: posd learns of
+ * the kernels at the first request's end, the collector follows during the second, and the
+ * third is marked throughout. */
+static void test_a_lower_sample_takes_effect_at_the_next_launch(void)
+{
+    load("[device]\npreset = xavier-nx\n[sched]\npolicy = priority\n"
+         "[client a]\nmodel = resnet18\nrequests = 3\n");
+    run(&res, 1);
+    CU_ASSERT(res.clients[0].markers > res.clients[0].launches / 3);
+    possim_result_free(&res);
+}
+
+/* A collector with nothing pending backs off, 2, 4, 8, 8 ... ms between its passes: an
+ * open-loop client idle most of 3 s costs fewer events than a pass every 2 ms would. */
+static void test_an_idle_collector_backs_off(void)
+{
+    load("[device]\npreset = xavier-nx\n[sched]\npolicy = priority\n"
+         "[client a]\nmodel = resnet18\nrequests = 4\narrival = poisson:0.5\n");
+    run(&res, 1);
+    CU_ASSERT(res.makespan_s > 2.0);
+    CU_ASSERT((double)res.events < res.makespan_s * 500);
     possim_result_free(&res);
 }
 
@@ -639,6 +680,9 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_prompt_poll_and_window);
     POS_ADD_TEST(s, test_helping_wait);
     POS_ADD_TEST(s, test_windowed_launches_are_marked);
+    POS_ADD_TEST(s, test_a_window_of_two_lets_two_launches_go_per_step);
+    POS_ADD_TEST(s, test_a_lower_sample_takes_effect_at_the_next_launch);
+    POS_ADD_TEST(s, test_an_idle_collector_backs_off);
     POS_ADD_TEST(s, test_first_launch_after_idle_kicks);
     POS_ADD_TEST(s, test_start_stop_and_notify);
     POS_ADD_TEST(s, test_tool);
