@@ -117,6 +117,39 @@ static void test_a_stopped_lock_holder_stalls_the_device_and_is_named(void)
     waitpid(holder, NULL, WNOHANG);
 }
 
+/* POS_SIM_STATS counts what a process waited for the device lock: a process held 1.2 s behind
+ * a stopped holder writes, at its exit, a contended acquisition by its application's threads
+ * that waited about that long. */
+static void test_lock_stats_count_a_wait(void)
+{
+    char err_path[192], pattern[200], path[220], text[4096];
+    snprintf(err_path, sizeof err_path, "%s/waiter3.err", suite.dir);
+    snprintf(pattern, sizeof pattern, "%s/stats.%%p", suite.dir);
+    pid_t holder = start_holder();
+    CU_ASSERT_FATAL(holder > 0);
+    setenv("POS_SIM_STATS", pattern, 1);
+    pid_t waiter = start_waiter(err_path);
+    unsetenv("POS_SIM_STATS");
+    usleep(1200000);
+    kill(holder, SIGCONT);
+    CU_ASSERT_EQUAL(exited_within(waiter, 10000), 0);
+    CU_ASSERT_EQUAL(exited_within(holder, 10000), 0);
+    snprintf(path, sizeof path, "%s/stats.%d", suite.dir, (int)waiter);
+    CU_ASSERT_EQUAL_FATAL(util_read_file(path, text, sizeof text), 0);
+    const char *app = strstr(text, "\"app\":");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(app);
+    long long contended = util_number(app, "contended");
+    long long wait_max = util_number(app, "wait_max_ns");
+    CU_ASSERT(contended >= 1);
+    CU_ASSERT(wait_max >= 1000000000LL && wait_max < 60000000000LL);
+    if (contended < 1 || wait_max < 1000000000LL)
+        fprintf(stderr, "the waiter's figures: %s\n", text);
+    kill(waiter, SIGKILL);
+    kill(holder, SIGKILL);
+    waitpid(waiter, NULL, WNOHANG);
+    waitpid(holder, NULL, WNOHANG);
+}
+
 static void test_a_holder_killed_while_stopped_is_repaired(void)
 {
     char err_path[192];
@@ -287,6 +320,7 @@ void pos_test_register(void)
     CU_pSuite s = POS_ADD_SUITE("sim_stop", suite_init, suite_clean);
     POS_ADD_TEST(s, test_a_stopped_lock_holder_stalls_the_device_and_is_named);
     POS_ADD_TEST(s, test_a_holder_killed_while_stopped_is_repaired);
+    POS_ADD_TEST(s, test_lock_stats_count_a_wait);
     POS_ADD_TEST(s, test_a_killed_only_process_leaves_a_segment_the_next_start_reuses_clean);
     POS_ADD_TEST(s, test_a_killed_instance_segment_is_unlinked_by_the_next_start_of_another);
     POS_ADD_TEST(s, test_a_slow_creator_is_waited_for_not_replaced);
