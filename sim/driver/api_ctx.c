@@ -88,9 +88,9 @@ static CUresult ctx_new(CUdevice dev, unsigned flags, int primary, struct drv_ct
 
 CUresult drv_ctx_sync(struct drv_ctx *ctx)
 {
-    pthread_mutex_lock(&drv.lock);
+    drv_lock();
     uint64_t target = ctx->submitted;
-    pthread_mutex_unlock(&drv.lock);
+    drv_unlock();
     return drv_wait_counter(&ctx->completed, target, ctx);
 }
 

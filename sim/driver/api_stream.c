@@ -57,8 +57,10 @@ API CUresult cuStreamDestroy_v2(CUstream hStream)
         return CUDA_ERROR_INVALID_HANDLE;
     drv_handle_free(H_STREAM, hStream);
     /* queued work completes; the stream goes once it has drained */
-    pthread_mutex_lock(&drv.lock); /* launches count s->submitted under it */
+    pthread_mutex_lock(&drv.lock);
+    drv_lock();
     uint64_t submitted = s->submitted;
+    drv_unlock();
     s->destroyed = 1;
     if (atomic_load(&s->completed) >= submitted)
         drv_stream_release(s);
@@ -134,9 +136,9 @@ static CUresult cuStreamSynchronize_impl(int ptsz, CUstream h)
         return rc;
     if ((rc = refuse_if_capturing(s)) != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&drv.lock);
+    drv_lock();
     uint64_t target = s->submitted;
-    pthread_mutex_unlock(&drv.lock);
+    drv_unlock();
     return drv_wait_counter(&s->completed, target, c);
 }
 PTSZ_PAIR(CUresult, cuStreamSynchronize, (CUstream h), h)
@@ -152,9 +154,9 @@ static CUresult cuStreamQuery_impl(int ptsz, CUstream h)
         return rc;
     if ((rc = (CUresult)atomic_load(&c->sticky)) != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&drv.lock);
+    drv_lock();
     uint64_t target = s->submitted;
-    pthread_mutex_unlock(&drv.lock);
+    drv_unlock();
     return atomic_load(&s->completed) >= target ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 PTSZ_PAIR(CUresult, cuStreamQuery, (CUstream h), h)
