@@ -51,6 +51,7 @@ cg() { # file -> inclusive instructions and calls of the named function in the n
         awk -v want="$2" '!done && $0 ~ /\*  / && index($0, want) {gsub(",", "", $1); print $1; done = 1}'
 }
 CG=$(mktemp -d)
+trap 'rm -rf "$CG"' EXIT # a failed run leaves nothing either
 # valgrind runs a private copy of the driver: a posd with eBPF telemetry (any posd of this
 # machine, a test's included) puts uprobes on build/sim/libcuda.so.1, and valgrind delivers
 # their breakpoints to the program as SIGTRAP (docs/sim.md, "Valgrind ... beside posd's

@@ -403,7 +403,6 @@ static size_t segment_size(void)
     return (sizeof(struct sim_shm) + 4095) & ~(size_t)4095;
 }
 
-/* Maps the segment NAME, creating it if needed. Returns 0, or -EAGAIN to retry. */
 /* The segment's creator still holds its advisory lock on FD: it is alive and initialising. */
 static int creator_busy(int fd)
 {
@@ -414,6 +413,7 @@ static int creator_busy(int fd)
     return errno == EWOULDBLOCK;
 }
 
+/* Maps the segment NAME, creating it if needed. Returns 0, or -EAGAIN to retry. */
 static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
 {
     size_t size = segment_size();
