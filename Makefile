@@ -221,7 +221,8 @@ $(POSTRACE): $(call obj,tools/postrace.c tools/timeline.c)
 # the request builder, posapp's arrival processes and statistics, in virtual time.
 SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c sched/schedule.c \
     sched/schedule_file.c $(wildcard sched/policy/*.c)
-POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_search.c \
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c \
+    tools/possim_search.c \
     tools/timeline.c sched/ini_lines.c \
     $(SCHED_CORE_SRCS) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c

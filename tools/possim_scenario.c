@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pos/rules.h"
 #include "sched/ini_lines.h"
@@ -51,6 +52,13 @@ const char possim_scenario_help[] =
     "  help_spin_us = 200      ; ... or this long for a window step, doing the collector's\n"
     "                          ; pass itself, while its recent helped waits averaged\n"
     "  help_when_us = 60       ; less than this (and every 16th window-step wait)\n"
+    "  [host]                  ; the host's CPU cores, shared by the clients' threads and posd\n"
+    "  cores = 2               ; cores (default: this machine's online CPUs); unlimited (or\n"
+    "                          ; 0): no host model, host work never waits for a core\n"
+    "  driver_us = D           ; CPU of the simulated driver's work per launch (docs/possim.md)\n"
+    "  sync_us = D             ; CPU of one synchronisation return or event query\n"
+    "  collector_us = D        ; CPU of one pass of the shim's collector\n"
+    "  decide_us = D           ; CPU of one posd wake-up (drain, decide, publish)\n"
     "  [client NAME]           ; one per client process, 1..64 of them\n"
     "  model = resnet50        ; sim/models name, $POS_MODELS_DIR/NAME.model, or a path\n"
     "  batch = 1\n"
@@ -68,9 +76,11 @@ const char possim_scenario_help[] =
     "                          ; windowed launches carry one)\n"
     "  start_ms = 0            ; the process starts this late\n"
     "  sleep_slack_us = 50     ; how late the thread's timed sleeps end (open loop)\n"
-    "  stop_with = NAME        ; killed when client NAME finishes (default: never)\n";
+    "  stop_with = NAME        ; killed when client NAME finishes (default: never)\n"
+    "  sched = normal          ; its host threads' Linux policy: normal or idle (chrt -i 0)\n"
+    "  nice = 0                ; their nice value, -20..19 (normal only)\n";
 
-enum sect_kind { SECT_NONE, SECT_DEVICE, SECT_SCHED, SECT_POSD, SECT_CLIENT };
+enum sect_kind { SECT_NONE, SECT_DEVICE, SECT_SCHED, SECT_POSD, SECT_HOST, SECT_CLIENT };
 
 enum value_type { V_U32, V_U64, V_INT, V_DOUBLE, V_SPECIAL };
 
@@ -115,6 +125,13 @@ static const struct key_spec posd_keys[] = {
     {"help_spin_us", V_DOUBLE, SC(help_spin_us), 0, 1e9, 0},
     {"help_when_us", V_DOUBLE, SC(help_when_us), 0, 1e9, 0},
 };
+static const struct key_spec host_keys[] = {
+    {"cores", V_SPECIAL, 0, 0, 0, 0},
+    {"driver_us", V_DOUBLE, SC(host.driver_us), 0, 1e9, 0},
+    {"sync_us", V_DOUBLE, SC(host.sync_us), 0, 1e9, 0},
+    {"collector_us", V_DOUBLE, SC(host.collector_us), 0, 1e9, 0},
+    {"decide_us", V_DOUBLE, SC(host.decide_us), 0, 1e9, 0},
+};
 static const struct key_spec client_keys[] = {
     {"model", V_SPECIAL, 0, 0, 0, 0},
     {"batch", V_U32, CL(batch), 1, 4096, 0},
@@ -131,9 +148,11 @@ static const struct key_spec client_keys[] = {
     {"start_ms", V_DOUBLE, CL(start_ms), 0, 1e9, 0},
     {"sleep_slack_us", V_DOUBLE, CL(sleep_slack_us), 0, 1e9, 0},
     {"stop_with", V_SPECIAL, 0, 0, 0, 0},
+    {"sched", V_SPECIAL, 0, 0, 0, 0},
+    {"nice", V_INT, CL(nice), -20, 19, 0},
 };
 
-#define MAX_KEYS 16
+#define MAX_KEYS 24
 #define NKEYS(t) (sizeof t / sizeof t[0])
 
 struct parser {
@@ -357,6 +376,27 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         c->stop_with_line = p->line;
         return 0;
     }
+    if (p->kind == SECT_CLIENT && strcmp(key, "sched") == 0) {
+        if (strcmp(value, "normal") == 0)
+            c->sched_idle = 0;
+        else if (strcmp(value, "idle") == 0)
+            c->sched_idle = 1;
+        else
+            return refuse(p, "expected normal or idle");
+        return 0;
+    }
+    if (p->kind == SECT_HOST && strcmp(key, "cores") == 0) {
+        long long v;
+        unsigned long long u;
+        if (strcmp(value, "unlimited") == 0)
+            sc->host.cores = 0;
+        else if (read_integer(value, 0, POSSIM_HOST_CORES_MAX, &v, &u) == 0)
+            sc->host.cores = (int)v;
+        else
+            return refuse(p, "expected an integer in 1..%d, or unlimited (or 0: no host model)",
+                          POSSIM_HOST_CORES_MAX);
+        return 0;
+    }
     if (p->kind == SECT_CLIENT && strcmp(key, "arrival") == 0) {
         if (strlen(value) >= sizeof c->arrival_spec)
             return refuse(p, "expected closed, poisson:RATE or gamma:SHAPE:RATE");
@@ -382,6 +422,9 @@ static const struct key_spec *section_keys(enum sect_kind kind, size_t *n)
     case SECT_POSD:
         *n = NKEYS(posd_keys);
         return posd_keys;
+    case SECT_HOST:
+        *n = NKEYS(host_keys);
+        return host_keys;
     case SECT_CLIENT:
         *n = NKEYS(client_keys);
         return client_keys;
@@ -425,14 +468,14 @@ static int open_section(struct parser *p, char *text)
     char *name = text + strcspn(text, " \t");
     size_t kind_len = (size_t)(name - text);
     name = ini_trim(name);
-    static const char *const kinds[] = {NULL, "device", "sched", "posd", "client"};
+    static const char *const kinds[] = {NULL, "device", "sched", "posd", "host", "client"};
     enum sect_kind kind = SECT_NONE;
     for (int i = SECT_DEVICE; i <= SECT_CLIENT; i++)
         if (strlen(kinds[i]) == kind_len && strncmp(kinds[i], text, kind_len) == 0)
             kind = (enum sect_kind)i;
     if (kind == SECT_NONE)
         return fail(p, p->line,
-                    "unknown section [%s] (use [device], [sched], [posd] or [client NAME])", text);
+                    "unknown section [%s] (use [device], [sched], [posd], [host] or [client NAME])", text);
     if (kind == SECT_CLIENT) {
         if (!*name)
             return fail(p, p->line, "[client] needs a name: [client NAME]");
@@ -513,8 +556,8 @@ static int on_key(void *user, const char *section, const char *key, const char *
         return 0;
     if (p->kind == SECT_NONE) {
         fail(p, p->line,
-             "key '%s' is outside any section: put it under [device], [sched], [posd] or "
-             "[client NAME]",
+             "key '%s' is outside any section: put it under [device], [sched], [posd], [host] "
+             "or [client NAME]",
              key);
         return 0;
     }
@@ -544,6 +587,18 @@ static int on_key(void *user, const char *section, const char *key, const char *
     return 1;
 }
 
+/* [host]'s defaults: this machine's cores, and the costs bench/hostcal.sh measured on the
+ * development machine (docs/results/hostcal.md). */
+static void host_defaults(struct possim_host_spec *h)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    h->cores = n < 1 ? 1 : n > POSSIM_HOST_CORES_MAX ? POSSIM_HOST_CORES_MAX : (int)n;
+    h->driver_us = POSSIM_HOST_DRIVER_US;
+    h->sync_us = POSSIM_HOST_SYNC_US;
+    h->collector_us = POSSIM_HOST_COLLECTOR_US;
+    h->decide_us = POSSIM_HOST_DECIDE_US;
+}
+
 static void scenario_defaults(struct possim_scenario *sc, const char *path)
 {
     memset(sc, 0, sizeof *sc);
@@ -568,6 +623,7 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->help_when_us = POS_HELP_WHEN_US_DEFAULT;
     sc->wake_us = 20;
     sc->grant_wake_us = 10;
+    host_defaults(&sc->host);
 }
 
 static int parse_fp(const char *path, FILE *fp, struct possim_scenario *out, char *err,

@@ -14,6 +14,23 @@
 #define POSSIM_NAME_MAX    48
 #define POSSIM_PATH_MAX    1024
 
+#define POSSIM_HOST_CORES_MAX 4096
+/* [host]'s default costs, measured by bench/hostcal.sh (docs/results/hostcal.md) */
+#define POSSIM_HOST_DRIVER_US    0.0  /* a launch's CPU in a model run is launch_us's 2 us */
+#define POSSIM_HOST_SYNC_US      27.0 /* the driver agent's wake-up */
+#define POSSIM_HOST_COLLECTOR_US 30.0
+#define POSSIM_HOST_DECIDE_US    36.0
+
+/* The host's CPU: cores shared by the clients' threads and posd, and what their work costs
+ * (docs/possim.md, "The host"). */
+struct possim_host_spec {
+    int cores;           /* 0: unlimited, no host model */
+    double driver_us;    /* the simulated driver's CPU per launch */
+    double sync_us;      /* a synchronisation's return, an event query */
+    double collector_us; /* one pass of the shim's collector */
+    double decide_us;    /* one posd wake-up: drain, decide, publish */
+};
+
 struct possim_client_spec {
     char name[POSSIM_NAME_MAX];
     char model[POSSIM_PATH_MAX];      /* as written */
@@ -34,6 +51,8 @@ struct possim_client_spec {
     double sleep_slack_us; /* how late the thread's timed sleeps end (timer slack) */
     char stop_with[POSSIM_NAME_MAX]; /* killed when this client finishes ("": never) */
     int stop_with_index;             /* resolved; -1: none */
+    int sched_idle;                  /* its host threads run SCHED_IDLE (chrt -i 0) */
+    int nice;                        /* ... or SCHED_OTHER at this nice value */
     int line;                        /* of its [client NAME] header */
     int stop_with_line;
 };
@@ -59,6 +78,8 @@ struct possim_scenario {
     /* [posd] */
     double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us, help_spin_us;
     double help_when_us;
+    /* [host] */
+    struct possim_host_spec host;
     /* [client NAME] */
     size_t nclients;
     struct possim_client_spec clients[POSSIM_MAX_CLIENTS];

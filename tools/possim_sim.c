@@ -23,6 +23,7 @@
  * back, what posd publishes, the order it reads a client in) are include/pos/rules.h's, the
  * functions the shim and posd call: possim keeps only their state, in plain fields. */
 #include "tools/possim_sim.h"
+#include "tools/possim_host.h"
 #include "tools/timeline.h"
 
 #include <errno.h>
@@ -184,6 +185,9 @@ enum thread_state {
     T_RESUME,  /* granted: about to launch */
     T_SYNC,    /* blocked in a synchronisation on its last launch */
     T_QUERY,   /* open loop: asleep between two queries of its request in flight */
+    T_WOKEN,   /* host model: woken from T_ARRIVAL or T_QUERY, its query's CPU */
+    T_DRIVER,  /* host model: in the driver's launch call, its CPU */
+    T_SYNCED,  /* host model: its synchronisation returned, the return's CPU */
     T_DONE,
 };
 
@@ -212,6 +216,7 @@ struct vclient {
     uint64_t wait_seq; /* the launch waiting for a grant */
     int64_t wait_since;
     int wait_step;               /* that wait is for a window step (the cap over its own prefix) */
+    int launch_windowed;         /* T_DRIVER: the launch is the last its window allows */
     int helping;                 /* ... and the thread spins doing the collector's pass itself */
     uint64_t step_avg_ns;        /* moving average of its helped window-step waits (wait_avg_ns) */
     _Atomic uint32_t step_waits; /* its long window-step waits so far (pos_wait_helps) */
@@ -257,6 +262,13 @@ struct sim {
     double decide_real_ns; /* real time spent in sched_core_decide (the policy's cost) */
     int64_t progress_at; /* the last launch or request completion */
     struct timeline *tl; /* --timeline: every op and request, or NULL */
+    /* the host model ([host] cores; NULL: unlimited): task 2i is client i's thread, 2i+1 its
+     * collector, 2n posd */
+    struct possim_host *host;
+    int64_t driver_ns, sync_ns, collector_ns, decide_ns;
+    int posd_busy; /* posd's wake-up is on the CPU: it drains, decides and publishes at its end */
+    int64_t posd_woke_at;
+    int64_t posd_waited_ns; /* posd's wake-ups' waits for a core, in all */
     int rc;
     char *err;
     size_t errlen;
@@ -293,6 +305,49 @@ static void wake_at(struct sim *s, struct vclient *c, int64_t t)
     push_event(s, t, EV_THREAD, c, c->gen);
 }
 
+/* ---- the host's cores ---------------------------------------------------------------------- */
+
+static size_t thread_task(const struct vclient *c)
+{
+    return 2 * (size_t)c->index;
+}
+
+static size_t collector_task(const struct vclient *c)
+{
+    return 2 * (size_t)c->index + 1;
+}
+
+static size_t posd_task(const struct sim *s)
+{
+    return 2 * s->n;
+}
+
+/* C's thread has WORK ns of CPU to do from T, then takes its state's next step
+ * (thread_event). Without the host model, or without work, that is WORK later; with it, when
+ * the cores it shares have served it that much. */
+static void thread_cpu(struct sim *s, struct vclient *c, int64_t t, int64_t work)
+{
+    if (!s->host || work <= 0) {
+        wake_at(s, c, t + work);
+        return;
+    }
+    c->gen++; /* its work's end, not a timer, wakes it */
+    possim_host_run(s->host, thread_task(c), (double)work, t);
+}
+
+/* C's thread starts spinning at T: it holds a share of the cores until it stops. */
+static void spin_begins(struct sim *s, struct vclient *c, int64_t t)
+{
+    if (s->host)
+        possim_host_run(s->host, thread_task(c), INFINITY, t);
+}
+
+static void spin_ends(struct sim *s, struct vclient *c, int64_t t)
+{
+    if (s->host)
+        possim_host_stop(s->host, thread_task(c), t);
+}
+
 /* A kick: posd wakes wake_us later (kicks coalesce). */
 static void kick(struct sim *s, int64_t t)
 {
@@ -324,7 +379,7 @@ static int64_t arrival_ns(const struct vclient *c, uint64_t i)
 static void start_op(struct sim *s, struct vclient *c, int64_t t)
 {
     c->state = T_HOST;
-    wake_at(s, c, t + us_ns(c->spec->host_us) + us_ns(c->spec->launch_us));
+    thread_cpu(s, c, t, us_ns(c->spec->host_us) + us_ns(c->spec->launch_us));
 }
 
 /* Request C->req_i is issued at T (open loop: it arrived at its scheduled time). */
@@ -388,6 +443,20 @@ static void open_wait(struct sim *s, struct vclient *c, int64_t t)
 }
 
 /* The blocking synchronisation of C returns at T. */
+static void sync_returns(struct sim *s, struct vclient *c, int64_t t);
+
+/* What C's blocking synchronisation waits on is known complete at T: it returns once its
+ * thread has had the CPU to return (host model), or at once. */
+static void sync_done(struct sim *s, struct vclient *c, int64_t t)
+{
+    if (s->host && s->sync_ns > 0) {
+        c->state = T_SYNCED;
+        thread_cpu(s, c, t, s->sync_ns);
+        return;
+    }
+    sync_returns(s, c, t);
+}
+
 static void sync_returns(struct sim *s, struct vclient *c, int64_t t)
 {
     finish_request(s, c, t);
@@ -415,6 +484,13 @@ static void fill_kernel(struct sim_op *o, const struct sim_request_op *ro, int c
 
 static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_t t)
 {
+    if (s->host && s->driver_ns > 0 && c->state != T_DRIVER) {
+        /* the driver's work in the launch call first: the op reaches the device at its end */
+        c->launch_windowed = windowed;
+        c->state = T_DRIVER;
+        thread_cpu(s, c, t, s->driver_ns);
+        return;
+    }
     const struct sim_request_op *ro = &c->req.ops[c->op_j];
     int marked = 0;
     if (s->core) {
@@ -459,7 +535,7 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
     if (!c->schedule || c->req_i == c->spec->requests) {
         c->state = T_SYNC; /* closed loop (or the last request): it synchronises at once */
         if (c->dev_done_seq >= c->seq)
-            sync_returns(s, c, t);
+            sync_done(s, c, t);
         return;
     }
     open_wait(s, c, t);
@@ -507,6 +583,7 @@ static void submit(struct sim *s, struct vclient *c, int64_t t)
             pos_wait_helps(c->wait_step, c->step_avg_ns, (uint64_t)s->help_when_ns, &c->step_waits);
         c->waits++;
         wake_at(s, c, t + (c->helping ? s->help_spin_ns : s->spin_ns));
+        spin_begins(s, c, t);
         return;
     }
     /* shim_session_submit: the last launch its grant allows gets a marker of its own */
@@ -518,12 +595,27 @@ static void thread_event(struct sim *s, struct vclient *c, int64_t t)
     switch (c->state) {
     case T_ARRIVAL:
     case T_QUERY:
+        if (s->host && s->sync_ns > 0) { /* woken: the query (or the return) takes the CPU */
+            c->state = T_WOKEN;
+            thread_cpu(s, c, t, s->sync_ns);
+            break;
+        }
+        open_wait(s, c, t);
+        break;
+    case T_WOKEN:
         open_wait(s, c, t);
         break;
     case T_HOST:
         submit(s, c, t);
         break;
+    case T_DRIVER:
+        device_launch(s, c, c->launch_windowed, t);
+        break;
+    case T_SYNCED:
+        sync_returns(s, c, t);
+        break;
     case T_SPIN: /* nothing came while it spun: it sleeps and kicks posd */
+        spin_ends(s, c, t);
         c->state = T_SLEEP;
         c->waiters = 1;
         kick(s, t);
@@ -613,6 +705,8 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
     if (reported && c->pub.window && (c->state == T_SPIN || c->state == T_SLEEP) &&
         pos_grant_allows(grant_of(c), c->wait_seq)) {
         int64_t at = c->state == T_SPIN ? t : t + s->grant_wake_ns;
+        if (c->state == T_SPIN)
+            spin_ends(s, c, t);
         c->state = T_RESUME;
         wake_at(s, c, at);
     }
@@ -651,7 +745,7 @@ static void op_known(struct sim *s, struct vclient *c, uint64_t tag, int64_t t)
     if ((tag & MARKED) && c->state == T_SPIN && c->helping)
         collect(s, c, t);
     if (c->state == T_SYNC && c->dev_done_seq >= c->seq)
-        sync_returns(s, c, t);
+        sync_done(s, c, t);
 }
 
 /* The slice of op O of C on its stream's track: where it ran on the virtual device. */
@@ -775,6 +869,8 @@ static void publish(struct sim *s, struct vclient *c, const struct sched_grant *
         return;
     if ((c->state == T_SPIN || c->state == T_SLEEP) && pos_grant_allows(grant_of(c), c->wait_seq)) {
         int64_t at = c->state == T_SPIN ? t : t + s->grant_wake_ns;
+        if (c->state == T_SPIN)
+            spin_ends(s, c, t);
         c->state = T_RESUME;
         wake_at(s, c, at);
     }
@@ -806,6 +902,52 @@ static void posd_tick(struct sim *s, int64_t t)
     /* as posd_arm_tick: an armed tick is only ever brought forward */
     if (s->timer_at == NONE || at < s->timer_at)
         s->timer_at = at;
+}
+
+/* posd's loop wakes at T (a kick or its tick): what woke it is taken, and its wake-up's
+ * drain, decision and publication happen at once, or (host model) when it has had
+ * decide_us of CPU; kicks meanwhile wake it again after. */
+static void posd_wake(struct sim *s, int64_t t)
+{
+    if (!s->host || s->decide_ns <= 0) {
+        posd_tick(s, t);
+        return;
+    }
+    if (s->timer_at <= t)
+        s->timer_at = NONE;
+    if (s->kick_at <= t)
+        s->kick_at = NONE;
+    s->posd_busy = 1;
+    s->posd_woke_at = t;
+    possim_host_run(s->host, posd_task(s), (double)s->decide_ns, t);
+}
+
+/* The collector of C is due for a pass at T: its work happens when it has had the CPU. */
+static void collector_due(struct sim *s, struct vclient *c, int64_t t)
+{
+    if (!s->host || s->collector_ns <= 0) {
+        collector_pass(s, c, t);
+        return;
+    }
+    possim_host_run(s->host, collector_task(c), (double)s->collector_ns, t);
+}
+
+/* A host task's work ended at T: its thread's next step, the collector's pass or posd's
+ * wake-up. */
+static void host_work_done(struct sim *s, int64_t t)
+{
+    size_t task = possim_host_finish(s->host);
+    if (task == posd_task(s)) {
+        s->posd_busy = 0;
+        s->posd_waited_ns += t - s->posd_woke_at - s->decide_ns;
+        posd_tick(s, t);
+        return;
+    }
+    struct vclient *c = &s->c[task / 2];
+    if (task % 2)
+        collector_pass(s, c, t);
+    else
+        thread_event(s, c, t);
 }
 
 /* ---- processes ------------------------------------------------------------------------------ */
@@ -853,6 +995,10 @@ static void client_stop(struct sim *s, struct vclient *c, int64_t t)
     c->gen++; /* no wake-up of its thread is left */
     c->stop_ns = t;
     s->ndone++;
+    if (s->host) { /* its threads are gone */
+        possim_host_stop(s->host, thread_task(c), t);
+        possim_host_stop(s->host, collector_task(c), t);
+    }
     if (c->present)
         push_event(s, t + s->wake_ns, EV_LEAVE, c, 0);
 }
@@ -1011,6 +1157,31 @@ static void client_result(const struct vclient *c, struct possim_client_result *
     free(sorted);
 }
 
+/* The host model, when [host] cores is set: each client's thread and collector in its class,
+ * and posd at nice 0, on the cores. */
+static int host_setup(struct sim *s, struct possim_host *h)
+{
+    const struct possim_host_spec *hs = &s->sc->host;
+    if (hs->cores <= 0)
+        return 0;
+    if (possim_host_init(h, hs->cores, 2 * s->n + 1) < 0) {
+        sim_fail(s, -ENOMEM, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        const struct possim_client_spec *sp = s->c[i].spec;
+        double w = possim_host_weight(sp->nice, sp->sched_idle);
+        possim_host_set_weight(h, thread_task(&s->c[i]), w);
+        possim_host_set_weight(h, collector_task(&s->c[i]), w);
+    }
+    s->host = h;
+    s->driver_ns = us_ns(hs->driver_us);
+    s->sync_ns = us_ns(hs->sync_us);
+    s->collector_ns = us_ns(hs->collector_us);
+    s->decide_ns = us_ns(hs->decide_us);
+    return 0;
+}
+
 /* ---- the run ------------------------------------------------------------------------------ */
 
 static void run_loop(struct sim *s)
@@ -1018,7 +1189,10 @@ static void run_loop(struct sim *s)
     while (!s->rc && s->ndone < s->n) {
         int64_t td = sim_gpu_next_event(s->g);
         int64_t th = s->heap.n ? s->heap.e[0].t : NONE;
-        int64_t tp = s->timer_at < s->kick_at ? s->timer_at : s->kick_at;
+        int64_t tc = s->host ? s->host->next_t : NONE;
+        int64_t tp = s->posd_busy                ? NONE
+                     : s->timer_at < s->kick_at ? s->timer_at
+                                                : s->kick_at;
         s->events++;
         if (s->now - s->progress_at > STUCK_NS) {
             sim_fail(s, -EDEADLK,
@@ -1027,11 +1201,11 @@ static void run_loop(struct sim *s)
                      STUCK_NS / 1e9, (double)s->now / 1e9);
             break;
         }
-        if (td != INT64_MAX && td <= th && td <= tp) {
+        if (td != INT64_MAX && td <= th && td <= tc && td <= tp) {
             s->now = td;
             sim_gpu_advance(s->g, td);
             reap(s, td);
-        } else if (th != NONE && th <= tp) {
+        } else if (th != NONE && th <= tc && th <= tp) {
             struct event e = heap_pop(&s->heap);
             struct vclient *c = &s->c[e.client];
             s->now = e.t;
@@ -1042,7 +1216,7 @@ static void run_loop(struct sim *s)
                 break;
             case EV_POLL:
                 if (c->present)
-                    collector_pass(s, c, e.t);
+                    collector_due(s, c, e.t);
                 break;
             case EV_START:
                 client_start(s, c, e.t);
@@ -1054,9 +1228,12 @@ static void run_loop(struct sim *s)
                 op_known(s, c, e.gen, e.t);
                 break;
             }
+        } else if (tc != NONE && tc <= tp) {
+            s->now = tc;
+            host_work_done(s, tc);
         } else if (tp != NONE) {
             s->now = tp;
-            posd_tick(s, tp);
+            posd_wake(s, tp);
         } else {
             sim_fail(s, -EDEADLK,
                      "nothing left to happen at %.6f s with %zu of %zu clients unfinished",
@@ -1135,6 +1312,7 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
 int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
                         struct timeline *tl, char *err, size_t errlen)
 {
+    struct possim_host host = {0};
     struct sim s = {.sc = sc,
                     .tl = tl,
                     .n = sc->nclients,
@@ -1209,6 +1387,8 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
     for (size_t i = 0; i < s.n; i++)
         if (client_setup(&s, &s.c[i], (int)i, seed) < 0)
             goto out;
+    if (host_setup(&s, &host) < 0)
+        goto out;
     /* every process starts (and registers with posd) at its start time, in file order */
     for (size_t i = 0; i < s.n; i++)
         push_event(&s, s.c[i].start_ns, EV_START, &s.c[i], 0);
@@ -1241,6 +1421,11 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
     out->decisions = s.decisions;
     out->events = s.events;
     out->decide_us = s.decisions ? s.decide_real_ns / 1e3 / (double)s.decisions : NAN;
+    if (s.host) {
+        out->host_cores = s.host->cores;
+        out->host_busy = makespan > 0 ? s.host->busy_ns / ((double)makespan * s.host->cores) : NAN;
+        out->posd_core_wait_ms = (double)s.posd_waited_ns / 1e6;
+    }
     if (s.core && sc->profiles_out[0]) {
         char perr[512];
         int rc = pos_prof_save(&s.prof, &s.dev, sc->profiles_out, perr, sizeof perr);
@@ -1263,6 +1448,7 @@ out:
     sched_core_free(s.core);
     pos_prof_free(&s.prof);
     pos_schedule_free(&s.schedule);
+    possim_host_free(&host);
     free(s.g);
     if (s.rc)
         possim_result_free(out);
@@ -1327,6 +1513,9 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
     fprintf(f, "# makespan_s %.6f busy %.4f launches %llu decisions %llu events %llu\n",
             r->makespan_s, r->busy_fraction, (unsigned long long)r->launches,
             (unsigned long long)r->decisions, (unsigned long long)r->events);
+    if (r->host_cores)
+        fprintf(f, "# host cores %d busy %.4f posd_core_wait_ms %.3f\n", r->host_cores,
+                r->host_busy, r->posd_core_wait_ms);
     if (r->nkcheck)
         fprintf(f, "# profile-check %-10s %-28s %16s %7s %10s %10s %8s %6s %6s %8s %8s\n",
                 "client", "kernel", "key", "blocks", "model_us", "posd_us", "sd_us", "n", "co_n",
@@ -1384,9 +1573,15 @@ void possim_write_json(FILE *f, const struct possim_scenario *sc, const struct p
     fprintf(f, ",\"seed\":%llu,\"simulated\":true", (unsigned long long)r->seed);
     json_num(f, "makespan_s", r->makespan_s, 6);
     json_num(f, "busy_fraction", r->busy_fraction, 6);
-    fprintf(f, ",\"launches\":%llu,\"decisions\":%llu,\"events\":%llu,\"clients\":[",
+    fprintf(f, ",\"launches\":%llu,\"decisions\":%llu,\"events\":%llu",
             (unsigned long long)r->launches, (unsigned long long)r->decisions,
             (unsigned long long)r->events);
+    if (r->host_cores) {
+        fprintf(f, ",\"host_cores\":%d", r->host_cores);
+        json_num(f, "host_busy", r->host_busy, 6);
+        json_num(f, "posd_core_wait_ms", r->posd_core_wait_ms, 3);
+    }
+    fputs(",\"clients\":[", f);
     for (size_t i = 0; i < r->nclients; i++) {
         const struct possim_client_result *c = &r->clients[i];
         fputs(i ? ",{\"name\":" : "{\"name\":", f);

@@ -55,6 +55,9 @@ struct possim_result {
     uint64_t events;    /* events the simulator handled */
     double decide_us;   /* real (not virtual) time of one sched_core_decide call, mean */
     char policy_note[160]; /* the policy's note at the end ("": none) */
+    int host_cores;           /* the host model's cores (0: unlimited, no host model) */
+    double host_busy;         /* the cores' busy time / (makespan x cores) */
+    double posd_core_wait_ms; /* posd's wake-ups' waits for a core, in all */
     size_t nclients;
     struct possim_client_result clients[POSSIM_MAX_CLIENTS];
     struct possim_kcheck *kcheck; /* with profile_check: every kernel of every client */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "sim/gpu_model.h"
 #include "sim/model_file.h"
@@ -42,8 +43,8 @@ static void expect_error(const char *text, const char *want)
 static void test_parse_errors(void)
 {
     expect_error("[device]\npreset = h200\n[devices]\n",
-                 "t.ini:3: unknown section [devices] (use [device], [sched], [posd] or [client "
-                 "NAME])");
+                 "t.ini:3: unknown section [devices] (use [device], [sched], [posd], [host] or "
+                 "[client NAME])");
     expect_error("[client a]\nmodel = resnet18\nbogus = 1\n",
                  "t.ini:3: unknown key 'bogus' in [client a]");
     expect_error("[client a]\nmodel = resnet18\n\nrequests = lots\n",
@@ -69,7 +70,7 @@ static void test_parse_errors(void)
                  "t.ini:4: duplicate key 'batch' in [client a] (first set on line 3)");
     expect_error("tick_us = 5\n",
                  "t.ini:1: key 'tick_us' is outside any section: put it under [device], "
-                 "[sched], [posd] or [client NAME]");
+                 "[sched], [posd], [host] or [client NAME]");
     expect_error("[posd]\nwake_us = -1\n",
                  "t.ini:2: bad value '-1' for 'wake_us' in [posd]: expected a number >= 0 and "
                  "<= 1000000000");
@@ -95,6 +96,54 @@ static void test_parse_errors(void)
                  "t.ini:2: bad value '0' for 'window_us' in [sched]: expected a number > 0 and "
                  "<= 1000000000");
     expect_error("[client a]\nmodel resnet18\n", "t.ini:2: syntax error: expected 'key = value'");
+}
+
+/* [host] and a client's host class: every mistake names its line. */
+static void test_host_section_errors_name_the_line(void)
+{
+    expect_error("[host]\ncores = many\n",
+                 "t.ini:2: bad value 'many' for 'cores' in [host]: expected an integer in 1..4096, "
+                 "or unlimited (or 0: no host model)");
+    expect_error("[host]\n\ncores = -1\n",
+                 "t.ini:3: bad value '-1' for 'cores' in [host]: expected an integer in 1..4096, "
+                 "or unlimited (or 0: no host model)");
+    expect_error("[host]\ncores = 4097\n",
+                 "t.ini:2: bad value '4097' for 'cores' in [host]: expected an integer in 1..4096, "
+                 "or unlimited (or 0: no host model)");
+    expect_error("[host]\ndecide_us = -3\n",
+                 "t.ini:2: bad value '-3' for 'decide_us' in [host]: expected a number >= 0 and "
+                 "<= 1000000000");
+    expect_error("[host]\ncollector_us = 2us\n",
+                 "t.ini:2: bad value '2us' for 'collector_us' in [host]: expected a number >= 0 "
+                 "and <= 1000000000");
+    expect_error("[host]\nthreads = 2\n", "t.ini:2: unknown key 'threads' in [host]");
+    expect_error("[host]\ncores = 2\ncores = 3\n",
+                 "t.ini:3: duplicate key 'cores' in [host] (first set on line 2)");
+    expect_error("[host]\ncores = 2\n[host]\n",
+                 "t.ini:3: duplicate section [host] (first on line 1)");
+    expect_error("[host cpu]\n", "t.ini:1: [host] takes no name");
+    expect_error("[client a]\nmodel = resnet18\nsched = fifo\n",
+                 "t.ini:3: bad value 'fifo' for 'sched' in [client a]: expected normal or idle");
+    expect_error("[client a]\nmodel = resnet18\nnice = 20\n",
+                 "t.ini:3: bad value '20' for 'nice' in [client a]: expected an integer in "
+                 "-20..19");
+    char err[1024] = "";
+    CU_ASSERT_EQUAL_FATAL(possim_scenario_parse("t.ini",
+                                                "[host]\ncores = unlimited\ndriver_us = 0.5\n"
+                                                "[client a]\nmodel = resnet18\nsched = idle\n"
+                                                "nice = -5\n",
+                                                &sc, err, sizeof err),
+                          0);
+    CU_ASSERT_EQUAL(sc.host.cores, 0);
+    CU_ASSERT_DOUBLE_EQUAL(sc.host.driver_us, 0.5, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(sc.host.decide_us, POSSIM_HOST_DECIDE_US, 1e-12);
+    CU_ASSERT(sc.clients[0].sched_idle);
+    CU_ASSERT_EQUAL(sc.clients[0].nice, -5);
+    /* the default: this machine's cores */
+    CU_ASSERT_EQUAL_FATAL(possim_scenario_parse("t.ini", "[client a]\nmodel = resnet18\n", &sc,
+                                                err, sizeof err),
+                          0);
+    CU_ASSERT_EQUAL(sc.host.cores, (int)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 static void test_parse_ok(void)
@@ -265,10 +314,11 @@ static void test_lone_client_solo_times(void)
                  models[k]);
         load(text);
         run(&res, 1);
-        /* the first launch's host time, then the ops back to back on the device */
+        /* the first launch's host time, then the ops back to back on the device, then (host
+         * model) the synchronisation's return on the thread's core */
         double dev, roof;
         solo_request_ms(models[k], "xavier-nx", &dev, &roof);
-        double want = dev + 0.002;
+        double want = dev + 0.002 + (sc.host.cores ? sc.host.sync_us / 1e3 : 0);
         CU_ASSERT_DOUBLE_EQUAL(res.clients[0].p50_ms, want, want * 0.01);
         CU_ASSERT_DOUBLE_EQUAL(res.clients[0].p99_ms, want, want * 0.01);
         /* and the pure roofline is not far off */
@@ -296,6 +346,7 @@ static void test_profiles_learnt_alone_match_the_device(void)
             char text[512];
             snprintf(text, sizeof text,
                      "[device]\npreset = xavier-nx\n[sched]\npolicy = pos\nprofile_min = %d\n"
+                     "[host]\ncores = unlimited\n" /* the collector's passes on time */
                      "[client a]\nmodel = %s\nrequests = 50\n",
                      markers ? 32 : 0, models[k]);
             load(text);
@@ -558,6 +609,7 @@ static void test_first_launch_after_idle_kicks(void)
         char text[1024];
         snprintf(text, sizeof text,
                  "[device]\npreset = xavier-nx\nmode = timeslice\n[sched]\npolicy = priority\n"
+                 "[host]\ncores = unlimited\n" /* posd wakes on time, for every kick */
                  "[client lat]\nmodel = resnet18\nrequests = 50\nhost_us = %d\n"
                  "[client batch]\nmodel = resnet50\nrequests = 1\nclass_priority = 20\n"
                  "host_us = 100000\n",
@@ -617,6 +669,122 @@ static int tool(const char *args, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* ---- the host's cores ---------------------------------------------------------------------- */
+
+/* A latency client with host work of its own beside two batch clients whose threads keep the
+ * CPU busy (host_us per launch), on a fast GPU without a scheduler: what its requests take
+ * depends on the cores its thread gets. */
+static const char host_mix[] = "[device]\npreset = h200\nmode = mps\n"
+                               "[sched]\npolicy = %s\n"
+                               "[host]\ncores = %s\ndecide_us = %s\n"
+                               "[client lat]\nmodel = mobilenet_v2\nrequests = 30\nhost_us = 20\n"
+                               "class_priority = 10\n"
+                               "[client batch1]\nmodel = resnet50\nrequests = 100000\nhost_us = 50\n"
+                               "class_priority = 20\nsched = %s\nstop_with = lat\n"
+                               "[client batch2]\nmodel = resnet50\nrequests = 100000\nhost_us = 50\n"
+                               "class_priority = 20\nsched = %s\nstop_with = lat\n";
+
+static void load_host_mix(const char *policy, const char *cores, const char *decide_us,
+                          const char *batch_sched)
+{
+    char text[2048];
+    snprintf(text, sizeof text, host_mix, policy, cores, decide_us, batch_sched, batch_sched);
+    load(text);
+}
+
+/* One core: the batch clients' host work takes two thirds of it, and the latency client's
+ * launches wait for the rest; its requests take about three times as long as with a core of
+ * its own (host work dominates on the h200). The run is deterministic. */
+static void test_busy_batch_threads_delay_a_latency_clients_launches_on_one_core(void)
+{
+    load_host_mix("none", "8", "10", "normal");
+    run(&res, 1);
+    double roomy = res.clients[0].p50_ms;
+    possim_result_free(&res);
+    load_host_mix("none", "1", "10", "normal");
+    run(&res, 1);
+    run(&res2, 1);
+    char *a = text_of(&res), *b = text_of(&res2);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    free(a);
+    free(b);
+    double tight = res.clients[0].p50_ms;
+    CU_ASSERT(tight > 2.0 * roomy);
+    CU_ASSERT(res.host_cores == 1 && res.host_busy > 0.95);
+    if (!(tight > 2.0 * roomy))
+        fprintf(stderr, "\n  p50 %.3f ms on 1 core, %.3f ms on 8\n", tight, roomy);
+    possim_result_free(&res);
+    possim_result_free(&res2);
+    /* unlimited cores: no host model at all */
+    load_host_mix("none", "unlimited", "10", "normal");
+    run(&res, 1);
+    CU_ASSERT_EQUAL(res.host_cores, 0);
+    CU_ASSERT(res.clients[0].p50_ms < tight / 2);
+    possim_result_free(&res);
+}
+
+/* The same batch clients at SCHED_IDLE (chrt -i 0) leave the core to the latency client: its
+ * requests take on one core what they take with eight, within 5%. */
+static void test_a_sched_idle_client_yields_the_core(void)
+{
+    load_host_mix("none", "8", "10", "idle");
+    run(&res, 1);
+    double roomy = res.clients[0].p50_ms;
+    possim_result_free(&res);
+    load_host_mix("none", "1", "10", "idle");
+    run(&res, 1);
+    double tight = res.clients[0].p50_ms;
+    CU_ASSERT_DOUBLE_EQUAL(tight, roomy, roomy * 0.05);
+    if (fabs(tight - roomy) > roomy * 0.05)
+        fprintf(stderr, "\n  p50 %.3f ms on 1 core, %.3f ms on 8\n", tight, roomy);
+    possim_result_free(&res);
+}
+
+/* posd's wake-ups need a core too: with the batch clients' threads busy on one core, each
+ * wake-up of posd waits for its share, so the grants it publishes come later and the batch
+ * clients' grant waits are longer than when posd has a core of its own. */
+static void test_posd_decisions_wait_for_a_core_and_delay_grants(void)
+{
+    load_host_mix("priority", "8", "100", "normal");
+    run(&res, 1);
+    double roomy_wait = res.clients[1].grant_wait_ms / (double)res.clients[1].grant_waits;
+    CU_ASSERT(res.posd_core_wait_ms < 1e-9);
+    possim_result_free(&res);
+    load_host_mix("priority", "1", "100", "normal");
+    run(&res, 1);
+    double tight_wait = res.clients[1].grant_wait_ms / (double)res.clients[1].grant_waits;
+    CU_ASSERT(res.posd_core_wait_ms > 0);
+    CU_ASSERT(tight_wait > 1.5 * roomy_wait);
+    if (!(tight_wait > 1.5 * roomy_wait))
+        fprintf(stderr, "\n  grant wait %.4f ms on 1 core, %.4f ms on 8; posd waited %.3f ms\n",
+                tight_wait, roomy_wait, res.posd_core_wait_ms);
+    possim_result_free(&res);
+}
+
+/* With cores for every task and no cost beyond today's, the host model changes nothing: the
+ * report is the one without it, byte for byte. */
+static void test_a_free_roomy_host_changes_nothing(void)
+{
+    char text[2048], with[2300];
+    snprintf(text, sizeof text, mixed, "priority");
+    snprintf(with, sizeof with,
+             "%s[host]\ncores = 64\ndriver_us = 0\nsync_us = 0\ncollector_us = 0\n"
+             "decide_us = 0\n",
+             text);
+    load(with);
+    run(&res, 1);
+    sc.host.cores = 0;
+    run(&res2, 1);
+    CU_ASSERT_EQUAL(res.host_cores, 64);
+    res.host_cores = 0; /* the # host line is the one difference */
+    char *a = text_of(&res), *b = text_of(&res2);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    free(a);
+    free(b);
+    possim_result_free(&res);
+    possim_result_free(&res2);
+}
+
 static void drop_speed(char *s)
 {
     char *at = strstr(s, "# speed ");
@@ -669,6 +837,7 @@ void pos_test_register(void)
     CU_pSuite s = POS_ADD_SUITE("possim", suite_init, NULL);
     POS_ADD_TEST(s, test_parse_errors);
     POS_ADD_TEST(s, test_parse_ok);
+    POS_ADD_TEST(s, test_host_section_errors_name_the_line);
     POS_ADD_TEST(s, test_deterministic);
     POS_ADD_TEST(s, test_lone_client_solo_times);
     POS_ADD_TEST(s, test_profiles_learnt_alone_match_the_device);
@@ -685,5 +854,9 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_an_idle_collector_backs_off);
     POS_ADD_TEST(s, test_first_launch_after_idle_kicks);
     POS_ADD_TEST(s, test_start_stop_and_notify);
+    POS_ADD_TEST(s, test_busy_batch_threads_delay_a_latency_clients_launches_on_one_core);
+    POS_ADD_TEST(s, test_a_sched_idle_client_yields_the_core);
+    POS_ADD_TEST(s, test_posd_decisions_wait_for_a_core_and_delay_grants);
+    POS_ADD_TEST(s, test_a_free_roomy_host_changes_nothing);
     POS_ADD_TEST(s, test_tool);
 }
