@@ -8,6 +8,7 @@
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
+#   make bench-hostcal  what the host's work costs the CPU, possim's [host] defaults (docs/results/hostcal.md)
 #   make bench-simlock  how long processes wait for the simulated GPU's lock (docs/results/simlock.md)
 #   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
@@ -391,6 +392,7 @@ bench: all $(SIMSTOP) $(SIMISOLATION)
 	@bash bench/simstop.sh
 	@bash bench/simisolation.sh
 	@bash bench/simlock.sh
+	@bash bench/hostcal.sh
 
 check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
@@ -412,6 +414,10 @@ bench-simisolation: all $(SIMISOLATION)
 # How long processes wait for the simulated GPU's device lock under the demo's mix
 bench-simlock: all
 	@bash bench/simlock.sh
+
+# what the host's work costs the CPU: possim's [host] defaults (docs/results/hostcal.md)
+bench-hostcal: all
+	@bash bench/hostcal.sh
 
 # possim against the real system (posd + shim + posapp on the simulated driver)
 bench-e2e: all
@@ -475,7 +481,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-simlock bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-hostcal bench-simlock bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -62,14 +62,19 @@ static int suite_clean(void)
 
 static struct possim_scenario sc;
 
+/* The host model's cores for load_scenario: the search and its schedule assume every client
+ * launches on time, so the tests give them cores of their own (possim.md, "The host"). */
+static const char *host_cores = "unlimited";
+
 static void load_scenario(const char *mode, const char *extra)
 {
     char text[2048], err[512] = "";
     snprintf(text, sizeof text,
              "[device]\npreset = rtx3080\nmode = %s\n[sched]\npolicy = fifo\n%s"
+             "[host]\ncores = %s\n"
              "[client a]\nmodel = ta\nrequests = 30\n[client b]\nmodel = tb\nrequests = 30\n"
              "[client c]\nmodel = tc\nrequests = 30\n",
-             mode, extra);
+             mode, extra, host_cores);
     int rc = possim_scenario_parse("t.ini", text, &sc, err, sizeof err);
     if (rc < 0)
         fprintf(stderr, "%s\n", err);
