@@ -269,6 +269,9 @@ API int pos_sim_device_main(int argc, char **argv)
     drv_unlock();
     uint32_t shown[SIM_MAX_OWNERS] = {0};
     int64_t idle_backoff = 0;
+    /* what made it look, reported at exit with POS_SIM_DEBUG: a kick, its plan's time, the
+     * 200 ms look, launches published while it looked; and the owners it woke */
+    unsigned long long kicked = 0, planned = 0, capped = 0, relooked = 0, wakes = 0;
     for (;;) {
         drv_lock(); /* drains every process's ring into the model first */
         int anyone = 0;
@@ -310,6 +313,7 @@ API int pos_sim_device_main(int argc, char **argv)
         shm->server.planned_ns = next;
         uint32_t seen = atomic_load(&shm->server.word);
         drv_unlock();
+        wakes += (unsigned long long)ndue;
         for (int i = 0; i < ndue; i++) {
             atomic_fetch_add(owner_word(due[i]), 1);
             futex(owner_word(due[i]), FUTEX_WAKE, 1, NULL);
@@ -317,14 +321,28 @@ API int pos_sim_device_main(int argc, char **argv)
         /* a launch published after this look may have read the plan of the one before: look
          * again (drv_submit publishes, then reads the plan; the fences pair) */
         atomic_thread_fence(memory_order_seq_cst);
-        if (rings_pending())
+        if (rings_pending()) {
+            relooked++;
             continue;
+        }
         /* at least every 200 ms: processes that died without leaving are found by looking */
         int64_t wall = now_mono + 200000000LL;
-        if (next != INT64_MAX && drv_wall_of_device(next) < wall)
+        int cap = 1;
+        if (next != INT64_MAX && drv_wall_of_device(next) < wall) {
             wall = drv_wall_of_device(next);
+            cap = 0;
+        }
         sleep_until(&shm->server.word, seen, wall);
+        if (atomic_load(&shm->server.word) != seen)
+            kicked++;
+        else if (cap)
+            capped++;
+        else
+            planned++;
     }
+    drv_debug("device process: looked %llu times on a kick, %llu at its plan, %llu at the "
+              "200 ms look, %llu again for launches published meanwhile; woke owners %llu times",
+              kicked, planned, capped, relooked, wakes);
     drv_write_lock_stats(); /* its own line: name pos-sim-device, its threads as "app" */
     munmap(shm, size);
     return 0;
