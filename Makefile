@@ -10,6 +10,8 @@
 #   make bench-e2e  possim against the real system (docs/results/possim.md)
 #   make bench-hostcal  what the host's work costs the CPU, possim's [host] defaults (docs/results/hostcal.md)
 #   make bench-simlock  how long processes wait for the simulated GPU's lock (docs/results/simlock.md)
+#   make bench-simdevice BASELINE=DIR  the simulated driver end to end against another build's
+#                       (docs/results/simdevice.md)
 #   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
@@ -425,6 +427,10 @@ bench-simisolation: all $(SIMISOLATION)
 bench-simlock: all
 	@bash bench/simlock.sh
 
+# What the simulated driver adds end to end against another build's (BASELINE=DIR, a build/sim)
+bench-simdevice: all
+	@BASELINE=$(BASELINE) bash bench/simdevice.sh
+
 # what the host's work costs the CPU: possim's [host] defaults (docs/results/hostcal.md)
 bench-hostcal: all
 	@bash bench/hostcal.sh
@@ -492,7 +498,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-hostcal bench-simlock bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
