@@ -21,6 +21,7 @@ POSD_PID=
 cleanup() {
     [ -n "$POSD_PID" ] && kill "$POSD_PID" 2>/dev/null
     jobs -p | xargs -r kill 2>/dev/null
+    wait 2>/dev/null # they exit before their virtual GPU's segment goes
     rm -rf "$T"
     rm -f /dev/shm/pos-sim."$(id -u)".bench-e2e-*-$$
 }
@@ -247,7 +248,7 @@ real_churn() { # policy
     run_app lat --model resnet18 --requests 80 --arrival poisson:20 --slo 5 &
     pids+=($!)
     for ((k = 0; k < CHURN_N; k++)); do
-        sleep "$(awk -v t0="$t0" -v now="$(date +%s%N)" -v k=$k 'BEGIN {d = (t0 + (200 + 500 * k) * 1e6 - now) / 1e9; printf "%.3f", d > 0 ? d : 0}')"
+        sleep "$(awk -v t0="$t0" -v now="$(date +%s%N)" -v k=$k 'BEGIN {d = (t0 + (200 + 500 * k) * 1e6 - now) / 1e9; printf "%.3f", (d > 0 ? d : 0)}')"
         run_app "batch-c$k" --model resnet50 --requests "$CHURN_REQ" &
         pids+=($!)
     done
