@@ -103,6 +103,7 @@ INIH_LIBS := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 
 # --- products ---------------------------------------------------------------------------
 SIM_LIB := $(B)/sim/libcuda.so.1
+SIM_DEVICE := $(B)/sim/pos-sim-device
 POSAPP  := $(B)/posapp
 SHIM    := $(B)/libposshim.so
 POSSTAT := $(B)/posstat
@@ -112,7 +113,7 @@ POSD    := $(B)/posd
 POSCTL  := $(B)/posctl
 POSTRACE := $(B)/postrace
 
-all: $(SIM_LIB) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
+all: $(SIM_LIB) $(SIM_DEVICE) $(B)/sim/libcuda.so $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
 
 # The daemon: event loop, clients, engine, config, policies, telemetry.
 POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched/policy/*.c)
@@ -190,9 +191,17 @@ $(B)/gen/cu_exports.h: scripts/gen_cu_exports.sh $(DEPS_STAMP)
 	CC='$(CC)' bash scripts/gen_cu_exports.sh $(CUDA_HOME)/include $(dir $@)
 $(B)/gen/cu_procaddr.h: $(B)/gen/cu_exports.h
 
+# The driver starts its device process from beside itself, else from where the build put it
+# (a copy of the library alone elsewhere, as valgrind runs use; docs/sim.md).
 $(B)/obj/sim/driver/%.o: sim/driver/%.c $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(DEPS_STAMP) $(SAN_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -I$(B)/gen $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
+	$(CC) $(CPPFLAGS) -I$(B)/gen $(ALL_CFLAGS) -fvisibility=hidden \
+	    -DPOS_SIM_DEVICE_FALLBACK='"$(abspath $(SIM_DEVICE))"' -c $< -o $@
+
+# The device process of a virtual GPU (sim/driver/device.c): a program over the library.
+$(SIM_DEVICE): $(B)/obj/sim/device_main.o $(SIM_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -o $@ $< $(SIM_LIB) -Wl,-rpath,'$$ORIGIN'
 
 $(SIM_LIB): $(call obj,$(SIM_DRIVER_SRCS) $(SIM_MODEL_SRCS)) sim/driver/libcuda.map
 	@mkdir -p $(dir $@)
@@ -319,6 +328,7 @@ SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
 TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 TEST_DEPS_test_sim_stop := $(SIM_LIB)
+TEST_DEPS_test_sim_isolation := $(SIM_LIB)
 TEST_DEPS_test_sim_agents := $(SIM_LIB)
 TEST_DEPS_test_valgrind := $(SIM_LIB) $(POSAPP) $(POSD)
 # The hostile client test_hostile runs as another user (tests/integration/hostile.c).
@@ -454,6 +464,7 @@ install: all
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/pos/libposshim.so
 	install -m 0755 $(SIM_LIB) $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so.1
+	install -m 0755 $(SIM_DEVICE) $(DESTDIR)$(PREFIX)/lib/pos/sim/pos-sim-device
 	ln -sf libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/pos/sim/libcuda.so
 	install -m 0644 sim/models/*.model $(DESTDIR)$(PREFIX)/share/pos/models/
 	install -m 0644 etc/possim/*.ini $(DESTDIR)$(PREFIX)/share/pos/possim/

@@ -285,8 +285,8 @@ its baseline's median p99.
 
 The stops as behaviour (another process attaches, launches and synchronises while one is
 stopped inside the driver; stops at random moments stall no other client) are checked by
-`tests/integration/test_sim_isolation.c` of the device-process driver, which fails on the
-driver with one device lock and is not in `make test` until that driver lands (docs/wip/). The
+`tests/integration/test_sim_isolation.c` (they fail on the driver with one device lock and
+pass on the device-process driver). The
 `SCHED_IDLE` case is measured here only: a test of the normal client's progress beside it (at
 least half of it without) passed on the driver with one device lock, whose tail this table
 shows moving instead.

@@ -8,37 +8,46 @@
 #
 #   bash bench/simlock.sh                  (make bench-simlock)
 #   ROUNDS=5 OUT=/tmp/l.md bash bench/simlock.sh
+#   BASELINE=/tmp/old/build/sim bash bench/simlock.sh   (an older libcuda.so.1 too, rounds
+#                                                       alternating with this build's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-docs/results/simlock.md}
+BASELINE=${BASELINE:-}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+libs=("$PWD/build/sim")
+[ -n "$BASELINE" ] && libs=("$(cd "$BASELINE" && pwd)" "$PWD/build/sim")
 for ((r = 0; r < ROUNDS; r++)); do
-    echo "bench: demo round $((r + 1)) of $ROUNDS..." >&2
-    mkdir -p "$T/$r"
-    DEMO_SIM_STATS=$T/$r bash scripts/demo.sh >"$T/demo-$r.log" 2>&1
+    for ((l = 0; l < ${#libs[@]}; l++)); do
+        echo "bench: demo round $((r + 1)) of $ROUNDS, ${libs[l]}..." >&2
+        mkdir -p "$T/$l/$r"
+        DEMO_SIM_DIR=${libs[l]} DEMO_SIM_STATS=$T/$l/$r bash scripts/demo.sh >"$T/demo-$l-$r.log" 2>&1
+    done
 done
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-python3 - "$T" "$ROUNDS" "$OUT" "$load" <<'PY'
+python3 - "$T" "$ROUNDS" "$OUT" "$load" "${libs[@]}" <<'PY'
 import glob, json, os, statistics, subprocess, sys, time
 T, rounds, out, load = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+libs = sys.argv[5:]
 runs = ["none", "fifo", "priority", "pos"]
 names = ["detector", "batch-resnet18", "batch-resnet34", "batch-resnet50"]
-# figures[(run, name)][key] = [one value per round]
+# figures[(lib, run, name)][key] = [one value per round]
 fig = {}
-for r in range(rounds):
+for L in range(len(libs)):
+  for r in range(rounds):
     for run in runs:
         for name in names:
-            res = json.load(open(f"{T}/{r}/{run}-result-{name}.json"))
+            res = json.load(open(f"{T}/{L}/{r}/{run}-result-{name}.json"))
             busy_ns = (res["mean_ms"] or 0) * 1e6 * res["requests"]
-            for f in glob.glob(f"{T}/{r}/{run}-[0-9]*.json"):
+            for f in glob.glob(f"{T}/{L}/{r}/{run}-[0-9]*.json"):
                 for line in open(f):
                     d = json.loads(line)
                     if d["name"] != name:
                         continue
                     a, g = d["app"], d["agent"]
-                    e = fig.setdefault((run, name), {})
+                    e = fig.setdefault((L, run, name), {})
                     def add(k, v):
                         e.setdefault(k, []).append(v)
                     add("wait_req", 100 * a["wait_ns"] / busy_ns if busy_ns else 0)
@@ -73,23 +82,27 @@ Medians over the rounds, their range in brackets.
   the upper end of its power-of-two bucket);
 - *agent*: the same for the process's device agent thread, which advances the model and reaps.
 
-| run | process | wait/req % | wait/life % | contended % | wait p99 us | wait max us | hold/life % | agent wait/life % | agent hold/life % | request p99 ms |
-|---|---|---|---|---|---|---|---|---|---|---|
+| driver | run | process | wait/req % | wait/life % | contended % | wait p99 us | wait max us | hold/life % | agent wait/life % | agent hold/life % | request p99 ms |
+|---|---|---|---|---|---|---|---|---|---|---|---|
 """)
-    for run in runs:
+    label = lambda L: "this build" if L == len(libs) - 1 else "baseline"
+    for L in range(len(libs)):
+      for run in runs:
         for name in names:
-            e = fig.get((run, name))
+            e = fig.get((L, run, name))
             if not e:
                 continue
-            o.write(f"| {run} | {name} | {cell(e['wait_req'], '%.2f')} | {cell(e['wait_life'], '%.2f')} | "
+            o.write(f"| {label(L)} | {run} | {name} | {cell(e['wait_req'], '%.2f')} | {cell(e['wait_life'], '%.2f')} | "
                     f"{cell(e['contended'], '%.1f')} | {cell(e['wait_p99_us'], '%.0f')} | "
                     f"{cell(e['wait_max_us'], '%.0f')} | {cell(e['hold_life'], '%.2f')} | "
                     f"{cell(e['agent_wait_life'], '%.2f')} | {cell(e['agent_hold_life'], '%.2f')} | "
                     f"{cell(e['p99_ms'], '%.2f')} |\n")
-    worst = max((statistics.median(e["wait_req"]), run, name) for (run, name), e in fig.items())
-    o.write(f"""
-Target (issue 18): lock waits under 1% of any client's request time. Worst median here:
-{worst[0]:.2f}% ({worst[2]} under {worst[1]}).
-""")
+    o.write("\nTarget (issue 18): lock waits under 1% of any client's request time.\n")
+    for L in range(len(libs)):
+        worst = max((statistics.median(e["wait_req"]), run, name)
+                    for (l, run, name), e in fig.items() if l == L)
+        o.write(f"Worst median, {label(L)} ({libs[L]}): {worst[0]:.2f}% ({worst[2]} under {worst[1]}).\n")
+    if len(libs) > 1:
+        o.write(f"\nBaseline: `BASELINE={libs[0]}`, rounds alternating with this build's.\n")
 print(f"bench: wrote {out}", file=sys.stderr)
 PY

@@ -26,7 +26,8 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "demo: a real GPU is present ($(nvidia-smi -L | head -1)); this demo runs on the"
     echo "demo: simulated GPU all the same; pos on the real one: bash tests/gpu/run.sh (docs/gpu.md)."
 fi
-export LD_LIBRARY_PATH=$PWD/build/sim POS_SIM_DEVICE=$DEV POS_SIM_MODE=$MODE
+# DEMO_SIM_DIR: another build's simulated driver (bench/simlock.sh compares two side by side)
+export LD_LIBRARY_PATH=${DEMO_SIM_DIR:-$PWD/build/sim} POS_SIM_DEVICE=$DEV POS_SIM_MODE=$MODE
 export POS_SIM_INSTANCE=demo-$$ POS_SOCKET=$T/posd.sock
 export POSD_STATE_DIR=$T/state # posd's kernel profiles stay in the demo's own directory
 cat >"$T/posd.conf" <<EOF

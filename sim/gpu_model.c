@@ -234,6 +234,29 @@ int sim_gpu_op_alloc(struct sim_gpu *g, int owner)
     return i;
 }
 
+int sim_gpu_op_recycle(struct sim_gpu *g, int i)
+{
+    struct sim_op *op = &g->ops[i];
+    if (op->state != SIM_OP_DONE)
+        return -EINVAL;
+    int owner = op->owner;
+    uint32_t gen = op->gen + 1; /* what named its last use is done from now on */
+    memset(op, 0, sizeof *op);
+    op->gen = gen;
+    op->owner = (int16_t)owner;
+    op->next = SIM_NONE;
+    op->stream = SIM_NONE;
+    op->ctx = SIM_NONE;
+    op->state = SIM_OP_ALLOC;
+    return 0;
+}
+
+double sim_gpu_op_solo_ns(const struct sim_gpu *g, struct sim_op *op)
+{
+    op_derive_cost(g, op);
+    return op->exec_ns + op_latency_ns(g, op);
+}
+
 int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep, uint32_t gen)
 {
     struct sim_op *o = &g->ops[op];
@@ -597,19 +620,28 @@ static void op_complete(struct sim_gpu *g, int i, int64_t t)
     if (op->kind == SIM_OP_KERNEL)
         g->stats.kernels_done++;
     op->state = SIM_OP_DONE;
-    struct sim_owner *o = &g->owners[op->owner];
-    o->ring[o->ring_tail % SIM_OWNER_MAX_OPS] = i;
-    o->ring_tail++;
+    sim_gpu_ring_push(g, op->owner, i);
+}
+
+void sim_gpu_ring_push(struct sim_gpu *g, int owner, int32_t entry)
+{
+    struct sim_owner *o = &g->owners[owner];
+    uint32_t t = o->ring_tail;
+    o->ring[t % SIM_OWNER_MAX_OPS] = entry;
+    /* the entry before the tail that shows it: its owner reads without the device lock */
+    __atomic_store_n(&o->ring_tail, t + 1, __ATOMIC_RELEASE);
 }
 
 int sim_gpu_reap(struct sim_gpu *g, int owner)
 {
     struct sim_owner *o = &g->owners[owner];
-    if (o->ring_head == o->ring_tail)
-        return SIM_NONE;
-    int i = o->ring[o->ring_head % SIM_OWNER_MAX_OPS];
-    o->ring_head++;
-    return i;
+    while (o->ring_head != o->ring_tail) {
+        int i = o->ring[o->ring_head % SIM_OWNER_MAX_OPS];
+        o->ring_head++;
+        if (!(i & (SIM_RING_HOST | SIM_RING_GRANT)))
+            return i;
+    }
+    return SIM_NONE;
 }
 
 void sim_gpu_op_free(struct sim_gpu *g, int i)
@@ -1202,7 +1234,12 @@ static int settle_streams(struct sim_gpu *g, int64_t t)
                 op_complete(g, i, t);
                 break;
             }
-            op->state = op->kind == SIM_OP_HOST ? SIM_OP_HOSTWAIT : SIM_OP_READY;
+            if (op->kind == SIM_OP_HOST) {
+                op->state = SIM_OP_HOSTWAIT;
+                sim_gpu_ring_push(g, op->owner, i | SIM_RING_HOST); /* its owner's turn */
+            } else {
+                op->state = SIM_OP_READY;
+            }
         }
         for (uint32_t k = 0; k < g->nactive_streams; k++) {
             struct sim_stream *s = &g->streams[g->active_streams[k]];
@@ -1345,9 +1382,19 @@ void sim_gpu_rebuild(struct sim_gpu *g)
     g->nactive_streams = 0;
     g->copy_running[0] = g->copy_running[1] = SIM_NONE;
     runs_reset(g);
+    /* The rings stay: their owners read them without the lock. What they hold is known
+     * (an owner makes a completed op its own again before it moves its head past it), so only
+     * what a dead writer completed without showing goes in below. */
+    static uint8_t in_ring[SIM_MAX_OPS];
+    memset(in_ring, 0, sizeof in_ring);
     for (int o = 0; o < SIM_MAX_OWNERS; o++) {
-        g->owners[o].nops = 0;
-        g->owners[o].ring_head = g->owners[o].ring_tail = 0;
+        struct sim_owner *ow = &g->owners[o];
+        ow->nops = 0;
+        uint32_t h = __atomic_load_n(&ow->ring_head, __ATOMIC_ACQUIRE), t = ow->ring_tail;
+        if (t - h > SIM_OWNER_MAX_OPS)
+            h = t - SIM_OWNER_MAX_OPS;
+        for (uint32_t k = h; k != t; k++)
+            in_ring[ow->ring[k % SIM_OWNER_MAX_OPS] & SIM_RING_OP & (SIM_MAX_OPS - 1)] = 1;
     }
     for (int s = 0; s < SIM_MAX_STREAMS; s++) {
         struct sim_stream *st = &g->streams[s];
@@ -1398,13 +1445,15 @@ void sim_gpu_rebuild(struct sim_gpu *g)
             g->live[g->nlive++] = i;
     }
     for (int i = 0; i < SIM_MAX_OPS; i++)
-        if (g->ops[i].state == SIM_OP_DONE)
+        if (g->ops[i].state == SIM_OP_DONE && !in_ring[i])
             order[nd++] = i;
     qsort_r(order, nd, sizeof order[0], end_cmp, g);
-    for (int k = 0; k < nd; k++) {
-        struct sim_owner *o = &g->owners[g->ops[order[k]].owner];
-        o->ring[o->ring_tail++ % SIM_OWNER_MAX_OPS] = order[k];
-    }
+    for (int k = 0; k < nd; k++)
+        sim_gpu_ring_push(g, g->ops[order[k]].owner, order[k]);
+    /* a host op shown twice is run once: its owner marks what it started */
+    for (int i = 0; i < SIM_MAX_OPS; i++)
+        if (g->ops[i].state == SIM_OP_HOSTWAIT && !in_ring[i])
+            sim_gpu_ring_push(g, g->ops[i].owner, i | SIM_RING_HOST);
     if (g->active_ctx != SIM_NONE &&
         (g->active_ctx < 0 || g->active_ctx >= SIM_MAX_CTXS || !g->ctxs[g->active_ctx].used))
         g->active_ctx = SIM_NONE;

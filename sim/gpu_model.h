@@ -26,6 +26,15 @@
 
 #define SIM_NONE (-1)
 
+/* An owner's completion ring holds op indices, some tagged: an op that reached its stream's
+ * head and waits for its owner (SIM_OP_HOST), or one the device grants the owner for its
+ * pool (allocated, not yet filled). Untagged: an op that completed. Written at ring_tail by
+ * the model (a release store), read at ring_head by the owner, who may read it without the
+ * device lock. */
+#define SIM_RING_HOST  0x40000000
+#define SIM_RING_GRANT 0x20000000
+#define SIM_RING_OP    0x0000ffff
+
 enum sim_op_kind {
     SIM_OP_KERNEL = 1, /* runs on the SMs; memsets and device-to-device copies too */
     SIM_OP_COPY_H2D,   /* host-to-device copy engine */
@@ -214,6 +223,14 @@ int sim_gpu_op_alloc(struct sim_gpu *g, int owner);
 
 /* Makes an ALLOC op wait for the use (DEP, GEN) of another op; nothing if that use is over
  * already. Returns 0 or -E2BIG when the op has SIM_MAX_DEPS dependencies. */
+/* Makes op I, DONE and reaped by its owner, an allocated op of the same owner again (as
+ * sim_gpu_op_free then sim_gpu_op_alloc would, without the free list): a driver keeps such
+ * ops in a pool of its own and fills and submits them without the shared free list.
+ * Returns 0, or -EINVAL when I is not DONE. */
+int sim_gpu_op_recycle(struct sim_gpu *g, int i);
+/* Derives op's costs from its fields (as sim_gpu_submit will) and returns the least time it
+ * can take once startable: its launch latency and solo execution time (ns). */
+double sim_gpu_op_solo_ns(const struct sim_gpu *g, struct sim_op *op);
 int sim_gpu_op_add_dep(struct sim_gpu *g, int op, int dep, uint32_t gen);
 
 /* Submits an ALLOC op whose kind, stream, ctx and cost fields are filled in: derives its
@@ -238,6 +255,8 @@ void sim_gpu_host_done(struct sim_gpu *g, int op, int64_t now);
 
 /* Pops the oldest DONE op from OWNER's completion ring; SIM_NONE when empty. */
 int sim_gpu_reap(struct sim_gpu *g, int owner);
+/* Appends ENTRY (an op index, maybe tagged SIM_RING_*) to OWNER's completion ring. */
+void sim_gpu_ring_push(struct sim_gpu *g, int owner, int32_t entry);
 
 /* Frees a reaped op. */
 void sim_gpu_op_free(struct sim_gpu *g, int op);

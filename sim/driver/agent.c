@@ -238,63 +238,20 @@ static void finish_op(struct reaped *r)
     pthread_mutex_unlock(&drv.lock);
 }
 
-/* Finds the processes whose ops now end before their agents planned to look (under the
- * lock): fills DUE with them, returns how many. The caller wakes them after it has let the
- * lock go, so that no futex call, and no woken process taking the CPU, lengthens the time it
- * holds the lock (a process stopped in that time stalls everyone: docs/sim.md). */
-static int find_due_owners(struct sim_gpu *g, int *due)
+static uint64_t drv_submitted_now(void)
 {
-    int n = 0;
-    for (int o = 0; o < SIM_MAX_OWNERS; o++) {
-        if (o == drv.owner || !g->owners[o].used)
-            continue;
-        int64_t next = sim_gpu_owner_next_event(g, o);
-        if (next < g->owners[o].planned_wake_ns) {
-            g->owners[o].planned_wake_ns = next;
-            due[n++] = o;
-        }
-    }
-    return n;
+    pthread_mutex_lock(&drv.lock);
+    uint64_t v = drv.submitted_all;
+    pthread_mutex_unlock(&drv.lock);
+    return v;
 }
 
 struct host_call {
     int op;
+    uint32_t gen;
     CUhostFn fn;
     void *data;
 };
-
-/* Starts host functions that reached the head of their streams and completes stream waits
- * whose condition holds. Returns how many host calls it queued; sets *POLL when a wait is
- * still pending. Called under the lock. */
-static int scan_host_ops(struct sim_gpu *g, int64_t now, struct host_call *calls, int *poll)
-{
-    int n = 0, released = 0;
-    for (uint32_t k = 0; k < g->nlive; k++) {
-        int op = g->live[k];
-        struct sim_op *o = &g->ops[op];
-        if (o->owner != drv.owner || o->state != SIM_OP_HOSTWAIT)
-            continue;
-        struct drv_local_op *l = &drv.local[op];
-        if (l->d.effect == EFF_WAIT32 || l->d.effect == EFF_WAIT64) {
-            if (wait_satisfied(&l->d)) {
-                sim_gpu_host_done(g, op, now);
-                released = 1;
-                k = (uint32_t)-1; /* the live list changed */
-            } else {
-                *poll = 1;
-            }
-        } else if (l->d.effect == EFF_HOSTFN && !l->started && n < HOST_BATCH) {
-            l->started = 1;
-            calls[n].op = op;
-            calls[n].fn = l->d.u.host.fn;
-            calls[n].data = l->d.u.host.data;
-            n++;
-        }
-    }
-    if (released)
-        sim_gpu_advance(g, now);
-    return n;
-}
 
 static void sleep_until(_Atomic uint32_t *word, uint32_t seen, int64_t wall_deadline)
 {
@@ -309,82 +266,178 @@ static void sleep_until(_Atomic uint32_t *word, uint32_t seen, int64_t wall_dead
     futex(word, FUTEX_WAIT, seen, &ts);
 }
 
+/* Tells the device that host op OP (generation GEN) is done: its stream goes on. */
+static void host_done(int op, uint32_t gen)
+{
+    pthread_mutex_lock(&drv.lock);
+    while (drv_publish(SUB_HOST_DONE, op, (int32_t)gen) < 0) {
+        pthread_mutex_unlock(&drv.lock);
+        drv_server_kick();
+        usleep(100);
+        pthread_mutex_lock(&drv.lock);
+    }
+    pthread_mutex_unlock(&drv.lock);
+    drv_server_kick();
+}
+
+/* Asks the device for ops when the pool runs low (at most one request out at a time). */
+static void pool_ask(void)
+{
+    pthread_mutex_lock(&drv.lock);
+    int ask = !drv.want_ops && drv.npool < DRV_POOL_FILL / 2;
+    if (ask && drv_publish(SUB_WANT_OPS, -1, (int32_t)(DRV_POOL_FILL - drv.npool)) == 0)
+        drv.want_ops = 1;
+    else
+        ask = 0;
+    pthread_mutex_unlock(&drv.lock);
+    if (ask)
+        drv_server_kick();
+}
+
+#define DEVICE_CHECK_NS 200000000LL /* work outstanding this long with nothing shown: look */
+
+/* No completion came for a while though work is outstanding: the device process may be gone
+ * (killed). Taking the lock repairs what a holder that died left; a new device process is
+ * started if the old one is gone. */
+static uint64_t device_checks; /* statistics, reported with POS_SIM_DEBUG */
+
+uint64_t drv_device_checks(void)
+{
+    return device_checks;
+}
+
+static void device_check(void)
+{
+    device_checks++;
+    /* an ask for ops the device took and did not answer (it died) is asked again */
+    pthread_mutex_lock(&drv.lock);
+    drv.want_ops = 0;
+    pthread_mutex_unlock(&drv.lock);
+    drv_lock();
+    if (!drv_server_alive()) {
+        drv_debug("the device process of %s is gone: starting another", drv.shm_name);
+        drv.shm->server.spawned_ns = 0;
+        drv_server_ensure();
+    }
+    drv_unlock();
+    drv_server_kick();
+}
+
+/* The agent: reads this process's completion ring, which the device process writes, without
+ * the device lock; applies completed ops' effects in device order; runs host functions and
+ * polls stream waits on memory, and says when they are done; keeps the op pool filled. */
 static void *agent_main(void *arg)
 {
     static struct reaped batch[REAP_BATCH];
-    struct host_call calls[HOST_BATCH];
+    static int32_t keep[REAP_BATCH];
+    static struct host_call calls[HOST_BATCH];
+    static struct host_call waits[SIM_OWNER_MAX_OPS]; /* stream waits on memory, pending */
+    int nwaits = 0;
     struct sim_gpu *g = drv.g;
+    struct sim_owner *me = &g->owners[drv.owner];
     (void)arg;
     /* wake on time: the default 50 us timer slack would stretch every short device wait */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     drv_role = DRV_ROLE_AGENT;
-    int64_t idle_backoff = 0; /* wall ns added to a plan that keeps finding nothing to do */
+    int64_t quiet_since = drv_mono_ns();
     while (!atomic_load(&drv.agent_stop)) {
         drv.agent_cycles++;
-        drv_lock();
-        int64_t now_mono = drv_mono_ns();
-        int64_t now = drv_device_now();
-        sim_gpu_advance(g, now);
-        int poll = 0;
-        int ncalls = scan_host_ops(g, now, calls, &poll);
-        int n = 0, op;
-        while (n < REAP_BATCH && (op = sim_gpu_reap(g, drv.owner)) != SIM_NONE) {
-            batch[n].l = drv.local[op];
-            batch[n].end_dev = g->ops[op].end_ns;
-            sim_gpu_op_free(g, op);
-            n++;
-        }
-        if (n == 0 && ncalls == 0)
-            drv.early_wakes++;
-        int due[SIM_MAX_OWNERS];
-        int ndue = find_due_owners(g, due);
-        if (now_mono - drv.shm->last_liveness_ns > 200000000LL)
-            drv_liveness_scan(now_mono);
-        int64_t next = sim_gpu_owner_next_event(g, drv.owner);
-        if (poll && now + (int64_t)(WAIT_POLL_NS / drv.scale) < next)
-            next = now + (int64_t)(WAIT_POLL_NS / drv.scale);
-        if (n == REAP_BATCH || ncalls)
-            next = now;
-        /* A bound at or before now that brings nothing would spin: back off instead. */
-        if (n || ncalls) {
-            idle_backoff = 0;
-        } else if (next <= now) {
-            idle_backoff =
-                idle_backoff ? (idle_backoff < 5000000 ? idle_backoff * 2 : idle_backoff) : 20000;
-            next = now + (int64_t)(idle_backoff / drv.scale);
-        }
-        struct sim_owner *me = &g->owners[drv.owner];
-        me->planned_wake_ns = next;
         uint32_t seen = atomic_load(owner_word(drv.owner));
-        drv.agent_lock_ns += (uint64_t)(drv_mono_ns() - now_mono);
-        drv_unlock();
-        /* A woken agent finds the model as this cycle left it: it takes the lock to look. */
-        for (int i = 0; i < ndue; i++)
-            wake_owner(due[i]);
-
+        uint32_t h = __atomic_load_n(&me->ring_head, __ATOMIC_RELAXED);
+        uint32_t t = __atomic_load_n(&me->ring_tail, __ATOMIC_ACQUIRE);
+        int n = 0, nkeep = 0, ncalls = 0, granted = 0;
+        while (h != t && n < REAP_BATCH && ncalls < HOST_BATCH && nkeep < REAP_BATCH) {
+            int32_t e = me->ring[h % SIM_OWNER_MAX_OPS];
+            int op = e & SIM_RING_OP;
+            struct sim_op *o = op < SIM_MAX_OPS ? &g->ops[op] : NULL;
+            if (!o || o->owner != drv.owner) {
+                /* not ours: nothing to do */
+            } else if (e & SIM_RING_GRANT) {
+                if (o->state == SIM_OP_ALLOC)
+                    keep[nkeep++] = op;
+                granted = 1;
+            } else if (e & SIM_RING_HOST) {
+                struct drv_local_op *l = &drv.local[op];
+                if (o->state == SIM_OP_HOSTWAIT && !l->started) {
+                    l->started = 1; /* shown twice (a repaired device) is run once */
+                    struct host_call c = {op, o->gen, l->d.u.host.fn, l->d.u.host.data};
+                    if (l->d.effect == EFF_HOSTFN)
+                        calls[ncalls++] = c;
+                    else if (nwaits < SIM_OWNER_MAX_OPS)
+                        waits[nwaits++] = c;
+                }
+            } else if (o->state == SIM_OP_DONE) {
+                batch[n].l = drv.local[op];
+                batch[n].end_dev = o->end_ns;
+                /* ours again, for the pool, before the head moves past it (a repair of the
+                 * device puts back what is done and not in the ring: docs/sim.md) */
+                if (sim_gpu_op_recycle(g, op) == 0)
+                    keep[nkeep++] = op;
+                n++;
+            }
+            h++;
+            __atomic_store_n(&me->ring_head, h, __ATOMIC_RELEASE);
+        }
+        if (nkeep || granted) {
+            pthread_mutex_lock(&drv.lock);
+            if (granted)
+                drv.want_ops = 0;
+            drv_pool_put(keep, nkeep);
+            pthread_cond_broadcast(&drv.cond); /* a launch may wait for the pool */
+            pthread_mutex_unlock(&drv.lock);
+        }
+        if (n == 0 && ncalls == 0 && !granted)
+            drv.early_wakes++;
         for (int i = 0; i < n; i++)
             finish_op(&batch[i]);
         if (n) {
             pthread_mutex_lock(&drv.lock);
             pthread_cond_broadcast(&drv.cond);
             pthread_mutex_unlock(&drv.lock);
+            /* A launch that saw its stream busy (its last op counted just now) did not wake
+             * the device process: wake it when launches wait in the ring (drv_submit
+             * publishes, then reads the count; this counted, then reads the ring). */
+            atomic_thread_fence(memory_order_seq_cst);
+            struct drv_submit_ring *r = &drv.shm->rings[drv.owner];
+            if (atomic_load(&r->tail) != atomic_load(&r->head))
+                drv_server_kick();
         }
-        if (ncalls) {
-            for (int i = 0; i < ncalls; i++) {
-                atomic_store(&drv.agent_in_host, 1);
-                calls[i].fn(calls[i].data);
-                atomic_store(&drv.agent_in_host, 0);
-                drv_lock();
-                int64_t t = drv_device_now();
-                sim_gpu_advance(g, t);
-                sim_gpu_host_done(g, calls[i].op, t);
-                sim_gpu_advance(g, t);
-                drv_unlock();
+        for (int i = 0; i < ncalls; i++) {
+            atomic_store(&drv.agent_in_host, 1);
+            calls[i].fn(calls[i].data);
+            atomic_store(&drv.agent_in_host, 0);
+            host_done(calls[i].op, calls[i].gen);
+        }
+        for (int i = 0; i < nwaits;) {
+            if (wait_satisfied(&drv.local[waits[i].op].d)) {
+                host_done(waits[i].op, waits[i].gen);
+                waits[i] = waits[--nwaits];
+            } else {
+                i++;
             }
-            continue;
         }
-        if (next > now)
-            sleep_until(owner_word(drv.owner), seen, drv_wall_of_device(next));
+        pool_ask();
+        int64_t now_mono = drv_mono_ns();
+        if (n || ncalls || granted)
+            quiet_since = now_mono;
+        if (h != __atomic_load_n(&me->ring_tail, __ATOMIC_ACQUIRE))
+            continue;
+        /* work outstanding: ops not yet completed, stream waits, or ops asked for the pool
+         * (a launch may wait for them) */
+        int outstanding = atomic_load(&drv.completed_all) < drv_submitted_now() || nwaits ||
+                          __atomic_load_n(&drv.want_ops, __ATOMIC_RELAXED);
+        if (outstanding && now_mono - quiet_since > DEVICE_CHECK_NS) {
+            device_check();
+            quiet_since = now_mono;
+        }
+        /* never for ever: a launch made while it sleeps wakes only the device process, and
+         * one that is gone must be noticed (DEVICE_CHECK_NS after the launch at the latest) */
+        int64_t wall = now_mono + DEVICE_CHECK_NS;
+        if (nwaits)
+            wall = now_mono + WAIT_POLL_NS;
+        else if (!outstanding)
+            quiet_since = now_mono; /* nothing to wait for is not a silence */
+        sleep_until(owner_word(drv.owner), seen, wall);
     }
     atomic_store(&drv.agent_exited, 1);
     return NULL;
@@ -450,6 +503,7 @@ CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv
 
 void drv_wait_for_room(void)
 {
+    drv_server_kick();
     drv_agent_kick();
     pthread_mutex_lock(&drv.lock);
     struct timespec ts = deadline_in(1000000);

@@ -88,9 +88,9 @@ static CUresult ctx_new(CUdevice dev, unsigned flags, int primary, struct drv_ct
 
 CUresult drv_ctx_sync(struct drv_ctx *ctx)
 {
-    drv_lock();
+    pthread_mutex_lock(&drv.lock);
     uint64_t target = ctx->submitted;
-    drv_unlock();
+    pthread_mutex_unlock(&drv.lock);
     return drv_wait_counter(&ctx->completed, target, ctx);
 }
 

@@ -57,10 +57,8 @@ API CUresult cuStreamDestroy_v2(CUstream hStream)
         return CUDA_ERROR_INVALID_HANDLE;
     drv_handle_free(H_STREAM, hStream);
     /* queued work completes; the stream goes once it has drained */
-    pthread_mutex_lock(&drv.lock);
-    drv_lock();
+    pthread_mutex_lock(&drv.lock); /* launches count s->submitted under it */
     uint64_t submitted = s->submitted;
-    drv_unlock();
     s->destroyed = 1;
     if (atomic_load(&s->completed) >= submitted)
         drv_stream_release(s);
@@ -136,9 +134,9 @@ static CUresult cuStreamSynchronize_impl(int ptsz, CUstream h)
         return rc;
     if ((rc = refuse_if_capturing(s)) != CUDA_SUCCESS)
         return rc;
-    drv_lock();
+    pthread_mutex_lock(&drv.lock);
     uint64_t target = s->submitted;
-    drv_unlock();
+    pthread_mutex_unlock(&drv.lock);
     return drv_wait_counter(&s->completed, target, c);
 }
 PTSZ_PAIR(CUresult, cuStreamSynchronize, (CUstream h), h)
@@ -154,9 +152,9 @@ static CUresult cuStreamQuery_impl(int ptsz, CUstream h)
         return rc;
     if ((rc = (CUresult)atomic_load(&c->sticky)) != CUDA_SUCCESS)
         return rc;
-    drv_lock();
+    pthread_mutex_lock(&drv.lock);
     uint64_t target = s->submitted;
-    drv_unlock();
+    pthread_mutex_unlock(&drv.lock);
     return atomic_load(&s->completed) >= target ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 PTSZ_PAIR(CUresult, cuStreamQuery, (CUstream h), h)

@@ -22,7 +22,48 @@
 /* ---- shared segment ------------------------------------------------------------------- */
 
 #define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
-#define SIM_SHM_VERSION 3
+#define SIM_SHM_VERSION 5
+
+/* Each process's launches reach the model through a ring of its own: it fills an op it
+ * allocated earlier (its pool) and publishes it here without the device lock; whoever takes
+ * the lock next puts every process's published ops into the model in the order of their
+ * times, before the model moves on (drv_lock). A process stopped or descheduled in a launch
+ * so holds nothing another process needs. Written at tail by its process alone (under its
+ * drv.lock), read at head by the lock holder. */
+#define DRV_SUBMIT_RING 2048
+
+enum drv_submission_type {
+    SUB_LAUNCH,    /* op (filled, allocated earlier) enters its stream */
+    SUB_HOST_DONE, /* op, a host function or a stream wait on memory, is done */
+    SUB_WANT_OPS,  /* the process's pool wants PRIO more ops (granted into its ring) */
+};
+
+struct drv_submission {
+    int32_t op;
+    uint32_t gen;
+    int64_t t; /* device time of the launch */
+    int32_t prio;
+    uint16_t prio_override;
+    uint16_t type; /* enum drv_submission_type */
+};
+
+/* The device process (pos-sim-device, sim/driver/device.c): the one process that advances
+ * the model and shows each process its completions, as NVIDIA's MPS server owns the GPU.
+ * Processes wake it through WORD; PLANNED is the device time it means to look next; PID and
+ * START name it (under the lock). */
+struct drv_server {
+    _Atomic uint32_t word;
+    int64_t planned_ns;
+    int32_t pid;
+    uint64_t start;
+    int64_t spawned_ns; /* CLOCK_MONOTONIC of the last start asked for, 0 if none */
+};
+
+struct drv_submit_ring {
+    _Atomic uint32_t head;
+    _Atomic uint32_t tail;
+    struct drv_submission e[DRV_SUBMIT_RING];
+};
 
 struct sim_shm {
     uint64_t magic;
@@ -32,6 +73,8 @@ struct sim_shm {
     pthread_mutex_t lock;   /* robust, process-shared: guards everything below */
     int64_t origin_ns;      /* CLOCK_MONOTONIC at device time 0 */
     int64_t last_liveness_ns;
+    struct drv_server server;
+    struct drv_submit_ring rings[SIM_MAX_OWNERS];
     struct sim_gpu gpu;
 };
 
@@ -190,6 +233,8 @@ struct drv_local_op {
 /* ---- the process ------------------------------------------------------------------------ */
 
 #define DRV_LOCK_HIST 40 /* log2 buckets of lock waits: 1 ns .. 2^39 ns */
+#define DRV_POOL_CAP  512 /* allocated ops a process keeps ready */
+#define DRV_POOL_FILL 128 /* what the agent keeps it at, while the device has ops to spare */
 
 struct drv_proc {
     _Atomic int initialized;
@@ -209,6 +254,11 @@ struct drv_proc {
     _Atomic int agent_exited;
     _Atomic int agent_in_host; /* the agent is running a host function of the application */
     struct drv_local_op *local; /* [SIM_MAX_OPS] */
+    /* allocated ops ready to fill (under drv.lock): refilled by the agent as it recycles its
+     * reaped ops, so that a launch needs neither the device lock nor the shared free list */
+    int32_t pool[DRV_POOL_CAP];
+    uint32_t npool;
+    int want_ops; /* a SUB_WANT_OPS is out, not yet granted (agent) */
     struct drv_ctx *primary;    /* the primary context, created on first retain */
     struct drv_ctx *retired;    /* destroyed contexts, kept for the process's life (api_ctx.c) */
     uint64_t submitted_all;     /* ops submitted by the process (under the shm lock) */
@@ -233,6 +283,8 @@ extern struct drv_proc drv;
 
 /* PATTERN with each %p replaced by the pid into OUT (POS_SIM_TRACE, POS_SIM_STATS). */
 void drv_path_expand(const char *pattern, char *out, size_t len);
+/* POS_SIM_STATS: appends this process's device-lock figures (at exit). */
+void drv_write_lock_stats(void);
 
 /* ---- helpers (shm.c) -------------------------------------------------------------------- */
 
@@ -243,6 +295,20 @@ CUresult drv_attach(void);                  /* cuInit's work: join the virtual G
 void drv_lock(void);                        /* shm lock; repairs after a dead holder */
 void drv_unlock(void);
 void drv_liveness_scan(int64_t now_mono); /* under the lock */
+/* Under the lock: takes up to N ops from the device for this process's pool into OUT;
+ * returns how many (fewer when its quota or the device's ops run short). */
+int drv_pool_alloc(int32_t *out, int n);
+/* Adds N allocated ops to this process's pool (caller holds drv.lock); those that do not fit
+ * are given back to the device (takes the device lock). */
+void drv_pool_put(const int32_t *ops, int n);
+/* Under the lock: the device process runs, or one is being started (sim/driver/device.c).
+ * Returns 0, or -1 when none can be started (said on stderr). */
+int drv_server_ensure(void);
+/* Wakes the device process. */
+void drv_server_kick(void);
+/* The device process is alive (pid and start time). */
+int drv_server_alive(void);
+uint64_t drv_proc_start_time(pid_t pid);
 void drv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- handles.c -------------------------------------------------------------------------- */
@@ -270,6 +336,7 @@ void drv_handle_free(int type, const void *handle);
 CUresult drv_agent_start(void);
 void drv_agent_stop(void);
 void drv_agent_kick(void); /* wake the agent: something it must look at changed */
+uint64_t drv_device_checks(void); /* times the agent found its work silent and looked */
 /* Waits (process-local condition) until *COUNTER >= TARGET; returns the sticky error of
  * CTX if it turns up meanwhile, else CUDA_SUCCESS. */
 CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv_ctx *ctx);
@@ -296,6 +363,10 @@ struct drv_ticket {
 /* Submits one op on S (the caller resolved everything). Returns CUDA_SUCCESS or an error;
  * fills *T when T is not NULL. */
 CUresult drv_submit(struct drv_stream *s, struct drv_op_desc *d, struct drv_ticket *t);
+
+/* Publishes a submission of TYPE for OP with ARG in this process's ring and wakes the device
+ * process (caller holds drv.lock). Returns 0, or -ENOSPC when the ring is full. */
+int drv_publish(int type, int op, int32_t arg);
 
 /* Waits until every op this process submitted so far has completed. */
 CUresult drv_sync_all(void);

@@ -61,7 +61,7 @@ void drv_debug(const char *fmt, ...)
 }
 
 /* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat), 0 if gone. */
-static uint64_t proc_start_time(pid_t pid)
+uint64_t drv_proc_start_time(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -91,9 +91,123 @@ static int owner_alive(const struct sim_owner *o)
         return 0;
     if (kill(pid, 0) < 0 && errno == ESRCH)
         return 0;
-    uint64_t st = proc_start_time(pid);
+    uint64_t st = drv_proc_start_time(pid);
     /* zombie or reused pid: the start time no longer matches */
     return st != 0 && st == o->ident[1];
+}
+
+/* Owner slot O's submissions are forgotten (a new process takes the slot, or its process is
+ * gone and its ops with it). Under the lock. */
+static void ring_reset(int o)
+{
+    struct drv_submit_ring *r = &drv.shm->rings[o];
+    atomic_store_explicit(&r->head, atomic_load_explicit(&r->tail, memory_order_acquire),
+                          memory_order_release);
+}
+
+/* One published submission of owner O, checked: the process may have written anything into
+ * its ring, so the op must be one of its own, allocated and not yet submitted, on a stream of
+ * its own. */
+static int submission_ok(const struct sim_gpu *g, int o, const struct drv_submission *e)
+{
+    if (e->op < 0 || e->op >= SIM_MAX_OPS)
+        return 0;
+    const struct sim_op *op = &g->ops[e->op];
+    return op->state == SIM_OP_ALLOC && op->owner == o && op->gen == e->gen &&
+           op->stream >= 0 && op->stream < SIM_MAX_STREAMS && g->streams[op->stream].used &&
+           g->streams[op->stream].owner == o && op->ctx >= 0 && op->ctx < SIM_MAX_CTXS &&
+           g->ctxs[op->ctx].used && g->ctxs[op->ctx].owner == o;
+}
+
+/* Under the lock, first thing: every process's published launches go into the model in the
+ * order of their times (each ring is in order already: a merge), the model advanced to each
+ * time first, so an op enters the device when it was launched however late its ring is
+ * drained; an op published after the model passed its time enters at the model's time (its
+ * process was descheduled between the two: only its own launch is late). */
+static void drain_submissions(void)
+{
+    struct sim_shm *shm = drv.shm;
+    struct sim_gpu *g = &shm->gpu;
+    uint32_t tail[SIM_MAX_OWNERS];
+    int live[SIM_MAX_OWNERS], n = 0;
+    for (int o = 0; o < SIM_MAX_OWNERS; o++) {
+        if (!g->owners[o].used)
+            continue;
+        struct drv_submit_ring *r = &shm->rings[o];
+        uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+        uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (t - h > DRV_SUBMIT_RING) /* a tail no process of ours wrote: forget it */
+            h = t, atomic_store_explicit(&r->head, t, memory_order_release);
+        if (t != h) {
+            tail[o] = t;
+            live[n++] = o;
+        }
+    }
+    while (n > 0) {
+        int best = -1;
+        int64_t bt = INT64_MAX;
+        for (int k = 0; k < n; k++) {
+            struct drv_submit_ring *r = &shm->rings[live[k]];
+            const struct drv_submission *e =
+                &r->e[atomic_load_explicit(&r->head, memory_order_relaxed) % DRV_SUBMIT_RING];
+            if (e->t < bt) {
+                bt = e->t;
+                best = k;
+            }
+        }
+        int o = live[best];
+        struct drv_submit_ring *r = &shm->rings[o];
+        uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+        struct drv_submission e = r->e[h % DRV_SUBMIT_RING]; /* read once */
+        if (e.t > g->now && e.type <= SUB_HOST_DONE)
+            sim_gpu_advance(g, e.t);
+        int64_t at = e.t > g->now ? e.t : g->now;
+        if (e.type == SUB_LAUNCH && submission_ok(g, o, &e)) {
+            sim_gpu_submit(g, e.op, at);
+            if (e.prio_override)
+                g->ops[e.op].prio = e.prio;
+        } else if (e.type == SUB_HOST_DONE && e.op >= 0 && e.op < SIM_MAX_OPS &&
+                   g->ops[e.op].owner == o && g->ops[e.op].gen == e.gen) {
+            sim_gpu_host_done(g, e.op, at); /* nothing unless it waits for its owner */
+        } else if (e.type == SUB_WANT_OPS) {
+            /* ops for its pool, shown in its ring (what its quota allows, an eighth of the
+             * device's ops kept for the others) */
+            for (int k = 0; k < e.prio && k < DRV_POOL_FILL && g->nfree > SIM_MAX_OPS / 8; k++) {
+                int op = sim_gpu_op_alloc(g, o);
+                if (op < 0)
+                    break;
+                sim_gpu_ring_push(g, o, op | SIM_RING_GRANT);
+            }
+        }
+        atomic_store_explicit(&r->head, h + 1, memory_order_release);
+        if (h + 1 == tail[o])
+            live[best] = live[--n];
+    }
+}
+
+int drv_pool_alloc(int32_t *out, int n)
+{
+    int k = 0;
+    while (k < n) {
+        int op = sim_gpu_op_alloc(drv.g, drv.owner);
+        if (op < 0)
+            break;
+        out[k++] = op;
+    }
+    return k;
+}
+
+void drv_pool_put(const int32_t *ops, int n)
+{
+    int k = 0;
+    while (k < n && drv.npool < DRV_POOL_CAP)
+        drv.pool[drv.npool++] = ops[k++];
+    if (k < n) {
+        drv_lock();
+        for (; k < n; k++)
+            sim_gpu_op_free(drv.g, ops[k]);
+        drv_unlock();
+    }
 }
 
 void drv_liveness_scan(int64_t now_mono)
@@ -109,6 +223,7 @@ void drv_liveness_scan(int64_t now_mono)
             drv_debug("reclaiming owner %d (pid %llu): process is gone", i,
                       (unsigned long long)g->owners[i].ident[0]);
             sim_gpu_owner_remove(g, i, now);
+            ring_reset(i);
         }
     }
 }
@@ -244,6 +359,8 @@ void drv_lock(void)
         drv_liveness_scan(drv_mono_ns());
         pthread_mutex_consistent(&drv.shm->lock);
     }
+    if (drv.g)
+        drain_submissions();
 }
 
 void drv_unlock(void)
@@ -288,7 +405,7 @@ static uint64_t wait_quantile(const struct drv_lock_stats *st, double q)
 }
 
 /* POS_SIM_STATS=FILE: at exit, one JSON line on the device lock (docs/sim.md). */
-static void write_lock_stats(void)
+void drv_write_lock_stats(void)
 {
     const char *v = getenv("POS_SIM_STATS");
     if (!drv.lock_stats || !v || !*v)
@@ -335,6 +452,18 @@ static void write_lock_stats(void)
     }
     fprintf(f, "}\n");
     fclose(f);
+}
+
+/* Fault injection for tests: this process stops itself (SIGSTOP) in the middle of a launch,
+ * holding what a launch holds (its own drv.lock), and lets it go once continued. */
+API int pos_sim_fault_stop_in_launch(void)
+{
+    if (drv_check_init() != CUDA_SUCCESS)
+        return -1;
+    pthread_mutex_lock(&drv.lock);
+    kill(getpid(), SIGSTOP);
+    pthread_mutex_unlock(&drv.lock);
+    return 0;
 }
 
 /* Fault injection for tests: this process stops itself (SIGSTOP) while it holds the device
@@ -603,6 +732,8 @@ CUresult drv_attach(void)
             /* nobody uses it: it becomes a fresh device of the kind this process asked for */
             shm->origin_ns = drv_mono_ns();
             sim_gpu_init(g, &p, 0);
+            for (int i = 0; i < SIM_MAX_OWNERS; i++)
+                ring_reset(i);
         } else if (!same_device(&g->p, &p)) {
             fprintf(stderr,
                     "pos-sim: virtual GPU '%s' is in use as %s (%s, scale %g); this process "
@@ -624,12 +755,28 @@ CUresult drv_attach(void)
             drv.shm = NULL;
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        ring_reset(o);
         g->owners[o].ident[0] = (uint64_t)getpid();
-        g->owners[o].ident[1] = proc_start_time(getpid());
+        g->owners[o].ident[1] = drv_proc_start_time(getpid());
         drv.owner = o;
         drv.g = g;
         drv.origin_ns = shm->origin_ns;
         drv.scale = g->p.scale;
+        drv.npool = (uint32_t)drv_pool_alloc(drv.pool, DRV_POOL_FILL); /* the first launches' */
+        if (drv_server_ensure() < 0) {
+            sim_gpu_owner_remove(g, o, drv_device_now());
+            ring_reset(o);
+            drv.owner = -1;
+            drv.g = NULL;
+            if (!any_owner(g)) {
+                shm->dead = 1;
+                shm_unlink(drv.shm_name);
+            }
+            drv_unlock();
+            munmap(shm, drv.shm_size);
+            drv.shm = NULL;
+            return CUDA_ERROR_NO_DEVICE;
+        }
         drv_unlock();
         drv_debug("attached to %s as owner %d (%s, %s)", drv.shm_name, o, g->p.preset,
                   g->p.mode == SIM_MODE_MPS ? "mps" : "timeslice");
@@ -645,15 +792,16 @@ __attribute__((destructor)) static void drv_detach(void)
     if (!drv.shm || drv.forked || drv.owner < 0)
         return;
     drv_agent_stop();
-    drv_debug("agent: %llu cycles, %llu woke before anything completed, %.2f us holding the "
-              "device lock per cycle",
+    drv_debug("agent: %llu cycles, %llu woke before anything completed, %llu times its work "
+              "was silent for 200 ms",
               (unsigned long long)drv.agent_cycles, (unsigned long long)drv.early_wakes,
-              drv.agent_cycles ? (double)drv.agent_lock_ns / 1e3 / (double)drv.agent_cycles : 0.0);
-    write_lock_stats();
+              (unsigned long long)drv_device_checks());
+    drv_write_lock_stats();
     drv.lock_stats = 0;
     drv_lock();
     struct sim_gpu *g = &drv.shm->gpu;
     sim_gpu_owner_remove(g, drv.owner, drv_device_now());
+    ring_reset(drv.owner);
     drv.owner = -1;
     drv_liveness_scan(drv_mono_ns());
     if (!any_owner(g)) {
@@ -661,4 +809,5 @@ __attribute__((destructor)) static void drv_detach(void)
         shm_unlink(drv.shm_name);
     }
     drv_unlock();
+    drv_server_kick(); /* it leaves with the last process */
 }

@@ -277,10 +277,14 @@ static void test_priority_holds_and_stall_and_death_release(void)
     double alone = client_rate("batch1", 0.5 * scale);
     CU_ASSERT(held >= 0 && stalled > 0 && alone > 0);
     CU_ASSERT(held < 0.3 * alone);
-    /* released, it runs its launches through posd's grants, which a sanitized build makes
-     * about six times dearer (test_hostile's baseline grant median: 41 us plain, 254 us under
-     * ThreadSanitizer): there it reaches about half its free rate (0.54-0.56 measured) */
-    double released = scale > 1.0 ? 0.4 : 0.6;
+    /* released, it runs its launches through posd's grants: what this checks is that it is
+     * released at all (held, it keeps about 1% of its free rate), not how fast the grants go
+     * (bench/posd.sh measures that). Through grants it reached 0.80-0.92 of its free rate on
+     * the simulated driver with one device lock and 0.64-0.89 on the device-process driver
+     * (each completion one more wake-up away), 10 runs each side by side on a loaded 2-core
+     * machine, 0.55 once in a CI run; a sanitized build makes grants about six times dearer
+     * (test_hostile's baseline grant median: 41 us plain, 254 us under ThreadSanitizer). */
+    double released = 0.4;
     CU_ASSERT(stalled > released * alone);
     CU_ASSERT(again < 0.3 * alone); /* it came back: held again */
     CU_ASSERT(posstat_json(js, sizeof js) == 0 && strstr(js, "\"held\":false"));
