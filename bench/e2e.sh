@@ -358,7 +358,7 @@ elapsed=$(($(date +%s) - start))
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- report ---------------------------------------------------------------------------------------
-nfig=0 nin=0 nspr=0 nunl=0 misses= spreads=
+nfig=0 nin=0 nspr=0 nunl=0 misses='' spreads=''
 runs_line() { tr ' ' '\n' <<<"$1" | { grep . || true; } | while read -r v; do printf '%s ' "$(fmt "$v")"; done; }
 spread_ok() { # values median: every run within SPREAD of the median
     awk -v m="$2" -v t="$SPREAD" -v vs="$1" 'BEGIN {n = split(vs, v, " "); ok = n > 0 && m != "null" && m != 0
