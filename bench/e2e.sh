@@ -440,16 +440,25 @@ done
 NOTES=$(cat <<'EON'
 **Why possim and the real runs part** (what can be told from these cases; no figure below is
 typed by hand, they are all in the tables above):
-- **Where the device is the bottleneck, they agree.** The fifo rows and the time-sliced
-  xavier-nx rows (long kernels, the device busy all along: latency set by the queue on the
+- **Where the device is the bottleneck, they agree.** The xavier-nx fifo rows and the batch
+  client alone (long kernels, the device busy all along: latency set by the queue on the
   device) come within a few percent, latency and batch throughput alike, with or without the
-  host model.
+  host model; as soon as posd paces the clients (priority, pos) or the kernels are short
+  (h200, rtx3080, orin-agx), the host's timing shows.
+- **The calibration carries the host's load.** `notify_us` is measured once at the start, as
+  a lone client's real p50 beyond possim's: on a loaded machine that includes its threads'
+  wait for a core and the device process's wake-up, so every case is charged the load of that
+  moment (and the load moved during the run: the two load averages above).
+- **The demo under fifo sits at the detector's limit.** Its kernels queue behind the batch
+  models' on the device; possim's detector keeps up at its rate, the real one keeps up in some
+  runs and in others falls behind, its queue growing through the run (the real runs spread
+  over an order of magnitude), so the median is a run where it fell behind.
 - **Real tails are longer.** Most p99 misses are possim below real. On this 2-core machine
   the clients' threads, their collectors, posd and the simulated driver's device process
   share two cores with whatever else runs (the load averages above; another engineer's timing
   tests ran beside some of these runs). A request whose thread waits for a core, or whose
   grant comes from a posd that waits for one, ends late; possim's host model has only the
-  scenario's own processes, constant costs (\`[host]\`'s defaults, medians measured idle in
+  scenario's own processes, constant costs (`[host]`'s defaults, medians measured idle in
   docs/results/hostcal.md) and no time slices or wake-up delays, so it reproduces the median
   better than the tail.
 - **Real batch clients do less on short-kernel devices** (h200, rtx3080, orin-agx): there a
@@ -470,11 +479,12 @@ typed by hand, they are all in the tables above):
   windowing it, stays close to possim on latency there.
 - **Churn** (batch processes that start and exit every half second): the real batch clients'
   throughput falls well short of possim's. Each new process pays a start-up possim does not
-  model (\`cuInit\`, module load, registration with posd: possim's client registers at its
-  \`start_ms\`), and posd learns a fresh client's kernel profiles from scratch in both, but the
+  model (`cuInit`, module load, registration with posd: possim's client registers at its
+  `start_ms`), and posd learns a fresh client's kernel profiles from scratch in both, but the
   real one through markers and prompt polls that need CPU.
 - **The h200 closed loop's pos / fifo batch ratio** is the evidence that motivated this
-  bench; it moves with the host's load from run to run, where possim's is fixed.
+  bench (pos kept less of fifo's batch rate end to end than possim said); it moves with the
+  host's load from run to run (its real runs above), where possim's is fixed.
 - The spread of the real runs is the host's: with the machine shared, runs of one case
   differ most in p99 and in batch throughput on short-kernel devices.
 EON
