@@ -7,7 +7,7 @@
 #   make demo       run the main job on the simulated GPU (or a real one, if present)
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
-#   make bench-e2e  possim against the real system (docs/results/possim.md)
+#   make bench-e2e  possim against real processes, every case both ways (docs/results/e2e.md)
 #   make bench-hostcal  what the host's work costs the CPU, possim's [host] defaults (docs/results/hostcal.md)
 #   make bench-simlock  how long processes wait for the simulated GPU's lock (docs/results/simlock.md)
 #   make bench-simdevice BASELINE=DIR  the simulated driver end to end against another build's
@@ -435,7 +435,7 @@ bench-simdevice: all
 bench-hostcal: all
 	@bash bench/hostcal.sh
 
-# possim against the real system (posd + shim + posapp on the simulated driver)
+# possim against real processes (posd + shim + posapp on the simulated driver): docs/results/e2e.md
 bench-e2e: all
 	@bash bench/e2e.sh
 
