@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sched/files.h"
 #include "sched/ini_lines.h"
 #include "sched/posd.h"
 
@@ -136,19 +137,6 @@ static int control_profiles_reset(struct posd *d, const struct posd_client *aske
     return posd_engine_profiles_reset(d, msg, cap);
 }
 
-/* May the asker read the file of ST? posd reads it as root: the file's own permission bits
- * decide for the asker's uid and gid (root may read anything). */
-static int asker_may_read(const struct posd_client *asker, const struct stat *st)
-{
-    if (asker->ident.uid == 0)
-        return 1;
-    if (st->st_uid == asker->ident.uid)
-        return (st->st_mode & S_IRUSR) != 0;
-    if (st->st_gid == asker->ident.gid)
-        return (st->st_mode & S_IRGRP) != 0;
-    return (st->st_mode & S_IROTH) != 0;
-}
-
 static int control_profiles_load(struct posd *d, const struct posd_client *asker,
                                  const struct pos_control *q, char *msg, size_t cap)
 {
@@ -158,27 +146,12 @@ static int control_profiles_load(struct posd *d, const struct posd_client *asker
     }
     char path[4 * sizeof q->path];
     ini_escape(path, sizeof path, q->path); /* the asker's bytes, printable */
-    int fd = open(q->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        snprintf(msg, cap, "%s: %s", path, strerror(e));
-        return -e;
-    }
-    if (!S_ISREG(st.st_mode) || !asker_may_read(asker, &st)) {
-        close(fd);
-        snprintf(msg, cap, "%s: %s", path,
-                 S_ISREG(st.st_mode) ? "you may not read it" : "not a regular file");
-        return S_ISREG(st.st_mode) ? -EACCES : -EINVAL;
-    }
-    FILE *f = fdopen(fd, "r");
-    if (!f) {
-        close(fd);
-        snprintf(msg, cap, "out of memory");
-        return -ENOMEM;
-    }
+    /* posd reads it as root: for the asker's uid and gid, with no symbolic link on the way and
+     * only a regular file, checked before it is opened to read (files.h) */
+    int e = 0;
+    FILE *f = posd_open_as_user(q->path, path, asker->ident.uid, asker->ident.gid, &e, msg, cap);
+    if (!f)
+        return e;
     size_t before = d->prof.count;
     char err[512];
     int rc = pos_prof_load_file(&d->prof, &d->device, f, path, err, sizeof err);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pos/op_record.h"
+#include "sched/files.h"
 #include "sched/posd.h"
 
 static void futex_wake_all(_Atomic uint32_t *word)
@@ -41,26 +42,32 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
 
 #define POSD_PROFILE_SAVE_NS (60 * 1000000000ll)
 
-static void profiles_path(const struct posd *d, char *out, size_t len)
-{
-    snprintf(out, len, "%s/profiles", d->state_dir);
-}
+#define PROFILES_NAME "profiles" /* in the state directory */
 
 /* Loads what posd learnt before (STATE_DIR/profiles) and imports the admin's offline file
  * ([policy] profiles) over it. A file that is refused is logged and left out: posd starts with
  * what it has. */
 static void load_profiles(struct posd *d)
 {
-    char path[POSD_PATH_MAX + 16], err[768];
-    profiles_path(d, path, sizeof path);
-    int rc = pos_prof_load(&d->prof, &d->device, path, err, sizeof err);
-    if (rc == 0)
-        posd_log(POSD_LOG_INFO, "kernel profiles: %zu from %s", d->prof.count, path);
-    else if (rc != -ENOENT)
+    char err[768];
+    int e = -ENOENT;
+    FILE *f = d->state_fd < 0 ? NULL
+                              : posd_state_read(d->state_fd, PROFILES_NAME, &e, err, sizeof err);
+    if (f) {
+        char name[POSD_PATH_MAX + 16];
+        snprintf(name, sizeof name, "%s/" PROFILES_NAME, d->state_dir);
+        int rc = pos_prof_load_file(&d->prof, &d->device, f, name, err, sizeof err);
+        fclose(f);
+        if (rc == 0)
+            posd_log(POSD_LOG_INFO, "kernel profiles: %zu from %s", d->prof.count, name);
+        else
+            posd_log(POSD_LOG_WARN, "kernel profiles refused, starting without them: %s", err);
+    } else if (e != -ENOENT) {
         posd_log(POSD_LOG_WARN, "kernel profiles refused, starting without them: %s", err);
+    }
     if (d->cfg.profiles[0]) {
         size_t before = d->prof.count;
-        rc = pos_prof_load(&d->prof, &d->device, d->cfg.profiles, err, sizeof err);
+        int rc = pos_prof_load(&d->prof, &d->device, d->cfg.profiles, err, sizeof err);
         if (rc == 0)
             posd_log(POSD_LOG_INFO, "kernel profiles: imported %s (%zu new)", d->cfg.profiles,
                      d->prof.count - before);
@@ -69,34 +76,36 @@ static void load_profiles(struct posd *d)
     }
 }
 
+static int write_profiles(FILE *f, void *arg)
+{
+    struct posd *d = arg;
+    return pos_prof_write(&d->prof, &d->device, f);
+}
+
 int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap)
 {
-    char path[POSD_PATH_MAX + 16];
-    profiles_path(d, path, sizeof path);
-    if (mkdir(d->state_dir, 0755) < 0 && errno != EEXIST) {
-        int e = errno;
-        snprintf(msg, cap, "%s: %s (state_dir in [daemon])", d->state_dir, strerror(e));
-        return -e;
+    if (d->state_fd < 0) {
+        snprintf(msg, cap, "posd has no state directory");
+        return -EBADF;
     }
-    int n = pos_prof_save(&d->prof, &d->device, path, msg, cap);
+    int n = posd_state_replace(d->state_fd, PROFILES_NAME, write_profiles, d, msg, cap);
     if (n >= 0)
-        snprintf(msg, cap, "%d kernel profiles saved to %s", n, path);
+        snprintf(msg, cap, "%d kernel profiles saved to %s/" PROFILES_NAME, n, d->state_dir);
     return n < 0 ? n : 0;
 }
 
 int posd_engine_profiles_reset(struct posd *d, char *msg, size_t cap)
 {
-    char path[POSD_PATH_MAX + 16];
-    profiles_path(d, path, sizeof path);
     size_t n = d->prof.count;
     pos_prof_reset(&d->prof);
-    if (unlink(path) < 0 && errno != ENOENT) {
-        int e = errno;
-        snprintf(msg, cap, "%zu kernel profiles forgotten, but %s stays: %s", n, path,
-                 strerror(e));
-        return -e;
+    int rc = d->state_fd < 0 ? 0 : posd_state_remove(d->state_fd, PROFILES_NAME);
+    if (rc < 0) {
+        snprintf(msg, cap, "%zu kernel profiles forgotten, but %s/" PROFILES_NAME " stays: %s",
+                 n, d->state_dir, strerror(-rc));
+        return rc;
     }
-    snprintf(msg, cap, "%zu kernel profiles forgotten (%s removed)", n, path);
+    snprintf(msg, cap, "%zu kernel profiles forgotten (%s/" PROFILES_NAME " removed)", n,
+             d->state_dir);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sched/files.h"
 #include "sched/posd.h"
 
 #define DEFAULT_CONFIG  "/etc/posd/posd.conf"
@@ -178,6 +179,14 @@ int main(int argc, char **argv)
     }
     const char *sd = state && *state ? state : d->cfg.state_dir;
     memcpy(d->state_dir, sd, strlen(sd) + 1); /* both fit: checked above, or the config's */
+    /* before anything is there for clients: a state directory posd may not trust ends the
+     * start with one line; what a killed posd's saves left is removed */
+    d->state_fd = posd_state_open(d->state_dir, err, sizeof err);
+    if (d->state_fd < 0) {
+        fprintf(stderr, "posd: %s\n", err);
+        return 1;
+    }
+    int stale = posd_state_remove_stale(d->state_fd, "profiles");
     posd_lookup_stats_group(d);
     if (policy) {
         snprintf(d->policy_override, sizeof d->policy_override, "%s", policy);
@@ -227,6 +236,9 @@ int main(int argc, char **argv)
         posd_unlink_socket(d);
         return 1;
     }
+    if (stale)
+        posd_log(POSD_LOG_INFO, "removed %d temporary file%s a killed posd left in %s", stale,
+                 stale == 1 ? "" : "s", d->state_dir);
     posd_log(POSD_LOG_INFO, "listening on %s, policy %s, %zu rules%s%s", d->socket_path,
              d->policy->name, d->cfg.nrules, d->metrics ? ", metrics on " : "",
              d->metrics ? d->metrics_addr : "");

@@ -170,6 +170,7 @@ struct posd {
     struct posd_reg_uid reg_uids[POSD_REG_UIDS]; /* registration rates, least recent replaced */
     struct pos_profiles prof;  /* kernel profiles: STATE_DIR/profiles, saved periodically */
     char state_dir[POSD_PATH_MAX]; /* fixed at start ($POSD_STATE_DIR, else state_dir) */
+    int state_fd;                  /* state_dir, opened and checked at start (files.h) */
     int64_t prof_save_at;      /* the next periodic save */
     int prof_save_failed;      /* a failed save was logged (once until one succeeds) */
     struct pos_schedule *schedule; /* [policy] schedule, loaded (NULL: none) */

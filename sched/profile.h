@@ -73,8 +73,13 @@ double pos_kprof_sd(const struct pos_kprof *k);
 double pos_kprof_sm_demand(const struct pos_sched_device *dev, const uint32_t grid[3],
                            const uint32_t block[3], uint32_t smem);
 
-/* Writes P to PATH atomically (a temporary file renamed over it), for device DEV: the profiles
- * that have samples. Returns how many it wrote, or a negative errno with what failed in ERR. */
+/* Writes P (measured on DEV) to F in the profile file's format: the profiles that have
+ * samples. Returns how many it wrote, or -EIO when F reported an error. */
+int pos_prof_write(const struct pos_profiles *p, const struct pos_sched_device *dev, FILE *f);
+
+/* Writes P to PATH atomically (a temporary file renamed over it), for device DEV, as a user
+ * writes to a path of their own (possim; posd writes in its state directory, sched/files.h).
+ * Returns how many it wrote, or a negative errno with what failed in ERR. */
 int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *dev,
                   const char *path, char *err, size_t errlen);
 

@@ -11,20 +11,8 @@
 #include "sched/profile.h"
 
 
-int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *dev,
-                  const char *path, char *err, size_t errlen)
+int pos_prof_write(const struct pos_profiles *p, const struct pos_sched_device *dev, FILE *f)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        snprintf(err, errlen, "%s: path too long", path);
-        return -ENAMETOOLONG;
-    }
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int e = errno;
-        snprintf(err, errlen, "%s: %s", tmp, strerror(e));
-        return -e;
-    }
     fprintf(f, "# pos kernel profiles (docs/policy.md): uid key grid block samples mean_ns sd_ns"
                " tries corun_samples corun_ratio\n");
     fprintf(f, "pos-profiles %d\n", POS_PROF_VERSION);
@@ -47,7 +35,27 @@ int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *d
         n++;
     }
     fprintf(f, "end %zu\n", n);
-    int bad = ferror(f);
+    if (ferror(f))
+        return -EIO;
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *dev,
+                  const char *path, char *err, size_t errlen)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        snprintf(err, errlen, "%s: path too long", path);
+        return -ENAMETOOLONG;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", tmp, strerror(e));
+        return -e;
+    }
+    int n = pos_prof_write(p, dev, f);
+    int bad = n < 0;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0)
         bad = 1;
     if (fclose(f) != 0)
@@ -58,7 +66,7 @@ int pos_prof_save(const struct pos_profiles *p, const struct pos_sched_device *d
         unlink(tmp);
         return -e;
     }
-    return n > INT32_MAX ? INT32_MAX : (int)n;
+    return n;
 }
 
 static int parse_u32s(const char *s, uint32_t v[3])

@@ -289,13 +289,14 @@ static int cmd_profiles(int argc, char **argv)
         q.op = POS_CTL_PROFILES_RESET;
     } else if (argc == 3 && strcmp(argv[1], "load") == 0) {
         q.op = POS_CTL_PROFILES_LOAD;
-        char *abs = realpath(argv[2], NULL);
-        if (!abs)
+        /* the path as given (made absolute, not resolved): posd opens it without following a
+         * symbolic link anywhere on it, and says so when there is one */
+        char cwd[4096] = "";
+        if (argv[2][0] != '/' && !getcwd(cwd, sizeof cwd))
             die(1, "%s: %s", argv[2], strerror(errno));
-        if (strlen(abs) >= sizeof q.path)
-            die(2, "%s: path too long (at most %zu characters)", abs, sizeof q.path - 1);
-        snprintf(q.path, sizeof q.path, "%s", abs);
-        free(abs);
+        int n = snprintf(q.path, sizeof q.path, "%s%s%s", cwd, cwd[0] ? "/" : "", argv[2]);
+        if (n < 0 || (size_t)n >= sizeof q.path)
+            die(2, "%s: path too long (at most %zu characters)", argv[2], sizeof q.path - 1);
     } else {
         die(2, "profiles needs save, reset or load FILE (see --help)");
     }

@@ -80,6 +80,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     posd_set_log_level(POSD_LOG_ERROR);
     posd_config_defaults(&D.cfg);
     D.policy = pos_policy_find(D.cfg.policy);
+    D.state_fd = -1; /* no state directory: nothing loaded or saved */
     assert(D.policy && posd_engine_init(&D) == 0);
     for (int i = 0; i < 2; i++)
         shm_of[i] = aligned_alloc(4096, (sizeof(struct pos_client_shm) + 4095) & ~(size_t)4095);

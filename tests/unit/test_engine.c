@@ -35,6 +35,7 @@ static int suite_init(void)
     posd_set_log_level(POSD_LOG_ERROR);
     posd_config_defaults(&D.cfg);
     D.policy = pos_policy_find("priority");
+    D.state_fd = -1; /* no state directory: nothing loaded or saved */
     shm = calloc(1, sizeof *shm);
     return D.policy && shm && posd_engine_init(&D) == 0 ? 0 : -1;
 }

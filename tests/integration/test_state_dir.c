@@ -1,0 +1,323 @@
+/* posd's files as a hostile local user would try them (issue 25): the state directory is a
+ * place only posd's user writes (made private when missing; one another user owns, one that
+ * is a symbolic link or one others may write is refused at start with one line, and no file
+ * of root's outside it is written); a FIFO where the profiles are neither blocks posd's start
+ * nor keeps SIGTERM from ending it; the temporaries a killed posd's saves left are removed at
+ * the next start; `posctl profiles load` follows no symbolic link anywhere on the path and
+ * opens only regular files. The parts played by another user run as uid 65534 (setpriv), so
+ * they need root and say so when skipped. Real processes: posd, posctl. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
+#include "tests/integration/util.h"
+
+#define OUT_MAX 16384
+#define NOBODY  65534
+
+static struct suite suite;
+static char *state_was; /* POSD_STATE_DIR of the run, put back at the end */
+
+static int suite_init(void)
+{
+    const char *v = getenv("POSD_STATE_DIR");
+    state_was = v ? strdup(v) : NULL;
+    return suite_open(&suite, "state-dir", "[daemon]\nlog_level = info\n");
+}
+
+static int suite_clean(void)
+{
+    if (state_was)
+        setenv("POSD_STATE_DIR", state_was, 1);
+    free(state_was);
+    return suite_close(&suite);
+}
+
+static int is_root(const char *test)
+{
+    if (geteuid() == 0)
+        return 1;
+    fprintf(stderr, "%s: needs root (plays another user as uid %d): skipped\n", test, NOBODY);
+    return 0;
+}
+
+/* Runs posd with state directory STATE until it exits (at most 5 s): its exit status, its
+ * output in OUT, and how long it ran in *SECONDS. */
+static int posd_refused(const char *state, char *out, size_t cap, double *seconds)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "POSD_STATE_DIR=%s timeout 5 build/posd -f -c %s -s %s", state,
+             suite.conf, suite.sock);
+    double t0 = util_now();
+    int rc = util_run(cmd, out, cap);
+    *seconds = util_now() - t0;
+    return rc;
+}
+
+/* Runs shell line CMD as uid and gid 65534 with no groups; its exit status. */
+static int as_nobody(const char *cmd)
+{
+    char line[1500], out[OUT_MAX];
+    snprintf(line, sizeof line, "setpriv --reuid=%d --regid=%d --clear-groups sh -c '%s'", NOBODY,
+             NOBODY, cmd);
+    return util_run(line, out, sizeof out);
+}
+
+/* A file of root's outside any state directory: TEXT in it, mode 0644. */
+static void victim_make(char *path, size_t cap, const char *text)
+{
+    snprintf(path, cap, "%s/victim", suite.dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, 0644);
+}
+
+static int victim_is(const char *path, const char *text)
+{
+    char buf[256] = "";
+    return util_read_file(path, buf, sizeof buf) >= 0 && strcmp(buf, text) == 0;
+}
+
+/* A missing state directory is made, mode 0700, and posd's profiles are saved in it. */
+static void test_a_missing_state_directory_is_made_private(void)
+{
+    char state[200], out[OUT_MAX];
+    snprintf(state, sizeof state, "%s/made", suite.dir);
+    setenv("POSD_STATE_DIR", state, 1);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    struct stat st;
+    CU_ASSERT_EQUAL_FATAL(stat(state, &st), 0);
+    CU_ASSERT(S_ISDIR(st.st_mode));
+    CU_ASSERT_EQUAL(st.st_mode & 0777, 0700);
+    CU_ASSERT_EQUAL(st.st_uid, geteuid());
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "build/posctl -s %s profiles save", suite.sock);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "kernel profiles saved to"));
+    util_posd_stop(&suite.posd, SIGTERM);
+}
+
+/* Another user made the state directory first (as with state_dir = /tmp/pos) and planted
+ * symbolic links at the names posd writes, to a file of root's: posd refuses the directory
+ * at once with one line that says whose it is, and the file is untouched. */
+static void test_a_state_directory_another_user_owns_is_refused(void)
+{
+    if (!is_root(__func__))
+        return;
+    char state[240], victim[200], cmd[1400], out[OUT_MAX];
+    victim_make(victim, sizeof victim, "root's own\n");
+    char tmp[180]; /* a directory anyone may create in, as /tmp */
+    snprintf(tmp, sizeof tmp, "%s/tmp", suite.dir);
+    mkdir(tmp, 0700);
+    chmod(tmp, 01777);
+    snprintf(state, sizeof state, "%s/pos", tmp);
+    chmod(suite.dir, 0755);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -m 0777 %s && ln -s %s %s/profiles && for i in $(seq 1 64); do "
+             "ln -s %s %s/profiles.tmp.$i; done",
+             state, victim, state, victim, state);
+    CU_ASSERT_EQUAL_FATAL(as_nobody(cmd), 0);
+    chmod(state, 0700); /* refused as theirs, whatever the mode */
+    double took;
+    CU_ASSERT_EQUAL(posd_refused(state, out, sizeof out, &took), 1);
+    CU_ASSERT(took < 1.0 * util_time_scale());
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "belongs to uid 65534"));
+    CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+    CU_ASSERT(victim_is(victim, "root's own\n"));
+    CU_ASSERT_NOT_EQUAL(access(suite.sock, F_OK), 0); /* no socket for clients to find */
+    if (!strstr(out, "belongs to uid 65534"))
+        fprintf(stderr, "\n  posd said: %s", out);
+    chmod(suite.dir, 0700);
+}
+
+/* A state directory that is a symbolic link (to a directory of root's, even) is refused. */
+static void test_a_state_directory_that_is_a_symbolic_link_is_refused(void)
+{
+    char real[200], link[200], out[OUT_MAX];
+    snprintf(real, sizeof real, "%s/real", suite.dir);
+    snprintf(link, sizeof link, "%s/link", suite.dir);
+    mkdir(real, 0700);
+    CU_ASSERT_EQUAL_FATAL(symlink(real, link), 0);
+    double took;
+    CU_ASSERT_EQUAL(posd_refused(link, out, sizeof out, &took), 1);
+    CU_ASSERT(took < 1.0 * util_time_scale());
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a symbolic link"));
+    CU_ASSERT_EQUAL(util_count(out, "\n"), 1);
+    if (!strstr(out, "is a symbolic link"))
+        fprintf(stderr, "\n  posd said: %s", out);
+}
+
+/* A state directory others may write (mode 0777, or group-writable) is refused, with what to
+ * do. */
+static void test_a_state_directory_others_may_write_is_refused(void)
+{
+    char state[200], out[OUT_MAX];
+    snprintf(state, sizeof state, "%s/open", suite.dir);
+    mkdir(state, 0700);
+    static const mode_t modes[] = {0777, 0770, 0702};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        chmod(state, modes[i]);
+        double took;
+        CU_ASSERT_EQUAL(posd_refused(state, out, sizeof out, &took), 1);
+        CU_ASSERT(took < 1.0 * util_time_scale());
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "may be written by others"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "chmod go-w"));
+        if (!strstr(out, "may be written by others"))
+            fprintf(stderr, "\n  posd (mode %04o) said: %s", (unsigned)modes[i], out);
+    }
+}
+
+/* A FIFO where the profiles are (a user that could write the directory before it was posd's,
+ * or an admin's mistake): posd neither waits for a writer nor stops hearing SIGTERM; it says
+ * the file is not a regular file, starts without it, and ends within 1 s of SIGTERM. */
+static void test_a_fifo_for_profiles_neither_blocks_nor_deafens_posd(void)
+{
+    char state[200], fifo[240], log[OUT_MAX];
+    snprintf(state, sizeof state, "%s/fifo", suite.dir);
+    snprintf(fifo, sizeof fifo, "%s/profiles", state);
+    mkdir(state, 0700);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    setenv("POSD_STATE_DIR", state, 1);
+    truncate(suite.log, 0);
+    double t0 = util_now();
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    int listening = 0;
+    while (!listening && util_now() - t0 < 1.0 * util_time_scale()) {
+        util_read_file(suite.log, log, sizeof log);
+        listening = strstr(log, "listening on") != NULL;
+        usleep(10000);
+    }
+    CU_ASSERT(listening);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "not a regular file"));
+    double t1 = util_now();
+    kill(suite.posd, SIGTERM);
+    int rc = -1;
+    while (util_now() - t1 < 1.0 * util_time_scale()) {
+        int st;
+        if (waitpid(suite.posd, &st, WNOHANG) == suite.posd) {
+            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            suite.posd = -1;
+            break;
+        }
+        usleep(10000);
+    }
+    CU_ASSERT_EQUAL(rc, 0);
+    if (!listening || rc != 0)
+        fprintf(stderr, "\n  posd with a FIFO for its profiles: listening %d, exit %d; log:\n%s",
+                listening, rc, log);
+    util_posd_stop(&suite.posd, SIGKILL);
+}
+
+/* What a posd killed during saves left (profiles.tmp.*) is removed at the next start; other
+ * files stay. */
+static void test_leftovers_of_killed_saves_are_removed_at_start(void)
+{
+    char state[200], path[300], log[OUT_MAX];
+    snprintf(state, sizeof state, "%s/left", suite.dir);
+    mkdir(state, 0700);
+    static const char *const left[] = {"profiles.tmp.4242", "profiles.tmp.0123456789abcdef",
+                                       "profiles.tmp.x"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", state, left[i]);
+        FILE *f = fopen(path, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fputs("pos-profiles 1\n", f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/notes.tmp.1", state);
+    fclose(fopen(path, "w"));
+    setenv("POSD_STATE_DIR", state, 1);
+    truncate(suite.log, 0);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", state, left[i]);
+        CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    }
+    snprintf(path, sizeof path, "%s/notes.tmp.1", state);
+    CU_ASSERT_EQUAL(access(path, F_OK), 0);
+    util_posd_stop(&suite.posd, SIGTERM);
+    util_read_file(suite.log, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "removed 3 temporary files"));
+}
+
+/* `posctl profiles load` as root: a symbolic link as the file or anywhere on its path is
+ * refused (posctl sends the path as given), so is a FIFO (at once: posd does not open it to
+ * read) and a device node; the same file by its own path, or relative to the working
+ * directory, loads. */
+static void test_profiles_load_follows_no_link_and_opens_only_regular_files(void)
+{
+    char state[200], file[240], dir[200], cmd[1400], out[OUT_MAX];
+    snprintf(state, sizeof state, "%s/load", suite.dir);
+    setenv("POSD_STATE_DIR", state, 1);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    snprintf(dir, sizeof dir, "%s/files", suite.dir);
+    mkdir(dir, 0700);
+    snprintf(file, sizeof file, "%s/good", dir);
+    FILE *f = fopen(file, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("pos-profiles 1\ndevice sms 0\n"
+          "k 0 00000000000000aa 1,1,1 32,1,1 10 1000.0 10.0 10 0 1.0000\nend 1\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && ln -s good link && ln -s %s dirlink && mkfifo fifo && "
+             "ln -s /etc/shadow shadow",
+             dir, dir);
+    CU_ASSERT_EQUAL_FATAL(util_run(cmd, out, sizeof out), 0);
+    struct {
+        const char *path, *said;
+    } refused[] = {{"link", "a symbolic link on the path"},
+                   {"dirlink/good", "a symbolic link on the path"},
+                   {"shadow", "a symbolic link on the path"},
+                   {"fifo", "not a regular file"},
+                   {"/dev/null", "not a regular file"},
+                   {"../files/good", "'..' on the path"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const char *p = refused[i].path;
+        char full[400];
+        if (p[0] == '/')
+            snprintf(full, sizeof full, "%s", p);
+        else
+            snprintf(full, sizeof full, "%s/%s", dir, p);
+        snprintf(cmd, sizeof cmd, "timeout 5 build/posctl -s %s profiles load %s", suite.sock,
+                 full);
+        double t0 = util_now();
+        CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 1);
+        CU_ASSERT(util_now() - t0 < 1.0 * util_time_scale());
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, refused[i].said));
+        if (!strstr(out, refused[i].said))
+            fprintf(stderr, "\n  profiles load %s: %s", full, out);
+    }
+    snprintf(cmd, sizeof cmd, "build/posctl -s %s profiles load %s", suite.sock, file);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "(1 new)"));
+    char cwd[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(cwd, sizeof cwd));
+    snprintf(cmd, sizeof cmd, "cd %s && %s/build/posctl -s %s profiles load good", dir, cwd,
+             suite.sock);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "loaded"));
+    util_posd_stop(&suite.posd, SIGTERM);
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = CU_add_suite("state_dir", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_a_missing_state_directory_is_made_private);
+    POS_ADD_TEST(s, test_a_state_directory_another_user_owns_is_refused);
+    POS_ADD_TEST(s, test_a_state_directory_that_is_a_symbolic_link_is_refused);
+    POS_ADD_TEST(s, test_a_state_directory_others_may_write_is_refused);
+    POS_ADD_TEST(s, test_a_fifo_for_profiles_neither_blocks_nor_deafens_posd);
+    POS_ADD_TEST(s, test_leftovers_of_killed_saves_are_removed_at_start);
+    POS_ADD_TEST(s, test_profiles_load_follows_no_link_and_opens_only_regular_files);
+}
