@@ -67,7 +67,14 @@ static void load_profiles(struct posd *d)
     }
     if (d->cfg.profiles[0]) {
         size_t before = d->prof.count;
-        int rc = pos_prof_load(&d->prof, &d->device, d->cfg.profiles, err, sizeof err);
+        int rc = e; /* not a regular file, or not there: refused without waiting */
+        f = posd_open_regular(d->cfg.profiles, &rc, err, sizeof err);
+        if (f) {
+            rc = pos_prof_load_file(&d->prof, &d->device, f, d->cfg.profiles, err, sizeof err);
+            fclose(f);
+        } else if (rc == -ENOENT) {
+            snprintf(err, sizeof err, "%s: %s", d->cfg.profiles, strerror(ENOENT));
+        }
         if (rc == 0)
             posd_log(POSD_LOG_INFO, "kernel profiles: imported %s (%zu new)", d->cfg.profiles,
                      d->prof.count - before);

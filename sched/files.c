@@ -100,23 +100,27 @@ int posd_state_remove_stale(int dirfd, const char *name)
     return removed;
 }
 
-FILE *posd_state_read(int dirfd, const char *name, int *err, char *msg, size_t cap)
+/* FD (opened O_NONBLOCK) as a stream to read, when it is a regular file; else NULL, FD closed,
+ * -errno in *ERR and "SHOWN: what" (SHOWN_DIR/SHOWN when SHOWN_DIR is given) in MSG. */
+static FILE *regular_stream(int fd, const char *shown_dir, const char *shown, int *err,
+                            char *msg, size_t cap)
 {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st;
+    const char *sep = shown_dir ? "/" : "";
+    shown_dir = shown_dir ? shown_dir : "";
     if (fd < 0 || fstat(fd, &st) < 0) {
         *err = -errno;
         if (fd >= 0)
             close(fd);
         if (*err != -ENOENT)
-            snprintf(msg, cap, "%s/%s: %s", state_path, name,
+            snprintf(msg, cap, "%s%s%s: %s", shown_dir, sep, shown,
                      *err == -ELOOP ? "a symbolic link" : strerror(-*err));
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         *err = -EINVAL;
-        snprintf(msg, cap, "%s/%s: not a regular file", state_path, name);
+        snprintf(msg, cap, "%s%s%s: not a regular file", shown_dir, sep, shown);
         return NULL;
     }
     int fl = fcntl(fd, F_GETFL);
@@ -126,9 +130,21 @@ FILE *posd_state_read(int dirfd, const char *name, int *err, char *msg, size_t c
     if (!f) {
         *err = -errno;
         close(fd);
-        snprintf(msg, cap, "%s/%s: %s", state_path, name, strerror(-*err));
+        snprintf(msg, cap, "%s%s%s: %s", shown_dir, sep, shown, strerror(-*err));
     }
     return f;
+}
+
+FILE *posd_state_read(int dirfd, const char *name, int *err, char *msg, size_t cap)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    return regular_stream(fd, state_path, name, err, msg, cap);
+}
+
+FILE *posd_open_regular(const char *path, int *err, char *msg, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    return regular_stream(fd, NULL, path, err, msg, cap);
 }
 
 /* A name for a temporary of NAME nobody can guess: NAME.tmp. and 16 random hex digits. */

@@ -31,6 +31,11 @@ FILE *posd_state_read(int dirfd, const char *name, int *err, char *msg, size_t c
 int posd_state_replace(int dirfd, const char *name, int (*write)(FILE *f, void *arg),
                        void *arg, char *msg, size_t cap);
 
+/* Opens PATH (the admin's: symbolic links followed) to read it without blocking, and only
+ * when it is a regular file. Returns a stream, or NULL with -errno in *ERR and one line in
+ * MSG. */
+FILE *posd_open_regular(const char *path, int *err, char *msg, size_t cap);
+
 /* Removes NAME from the state directory. Returns 0 (also when there was none), or -errno. */
 int posd_state_remove(int dirfd, const char *name);
 

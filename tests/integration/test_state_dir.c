@@ -177,28 +177,23 @@ static void test_a_state_directory_others_may_write_is_refused(void)
     }
 }
 
-/* A FIFO where the profiles are (a user that could write the directory before it was posd's,
- * or an admin's mistake): posd neither waits for a writer nor stops hearing SIGTERM; it says
- * the file is not a regular file, starts without it, and ends within 1 s of SIGTERM. */
-static void test_a_fifo_for_profiles_neither_blocks_nor_deafens_posd(void)
+/* Starts posd with configuration CONF, waits up to 1 s for "listening on" in its log (in LOG),
+ * then sends SIGTERM and waits up to 1 s for it to end: 1 when it both listened and ended
+ * with status 0. */
+static int starts_and_ends(const char *conf, char *log, size_t cap)
 {
-    char state[200], fifo[240], log[OUT_MAX];
-    snprintf(state, sizeof state, "%s/fifo", suite.dir);
-    snprintf(fifo, sizeof fifo, "%s/profiles", state);
-    mkdir(state, 0700);
-    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
-    setenv("POSD_STATE_DIR", state, 1);
     truncate(suite.log, 0);
     double t0 = util_now();
-    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    const char *const args[] = {"-p", "priority", NULL};
+    suite.posd = util_posd_start_args(conf, suite.sock, suite.log, args);
+    if (suite.posd <= 0)
+        return 0;
     int listening = 0;
     while (!listening && util_now() - t0 < 1.0 * util_time_scale()) {
-        util_read_file(suite.log, log, sizeof log);
+        util_read_file(suite.log, log, cap);
         listening = strstr(log, "listening on") != NULL;
         usleep(10000);
     }
-    CU_ASSERT(listening);
-    CU_ASSERT_PTR_NOT_NULL(strstr(log, "not a regular file"));
     double t1 = util_now();
     kill(suite.posd, SIGTERM);
     int rc = -1;
@@ -211,11 +206,39 @@ static void test_a_fifo_for_profiles_neither_blocks_nor_deafens_posd(void)
         }
         usleep(10000);
     }
-    CU_ASSERT_EQUAL(rc, 0);
-    if (!listening || rc != 0)
-        fprintf(stderr, "\n  posd with a FIFO for its profiles: listening %d, exit %d; log:\n%s",
-                listening, rc, log);
     util_posd_stop(&suite.posd, SIGKILL);
+    util_read_file(suite.log, log, cap);
+    if (!listening || rc != 0)
+        fprintf(stderr, "\n  posd: listening %d, exit %d; log:\n%s", listening, rc, log);
+    return listening && rc == 0;
+}
+
+/* A FIFO where the profiles are (a user that could write the directory before it was posd's,
+ * or an admin's mistake), or as the admin's profile import ([policy] profiles): posd neither
+ * waits for a writer nor stops hearing SIGTERM; it says the file is not a regular file,
+ * starts without it within 1 s, and ends within 1 s of SIGTERM. */
+static void test_a_fifo_for_profiles_neither_blocks_nor_deafens_posd(void)
+{
+    char state[200], fifo[240], conf[240], log[OUT_MAX];
+    snprintf(state, sizeof state, "%s/fifo", suite.dir);
+    snprintf(fifo, sizeof fifo, "%s/profiles", state);
+    mkdir(state, 0700);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    setenv("POSD_STATE_DIR", state, 1);
+    CU_ASSERT(starts_and_ends(suite.conf, log, sizeof log));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "profiles: not a regular file"));
+    /* the admin's import a FIFO, the state directory's file gone */
+    unlink(fifo);
+    char import[240];
+    snprintf(import, sizeof import, "%s/import.fifo", suite.dir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(import, 0600), 0);
+    snprintf(conf, sizeof conf, "%s/import.conf", suite.dir);
+    FILE *f = fopen(conf, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "[daemon]\nlog_level = info\n[policy]\nprofiles = %s\n", import);
+    fclose(f);
+    CU_ASSERT(starts_and_ends(conf, log, sizeof log));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "import.fifo: not a regular file"));
 }
 
 /* What a posd killed during saves left (profiles.tmp.*) is removed at the next start; other
