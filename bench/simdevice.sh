@@ -35,6 +35,9 @@ for ((r = 0; r < ROUNDS; r++)); do
         LD_LIBRARY_PATH=${libs[l]} POS_SIM_DEVICE=h200 POS_SIM_MODE=mps \
             POS_SIM_INSTANCE=bench-simdevice-$$-$l-$r build/posapp --model resnet18 \
             --requests 600 --arrival poisson:300 --slo 3 >"$T/alone-$l-$r.json"
+        LD_LIBRARY_PATH=${libs[l]} POS_SIM_DEVICE=h200 POS_SIM_MODE=mps \
+            POS_SIM_INSTANCE=bench-simdevice-mb-$$-$l-$r build/posapp --microbench 20000 \
+            >"$T/mb-$l-$r.json"
     done
 done
 for ((r = 0; r < DEMO_ROUNDS; r++)); do
@@ -62,6 +65,9 @@ for l in (0, 1):
         d = json.load(open(f"{T}/alone-{l}-{r}.json"))
         for k in ("p50_ms", "p99_ms", "slo_attainment"):
             alone.setdefault((l, k), []).append(d[k])
+        m = json.load(open(f"{T}/mb-{l}-{r}.json"))
+        for k in ("launch_ns_p50", "launch_ns_mean"):
+            alone.setdefault((l, k), []).append(m[k])
 demo = {}
 row = re.compile(r"^\s+(none|fifo|priority|pos)\s+\|\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+\|")
 for l in (0, 1):
@@ -99,6 +105,19 @@ process sees each request's end.
     o.write(f"""
 p50 {med(1, 'p50_ms') / med(0, 'p50_ms'):.3f}x and p99 {med(1, 'p99_ms') / med(0, 'p99_ms'):.3f}x
 the baseline's (medians).
+
+## A launch
+
+`posapp --microbench 20000` (back-to-back launches of a tiny kernel, no shim): the time of one
+`cuLaunchKernel` call, in the same rounds.
+
+| driver | launch p50 ns | launch mean ns |
+|---|---|---|
+""")
+    for l in (0, 1):
+        o.write(f"| {names[l]} | {cell(alone[(l, 'launch_ns_p50')], '%.0f')} | "
+                f"{cell(alone[(l, 'launch_ns_mean')], '%.0f')} |\n")
+    o.write(f"""
 
 ## The demo's mix
 

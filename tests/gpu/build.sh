@@ -63,7 +63,7 @@ $CC -o "$DIR/bin/posstat" $(objs "" tools/posstat.c tools/posstat_format.c tools
 echo "gpu-build: posctl"
 $CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c)
 echo "gpu-build: possim"
-$CC -o "$DIR/bin/possim" $(objs "" tools/possim.c tools/possim_scenario.c tools/possim_sim.c tools/timeline.c \
+$CC -o "$DIR/bin/possim" $(objs "" tools/possim.c tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c tools/timeline.c \
     tools/possim_search.c sched/core.c sched/profile.c sched/profile_file.c sched/ini_lines.c \
     sched/schedule.c sched/schedule_file.c sched/policy/*.c $MODEL_SRCS tools/posapp_arrival.c \
     tools/posapp_stats.c) "$INIH_A" -lm
