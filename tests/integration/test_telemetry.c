@@ -437,9 +437,22 @@ static void test_telemetry_off_runs_without_it_and_says_so(void)
     CU_ASSERT(strstr(text, "telemetry off (telemetry = off)") != NULL);
 }
 
+/* A state directory of NOBODY's for a posd that runs as NOBODY (it refuses one of root's);
+ * the child that becomes that posd puts it in its environment. */
+static const char *nobody_state_dir(void)
+{
+    static char state[96];
+    snprintf(state, sizeof state, "%s/nobody-state", dir);
+    mkdir(state, 0700);
+    if (chown(state, NOBODY, NOBODY) < 0)
+        fprintf(stderr, "chown %s: %s\n", state, strerror(errno));
+    return state;
+}
+
 /* posd started as uid NOBODY with TELEMETRY; returns its pid (the caller stops it). */
 static pid_t posd_as_nobody(const char *telemetry)
 {
+    const char *state = nobody_state_dir();
     write_conf(telemetry);
     unlink(sock);
     truncate(log_path, 0);
@@ -447,6 +460,7 @@ static pid_t posd_as_nobody(const char *telemetry)
     if (pid == 0) {
         int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
+        setenv("POSD_STATE_DIR", state, 1);
         if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
             _exit(126);
         execl("build/posd", "posd", "-f", "-c", conf, "-s", sock, (char *)NULL);
@@ -526,6 +540,7 @@ static void test_the_ioctl_calls_of_a_client_are_counted(void)
  * "+bpf,+perfmon" form) runs: STATS's telemetry word, or -1 when it did not come up. */
 static int parts_with_caps(const char *caps)
 {
+    const char *state = nobody_state_dir();
     write_conf("on");
     unlink(sock);
     truncate(log_path, 0);
@@ -537,6 +552,7 @@ static int parts_with_caps(const char *caps)
     if (pid == 0) {
         int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
+        setenv("POSD_STATE_DIR", state, 1);
         execl("/usr/bin/setpriv", "setpriv", "--reuid", nobody, "--regid", nobody, "--clear-groups",
               inh, amb, "build/posd", "-f", "-c", conf, "-s", sock, (char *)NULL);
         _exit(127);
