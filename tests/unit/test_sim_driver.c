@@ -736,6 +736,8 @@ static void test_graph_fork_join(void)
     CUevent t0, t1;
     CK(cuEventCreate(&t0, 0));
     CK(cuEventCreate(&t1, 0));
+    /* behind a kernel, so that the graph is launched before t0 completes (long_kernel_ms) */
+    CK(cuLaunchKernel(f_long, 6, 1, 1, 256, 1, 1, 0, s, NULL, NULL));
     CK(cuEventRecord(t0, s));
     CK(cuGraphLaunch(exec, s));
     CK(cuEventRecord(t1, s));
@@ -762,6 +764,10 @@ static float long_kernel_ms(CUfunction f)
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CK(cuEventCreate(&a, 0));
     CK(cuEventCreate(&b, 0));
+    /* behind one kernel already: the measured one is launched before the first event
+     * completes, so a host thread descheduled between the calls adds nothing to the device
+     * time measured */
+    CK(cuLaunchKernel(f, 6, 1, 1, 256, 1, 1, 0, s, NULL, NULL));
     CK(cuEventRecord(a, s));
     CK(cuLaunchKernel(f, 6, 1, 1, 256, 1, 1, 0, s, NULL, NULL));
     CK(cuEventRecord(b, s));
