@@ -211,6 +211,18 @@ int sim_gpu_stream_add(struct sim_gpu *g, int owner, int ctx, int prio)
 
 /* --- ops -------------------------------------------------------------------------------- */
 
+/* OP as allocated to OWNER and not yet filled in, of generation GEN. */
+static void op_make_fresh(struct sim_op *op, int owner, uint32_t gen)
+{
+    memset(op, 0, sizeof *op);
+    op->gen = gen;
+    op->owner = (int16_t)owner;
+    op->next = SIM_NONE;
+    op->stream = SIM_NONE;
+    op->ctx = SIM_NONE;
+    op->state = SIM_OP_ALLOC;
+}
+
 int sim_gpu_op_alloc(struct sim_gpu *g, int owner)
 {
     struct sim_owner *o = &g->owners[owner];
@@ -222,15 +234,8 @@ int sim_gpu_op_alloc(struct sim_gpu *g, int owner)
     struct sim_op *op = &g->ops[i];
     g->free_head = op->next;
     g->nfree--;
-    uint32_t gen = op->gen;
-    memset(op, 0, sizeof *op);
-    op->gen = gen;
-    op->owner = (int16_t)owner;
-    op->next = SIM_NONE;
-    op->stream = SIM_NONE;
-    op->ctx = SIM_NONE;
+    op_make_fresh(op, owner, op->gen);
     o->nops++;
-    op->state = SIM_OP_ALLOC;
     return i;
 }
 
@@ -239,15 +244,8 @@ int sim_gpu_op_recycle(struct sim_gpu *g, int i)
     struct sim_op *op = &g->ops[i];
     if (op->state != SIM_OP_DONE)
         return -EINVAL;
-    int owner = op->owner;
-    uint32_t gen = op->gen + 1; /* what named its last use is done from now on */
-    memset(op, 0, sizeof *op);
-    op->gen = gen;
-    op->owner = (int16_t)owner;
-    op->next = SIM_NONE;
-    op->stream = SIM_NONE;
-    op->ctx = SIM_NONE;
-    op->state = SIM_OP_ALLOC;
+    /* a new generation: what named its last use is done from now on */
+    op_make_fresh(op, op->owner, op->gen + 1);
     return 0;
 }
 
