@@ -149,7 +149,7 @@ for policy in fifo priority pos; do
 done
 
 # The same scenario in possim: virtual time, the scheduling core and policies posd runs, the
-# simulated driver's device model; one host core per process, so no CPU contention.
+# simulated driver's device model; its host model (no [host] section: this machine's cores).
 scenario() { # policy [index: that client alone]
     printf '[device]\npreset = %s\nmode = %s\n[sched]\npolicy = %s\n' "$DEV" "$MODE" "$1"
     local i
@@ -179,7 +179,7 @@ possim_run() { # run policy [index]
 for i in 0 1 2 3; do possim_run sim-alone fifo $i; done
 for policy in none fifo priority pos; do possim_run sim-$policy $policy; done
 echo
-echo "the same scenario in possim (virtual time, the same scheduling code; no CPU contention):"
+echo "the same scenario in possim (virtual time, the same scheduling code; the host work on $(nproc) cores):"
 header
 for policy in none fifo priority pos; do show_run sim-$policy sim-alone $policy; done
 
@@ -200,10 +200,11 @@ Without a scheduler, or under fifo (which only accounts), the detector's kernels
 the batch models' and it misses its SLO. priority holds the batch models while the detector has
 work: the SLO is met and batch work drops. pos runs batch kernels beside the detector's where
 they fit in the SMs (MPS), and stops while the detector's requests end late (its SLO guard).
-In possim (a host core for every process, exact kernel profiles) that keeps most of the batch
-mix's speedup at close to priority's SLO attainment. With real processes on this $(nproc)-core
-host, batch processes that run also take CPU time from the detector's, and posd's profiles of
-the detector's short kernels, learnt from polls, are coarse: the guard then keeps pos near
-priority. Every figure here is simulated. More: docs/policy.md (the policies),
+possim gives the processes' host work this machine's $(nproc) cores (its host model) but has no
+wake-up delays and knows every kernel's duration exactly; with real processes, batch processes
+that run also take CPU time from the detector's at moments possim does not see, and posd's
+profiles of the detector's short kernels, learnt from polls, are coarse: where the two columns
+part, that is why (docs/results/e2e.md compares them case by case). Every figure here is
+simulated. More: docs/policy.md (the policies),
 docs/results/pos.md (the comparison over devices, loads and seeds), docs/posstat.md.
 EOF
