@@ -45,6 +45,7 @@ void posd_config_defaults(struct posd_config *c)
     c->log_level = POSD_LOG_INFO;
     snprintf(c->state_dir, sizeof c->state_dir, "%s", POSD_DEFAULT_STATE_DIR);
     c->profile_min = 32;
+    c->profile_user_max = 65536;
     c->corun_budget = 1.2;
     c->guard_period_ms = 200;
     c->stall_ms = 50;
@@ -441,6 +442,7 @@ static const struct key_spec policy_keys[] = {
     {"window_us", parse_number, CFG(window_us), RANGE(1, 1000000)},
     {"idle_grace_us", parse_number, CFG(idle_grace_us), RANGE(0, 1000000)},
     {"profile_min", parse_u32, CFG(profile_min), RANGE(0, 100000)},
+    {"profile_user_max", parse_u32, CFG(profile_user_max), RANGE(0, 1048576)},
     {"corun_budget", parse_number, CFG(corun_budget), RANGE(1, 100)},
     {"profiles", parse_path, CFG(profiles)},
     {"schedule", parse_path, CFG(schedule)}, /* an absolute path, like the socket's */

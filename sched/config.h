@@ -76,6 +76,7 @@ struct posd_config {
     double window_us; /* device time a windowed client without a cap may have in flight */
     double idle_grace_us; /* a client idle this briefly still holds less important ones */
     uint32_t profile_min; /* kernel shapes with fewer samples get a marker per launch */
+    uint32_t profile_user_max; /* most kernel profiles one user's kernels may take */
     double corun_budget;  /* pos: co-run slowdown a more important kernel may show */
     char profiles[POSD_PATH_MAX]; /* an offline profile file imported at start ("" none) */
     char schedule[POSD_PATH_MAX]; /* a stage schedule file for policy staged ("": none) */

@@ -122,6 +122,14 @@ int64_t posd_engine_save_profiles(struct posd *d, int periodic)
     if (periodic && now < d->prof_save_at)
         return d->prof_save_at;
     d->prof_save_at = now + POSD_PROFILE_SAVE_NS;
+    if (d->prof.user_refused > d->prof_refused_said) {
+        posd_log(POSD_LOG_WARN,
+                 "kernel profiles: %llu new kernel shapes not learnt: their user has "
+                 "profile_user_max (%zu) profiles already",
+                 (unsigned long long)(d->prof.user_refused - d->prof_refused_said),
+                 d->prof.user_max);
+        d->prof_refused_said = d->prof.user_refused;
+    }
     if (d->prof.count == 0)
         return d->prof_save_at;
     char msg[768];
@@ -145,6 +153,7 @@ int posd_engine_init(struct posd *d)
     d->core = sched_core_new(&p, &d->device, d->policy, posd_now());
     if (!d->core || pos_prof_init(&d->prof, 0) < 0)
         return -ENOMEM;
+    d->prof.user_max = d->cfg.profile_user_max; /* one user's kernels cannot take the table */
     load_profiles(d);
     sched_core_set_profiles(d->core, &d->prof);
     d->prof_save_at = posd_now() + POSD_PROFILE_SAVE_NS;

@@ -173,6 +173,7 @@ struct posd {
     int state_fd;                  /* state_dir, opened and checked at start (files.h) */
     int64_t prof_save_at;      /* the next periodic save */
     int prof_save_failed;      /* a failed save was logged (once until one succeeds) */
+    uint64_t prof_refused_said; /* profiles refused at profile_user_max, as last logged */
     struct pos_schedule *schedule; /* [policy] schedule, loaded (NULL: none) */
     char policy_note[160];         /* the policy's note last logged */
     struct sched_grant grants[POSD_MAX_CLIENTS];

@@ -44,14 +44,61 @@ int pos_prof_init(struct pos_profiles *p, size_t max)
 void pos_prof_free(struct pos_profiles *p)
 {
     free(p->t);
+    free(p->users);
     memset(p, 0, sizeof *p);
 }
 
 void pos_prof_reset(struct pos_profiles *p)
 {
     memset(p->t, 0, p->cap * sizeof *p->t);
+    if (p->users)
+        memset(p->users, 0, p->users_cap * sizeof *p->users);
+    p->nusers = 0;
     p->count = 0;
-    p->dropped = p->rejected = 0;
+    p->dropped = p->rejected = p->user_refused = 0;
+}
+
+/* ---- per-user counts ---------------------------------------------------------------------- */
+
+static struct pos_prof_user *user_slot(struct pos_prof_user *u, size_t cap, uint32_t uid)
+{
+    size_t i = (size_t)(((uint64_t)uid * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+    while (u[i].used && u[i].uid != uid)
+        i = (i + 1) & (cap - 1);
+    return &u[i];
+}
+
+size_t pos_prof_user_count(const struct pos_profiles *p, uint32_t uid)
+{
+    if (!p->users_cap)
+        return 0;
+    const struct pos_prof_user *u = user_slot(p->users, p->users_cap, uid);
+    return u->used ? u->n : 0;
+}
+
+/* UID's count, made when missing (NULL when memory runs out). */
+static struct pos_prof_user *user_get(struct pos_profiles *p, uint32_t uid)
+{
+    if (!p->users_cap || (p->nusers + 1) * 2 > p->users_cap) {
+        size_t cap = p->users_cap ? p->users_cap * 2 : 64;
+        struct pos_prof_user *u = calloc(cap, sizeof *u);
+        if (!u)
+            return NULL;
+        for (size_t i = 0; i < p->users_cap; i++)
+            if (p->users[i].used)
+                *user_slot(u, cap, p->users[i].uid) = p->users[i];
+        free(p->users);
+        p->users = u;
+        p->users_cap = cap;
+    }
+    struct pos_prof_user *u = user_slot(p->users, p->users_cap, uid);
+    if (!u->used) {
+        u->used = 1;
+        u->uid = uid;
+        u->n = 0;
+        p->nusers++;
+    }
+    return u;
 }
 
 static struct pos_kprof *slot_for(struct pos_kprof *t, size_t cap, uint32_t uid, uint64_t key,
@@ -92,11 +139,23 @@ struct pos_kprof *pos_prof_get(struct pos_profiles *p, uint32_t uid, uint64_t ke
         p->dropped++;
         return NULL;
     }
+    struct pos_prof_user *u = NULL;
+    if (p->user_max && uid != POS_PROF_ANY_UID) {
+        u = user_get(p, uid);
+        if (!u)
+            return NULL;
+        if (u->n >= p->user_max) {
+            p->user_refused++;
+            return NULL;
+        }
+    }
     if ((p->count + 1) * 10 > p->cap * 7) { /* keep the load under 0.7 */
         if (grow(p) < 0)
             return NULL;
         k = slot_for(p->t, p->cap, uid, key, grid, block);
     }
+    if (u)
+        u->n++;
     memset(k, 0, sizeof *k);
     k->used = 1;
     k->uid = uid;

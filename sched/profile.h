@@ -45,6 +45,16 @@ struct pos_profiles {
     size_t max;   /* most profiles kept; further shapes are not learnt (counted in dropped) */
     uint64_t dropped;
     uint64_t rejected; /* samples thrown away as outliers */
+    /* most profiles one user's kernels may take (0: no cap; imported profiles for every user
+     * are not counted): one user cannot crowd out everyone's. Further shapes of that user are
+     * not learnt, counted in user_refused */
+    size_t user_max;
+    uint64_t user_refused;
+    struct pos_prof_user {
+        uint32_t uid, used;
+        size_t n;
+    } *users; /* open addressing, users_cap a power of two (or 0) */
+    size_t users_cap, nusers;
 };
 
 /* An empty table that keeps at most MAX profiles (0: 1 << 20). Returns 0 or -ENOMEM. */
@@ -55,8 +65,14 @@ void pos_prof_reset(struct pos_profiles *p);
 /* The profile of (UID, KEY, GRID, BLOCK); with CREATE, a new empty one when there is none (NULL
  * when the table is full or out of memory). Without CREATE, an imported any-user profile
  * answers when UID has none of its own. */
+/* The profile of UID's kernel KEY launched as GRID x BLOCK; with CREATE, a new one when there
+ * is none and the table (max) and the user (user_max) have room, else NULL (counted in
+ * dropped, or user_refused). */
 struct pos_kprof *pos_prof_get(struct pos_profiles *p, uint32_t uid, uint64_t key,
                                const uint32_t grid[3], const uint32_t block[3], int create);
+
+/* How many profiles UID's kernels hold. */
+size_t pos_prof_user_count(const struct pos_profiles *p, uint32_t uid);
 const struct pos_kprof *pos_prof_find(const struct pos_profiles *p, uint32_t uid, uint64_t key,
                                       const uint32_t grid[3], const uint32_t block[3]);
 

@@ -244,8 +244,15 @@ int pos_prof_load_file(struct pos_profiles *p, const struct pos_sched_device *de
         struct pos_kprof *k = pos_prof_get(p, in[i].uid, in[i].key, in[i].grid, in[i].block, 1);
         if (!k) {
             rc = -ENOSPC;
-            snprintf(err, errlen, "%s: the profile table is full (%zu of %zu loaded)", path, i,
-                     nin);
+            if (p->user_max && in[i].uid != POS_PROF_ANY_UID &&
+                pos_prof_user_count(p, in[i].uid) >= p->user_max)
+                snprintf(err, errlen,
+                         "%s: uid %u has %zu profiles, the most one user may (%zu of %zu "
+                         "loaded)",
+                         path, in[i].uid, pos_prof_user_count(p, in[i].uid), i, nin);
+            else
+                snprintf(err, errlen, "%s: the profile table is full (%zu of %zu loaded)",
+                         path, i, nin);
             goto out;
         }
         *k = in[i];

@@ -229,6 +229,56 @@ static int teardown(void)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* With user_max set, one user's kernels take at most that many profiles: the next shape of
+ * theirs is not learnt (counted in user_refused, the table untouched), another user's still
+ * is, profiles for every user (imports) are not counted, an existing profile of the capped
+ * user is still found and fed, a file that would exceed the cap is refused saying whose, and
+ * a reset starts the counts afresh. */
+static void test_one_user_cannot_take_the_table(void)
+{
+    struct pos_profiles p;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&p, 0), 0);
+    p.user_max = 10;
+    for (uint64_t key = 1; key <= 10; key++)
+        CU_ASSERT_PTR_NOT_NULL(pos_prof_get(&p, 1000, key, G1, B, 1));
+    CU_ASSERT_EQUAL(pos_prof_user_count(&p, 1000), 10);
+    CU_ASSERT_PTR_NULL(pos_prof_get(&p, 1000, 11, G1, B, 1));
+    CU_ASSERT_PTR_NULL(pos_prof_get(&p, 1000, 12, G2, B, 1));
+    CU_ASSERT_EQUAL(p.user_refused, 2);
+    CU_ASSERT_EQUAL(p.count, 10);
+    CU_ASSERT_PTR_NOT_NULL(pos_prof_get(&p, 1000, 3, G1, B, 1)); /* known: still there */
+    for (uint64_t key = 1; key <= 10; key++)
+        CU_ASSERT_PTR_NOT_NULL(pos_prof_get(&p, 2000, key, G1, B, 1));
+    for (uint64_t key = 1; key <= 30; key++)
+        CU_ASSERT_PTR_NOT_NULL(pos_prof_get(&p, POS_PROF_ANY_UID, key, G2, B, 1));
+    CU_ASSERT_EQUAL(pos_prof_user_count(&p, 2000), 10);
+    CU_ASSERT_EQUAL(p.count, 50);
+    /* many users: the counts stay right as their table grows */
+    for (uint32_t uid = 1; uid <= 300; uid++)
+        CU_ASSERT_PTR_NOT_NULL(pos_prof_get(&p, uid, 99, G1, B, 1));
+    CU_ASSERT_EQUAL(pos_prof_user_count(&p, 1000), 10);
+    CU_ASSERT_EQUAL(pos_prof_user_count(&p, 150), 1);
+    /* a file of 11 profiles of one user: refused, saying whose */
+    char path[] = "/tmp/pos-test-profcap-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "pos-profiles %d\ndevice sms 6\n", POS_PROF_VERSION);
+    for (int i = 0; i < 11; i++)
+        fprintf(f, "k 3000 %016x 1,1,1 32,1,1 10 1000.0 10.0 10 0 1.0000\n", 0x100 + i);
+    fprintf(f, "end 11\n");
+    fclose(f);
+    char err[512] = "";
+    CU_ASSERT(pos_prof_load(&p, &DEV, path, err, sizeof err) < 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "uid 3000 has 10 profiles"));
+    unlink(path);
+    pos_prof_reset(&p);
+    CU_ASSERT_EQUAL(pos_prof_user_count(&p, 1000), 0);
+    CU_ASSERT_EQUAL(p.user_refused, 0);
+    CU_ASSERT_PTR_NOT_NULL(pos_prof_get(&p, 1000, 11, G1, B, 1));
+    pos_prof_free(&p);
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("profile", setup, teardown);
@@ -238,4 +288,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_sm_demand);
     POS_ADD_TEST(s, test_file_round_trip);
     POS_ADD_TEST(s, test_bad_files_refused);
+    POS_ADD_TEST(s, test_one_user_cannot_take_the_table);
 }
