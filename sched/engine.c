@@ -67,7 +67,7 @@ static void load_profiles(struct posd *d)
     }
     if (d->cfg.profiles[0]) {
         size_t before = d->prof.count;
-        int rc = e; /* not a regular file, or not there: refused without waiting */
+        int rc = 0; /* not a regular file, or not there: refused without waiting */
         f = posd_open_regular(d->cfg.profiles, &rc, err, sizeof err);
         if (f) {
             rc = pos_prof_load_file(&d->prof, &d->device, f, d->cfg.profiles, err, sizeof err);

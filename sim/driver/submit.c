@@ -205,12 +205,8 @@ static int publish_op(struct drv_stream *s, const struct drv_op_desc *d, int64_t
     l->d = *d;
     l->stream = s;
     l->started = 0;
-    /* the launch's time read as late as it can be, just before it is published: a thread
-     * descheduled after reading it would put its op into the device late (at the model's
-     * time, should the device process have moved past it meanwhile) */
-    int64_t t = drv_device_now();
     r->e[tail % DRV_SUBMIT_RING] = (struct drv_submission){
-        .op = op, .gen = o->gen, .t = t > now ? t : now, .prio = d->prio,
+        .op = op, .gen = o->gen, .t = now, .prio = d->prio,
         .prio_override = (uint16_t)(d->prio_override != 0), .type = SUB_LAUNCH};
     atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
     s->submitted++;
