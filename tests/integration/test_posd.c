@@ -278,17 +278,21 @@ static void test_priority_holds_and_stall_and_death_release(void)
     CU_ASSERT(held >= 0 && stalled > 0 && alone > 0);
     CU_ASSERT(held < 0.3 * alone);
     /* released, it runs its launches through posd's grants: what this checks is that it is
-     * released at all (held, it keeps about 1% of its free rate), not how fast the grants go
-     * (bench/posd.sh measures that). Through grants it reached 0.80-0.92 of its free rate on
-     * the simulated driver with one device lock and 0.64-0.89 on the device-process driver
-     * (each completion one more wake-up away), 10 runs each side by side on a loaded 2-core
-     * machine, 0.55 once in a CI run; a sanitized build makes grants about six times dearer
-     * (test_hostile's baseline grant median: 41 us plain, 254 us under ThreadSanitizer). */
-    double released = 0.4;
+     * released at all, not how fast the grants go (bench/posd.sh measures that). Held, it
+     * keeps 1-2% of its free rate; with no stall rule 8 launches/s of 3888 (0.2%). Through
+     * grants it reached 0.80-0.92 of its free rate on the simulated driver with one device
+     * lock and 0.64-0.89 on the device-process driver (each completion one more wake-up
+     * away), 10 runs each side by side on a loaded 2-core machine, and 0.37 once in the
+     * project's CI (held 64, stopped 1165, alone 3168); a sanitized build makes grants about
+     * six times dearer (test_hostile's baseline grant median: 41 us plain, 254 us under
+     * ThreadSanitizer). So: at least a fifth of its free rate, and five times its held rate. */
+    double released = 0.2;
     CU_ASSERT(stalled > released * alone);
+    CU_ASSERT(stalled > 5 * held);
     CU_ASSERT(again < 0.3 * alone); /* it came back: held again */
     CU_ASSERT(posstat_json(js, sizeof js) == 0 && strstr(js, "\"held\":false"));
-    if (!(held < 0.3 * alone) || !(stalled > released * alone) || !(again < 0.3 * alone))
+    if (!(held < 0.3 * alone) || !(stalled > released * alone) || !(stalled > 5 * held) ||
+        !(again < 0.3 * alone))
         fprintf(stderr,
                 "batch launches/s: held %.0f, latency stopped %.0f, resumed %.0f, "
                 "alone %.0f\n",
