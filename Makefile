@@ -12,6 +12,7 @@
 #   make bench-simlock  how long processes wait for the simulated GPU's lock (docs/results/simlock.md)
 #   make bench-simdevice BASELINE=DIR  the simulated driver end to end against another build's
 #                       (docs/results/simdevice.md)
+#   make bench-saves [BASELINE=DIR]  grant waits during profile saves (docs/results/saves.md)
 #   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
@@ -395,6 +396,12 @@ $(SIMISOLATION): $(B)/obj/bench/simisolation.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $< -L$(CUDA_STUB) -lcuda -lm
 
+# The client that waits for each grant while bench/saves.sh has posd save its profiles
+SAVEGRANT := $(B)/bench/savegrant
+$(SAVEGRANT): $(B)/obj/bench/savegrant.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -o $@ $<
+
 bench: all $(SIMSTOP) $(SIMISOLATION)
 	$(NEED) valgrind=valgrind /usr/bin/time=time python3=python3
 	@bash bench/testbed.sh
@@ -431,6 +438,10 @@ bench-simlock: all
 # What the simulated driver adds end to end against another build's (BASELINE=DIR, a build/sim)
 bench-simdevice: all
 	@BASELINE=$(BASELINE) bash bench/simdevice.sh
+
+# whether profile saves stall scheduling, against BASELINE's posd when given (docs/results/saves.md)
+bench-saves: all $(SAVEGRANT)
+	@BASELINE=$(BASELINE) bash bench/saves.sh
 
 # what the host's work costs the CPU: possim's [host] defaults (docs/results/hostcal.md)
 bench-hostcal: all
@@ -499,7 +510,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

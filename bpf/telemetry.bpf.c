@@ -254,6 +254,11 @@ static int device_arg(struct pt_regs *ctx, __u64 call)
     }
 }
 
+#define POS_E2BIG 7 /* what a full hash map's update returns (no errno.h for BPF) */
+
+/* Processes whose cuInit found the gpu map full: not tracked, counted (posstat -u, metrics). */
+__u64 gpu_untracked = 0;
+
 /* Every process's calls of cuInit, cuCtxCreate* and cuDevicePrimaryCtxRetain (and, while
  * posd samples, the launch entry points): clients are skipped at once. */
 SEC("uprobe")
@@ -273,8 +278,11 @@ int handle_driver_call(struct pt_regs *ctx)
     if (!g) {
         struct pos_tele_gpu fresh = {.first_ns = now};
         bpf_get_current_comm(fresh.comm, sizeof fresh.comm);
-        if (bpf_map_update_elem(&gpu, &tgid, &fresh, BPF_NOEXIST) == 0)
+        long rc = bpf_map_update_elem(&gpu, &tgid, &fresh, BPF_NOEXIST);
+        if (rc == 0)
             send_event(POS_TELE_EV_GPU_SEEN, tgid, now);
+        else if (rc == -POS_E2BIG && call == POS_TELE_CALL_INIT)
+            __sync_fetch_and_add(&gpu_untracked, 1); /* full: once a process, at its cuInit */
         g = bpf_map_lookup_elem(&gpu, &tgid);
         if (!g)
             return 0;

@@ -128,12 +128,13 @@ static int control_undrain(struct posd *d, const struct posd_client *asker, cons
 static int control_profiles_save(struct posd *d, const struct posd_client *asker,
                                  const struct pos_control *q, char *msg, size_t cap)
 {
-    return posd_engine_profiles_write(d, msg, cap);
+    return posd_saver_request(d, (struct posd_client *)asker, msg, cap);
 }
 
 static int control_profiles_reset(struct posd *d, const struct posd_client *asker,
                                   const struct pos_control *q, char *msg, size_t cap)
 {
+    posd_saver_abort(d); /* a save running renames no older table over the removal */
     return posd_engine_profiles_reset(d, msg, cap);
 }
 
@@ -157,7 +158,10 @@ static int control_profiles_load(struct posd *d, const struct posd_client *asker
     int rc = pos_prof_load_file(&d->prof, &d->device, f, path, err, sizeof err);
     fclose(f);
     if (rc < 0) {
-        snprintf(msg, cap, "refused, nothing loaded: %s", err);
+        snprintf(msg, cap, "%s: %s",
+                 rc == -ENOSPC ? "stopped at a limit, the profiles before it kept"
+                               : "refused, nothing loaded",
+                 err);
         return rc;
     }
     snprintf(msg, cap, "loaded %s: %zu kernel profiles now (%zu new)", path, d->prof.count,
@@ -206,11 +210,31 @@ int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t
         posd_log(POSD_LOG_WARN, "control %s by pid %d uid %u refused: not root or group %s",
                  op->name, (int)c->ident.pid, (unsigned)c->ident.uid, POSD_STATS_GROUP);
     } else {
-        r.status = op->fn(d, c, &q, r.message, sizeof r.message);
-        if (op->changes)
-            posd_log(r.status ? POSD_LOG_WARN : POSD_LOG_INFO, "control %s by pid %d uid %u: %s",
-                     op->name, (int)c->ident.pid, (unsigned)c->ident.uid, r.message);
+        int status = op->fn(d, c, &q, r.message, sizeof r.message);
+        if (status == POSD_CONTROL_LATER) {
+            c->deadline = 0; /* not idle while posd owes it an answer (posd_control_answer) */
+            return 0;
+        }
+        return posd_control_answer(d, c, op->changes ? op->name : NULL, status, r.message);
     }
+    r.drained = d->drained;
+    if (!c->registered && !c->deadline) { /* answered late: idle from now */
+        c->deadline = posd_now() + POSD_REGISTER_NS;
+        posd_arm_house(d, c->deadline);
+    }
+    return posd_client_send(c, POS_MSG_CONTROL_REPLY, &r, sizeof r) < 0 ? -1 : 0;
+}
+
+int posd_control_answer(struct posd *d, struct posd_client *c, const char *op, int status,
+                        const char *msg)
+{
+    struct pos_control_reply r;
+    memset(&r, 0, sizeof r);
+    r.status = status;
+    snprintf(r.message, sizeof r.message, "%s", msg);
+    if (op) /* a change: logged with who asked */
+        posd_log(status ? POSD_LOG_WARN : POSD_LOG_INFO, "control %s by pid %d uid %u: %s", op,
+                 (int)c->ident.pid, (unsigned)c->ident.uid, r.message);
     r.drained = d->drained;
     return posd_client_send(c, POS_MSG_CONTROL_REPLY, &r, sizeof r) < 0 ? -1 : 0;
 }

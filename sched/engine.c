@@ -40,9 +40,7 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
     p->corun_budget = cfg->corun_budget;
 }
 
-#define POSD_PROFILE_SAVE_NS (60 * 1000000000ll)
 
-#define PROFILES_NAME "profiles" /* in the state directory */
 
 /* Loads what posd learnt before (STATE_DIR/profiles) and imports the admin's offline file
  * ([policy] profiles) over it. A file that is refused is logged and left out: posd starts with
@@ -52,10 +50,10 @@ static void load_profiles(struct posd *d)
     char err[768];
     int e = -ENOENT;
     FILE *f = d->state_fd < 0 ? NULL
-                              : posd_state_read(d->state_fd, PROFILES_NAME, &e, err, sizeof err);
+                              : posd_state_read(d->state_fd, POSD_PROFILES_NAME, &e, err, sizeof err);
     if (f) {
         char name[POSD_PATH_MAX + 16];
-        snprintf(name, sizeof name, "%s/" PROFILES_NAME, d->state_dir);
+        snprintf(name, sizeof name, "%s/" POSD_PROFILES_NAME, d->state_dir);
         int rc = pos_prof_load_file(&d->prof, &d->device, f, name, err, sizeof err);
         fclose(f);
         if (rc == 0)
@@ -95,9 +93,9 @@ int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap)
         snprintf(msg, cap, "posd has no state directory");
         return -EBADF;
     }
-    int n = posd_state_replace(d->state_fd, PROFILES_NAME, write_profiles, d, msg, cap);
+    int n = posd_state_replace(d->state_fd, POSD_PROFILES_NAME, write_profiles, d, msg, cap);
     if (n >= 0)
-        snprintf(msg, cap, "%d kernel profiles saved to %s/" PROFILES_NAME, n, d->state_dir);
+        snprintf(msg, cap, "%d kernel profiles saved to %s/" POSD_PROFILES_NAME, n, d->state_dir);
     return n < 0 ? n : 0;
 }
 
@@ -105,42 +103,15 @@ int posd_engine_profiles_reset(struct posd *d, char *msg, size_t cap)
 {
     size_t n = d->prof.count;
     pos_prof_reset(&d->prof);
-    int rc = d->state_fd < 0 ? 0 : posd_state_remove(d->state_fd, PROFILES_NAME);
+    int rc = d->state_fd < 0 ? 0 : posd_state_remove(d->state_fd, POSD_PROFILES_NAME);
     if (rc < 0) {
-        snprintf(msg, cap, "%zu kernel profiles forgotten, but %s/" PROFILES_NAME " stays: %s",
+        snprintf(msg, cap, "%zu kernel profiles forgotten, but %s/" POSD_PROFILES_NAME " stays: %s",
                  n, d->state_dir, strerror(-rc));
         return rc;
     }
-    snprintf(msg, cap, "%zu kernel profiles forgotten (%s/" PROFILES_NAME " removed)", n,
+    snprintf(msg, cap, "%zu kernel profiles forgotten (%s/" POSD_PROFILES_NAME " removed)", n,
              d->state_dir);
     return 0;
-}
-
-int64_t posd_engine_save_profiles(struct posd *d, int periodic)
-{
-    int64_t now = posd_now();
-    if (periodic && now < d->prof_save_at)
-        return d->prof_save_at;
-    d->prof_save_at = now + POSD_PROFILE_SAVE_NS;
-    if (d->prof.user_refused > d->prof_refused_said) {
-        posd_log(POSD_LOG_WARN,
-                 "kernel profiles: %llu new kernel shapes not learnt: their user has "
-                 "profile_user_max (%zu) profiles already",
-                 (unsigned long long)(d->prof.user_refused - d->prof_refused_said),
-                 d->prof.user_max);
-        d->prof_refused_said = d->prof.user_refused;
-    }
-    if (d->prof.count == 0)
-        return d->prof_save_at;
-    char msg[768];
-    if (posd_engine_profiles_write(d, msg, sizeof msg) < 0) {
-        if (!d->prof_save_failed)
-            posd_log(POSD_LOG_WARN, "kernel profiles not saved: %s", msg);
-        d->prof_save_failed = 1;
-    } else {
-        d->prof_save_failed = 0;
-    }
-    return d->prof_save_at;
 }
 
 int posd_engine_init(struct posd *d)
@@ -713,6 +684,10 @@ size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t u
     size_t n = posd_telemetry_unmanaged(d, us, all ? room : 0);
     r->dev.telemetry = posd_telemetry_parts();
     r->dev.unmanaged = (uint32_t)n;
+    r->dev.unmanaged_untracked = posd_telemetry_untracked();
+    r->dev.flags = all ? POS_DEV_EVERYONE : 0;
+    r->dev.profiles = d->prof.count;
+    r->dev.profiles_refused = d->prof.user_refused;
     r->nunmanaged = all ? (uint32_t)(n < room ? n : room) : 0;
     return len + r->nunmanaged * sizeof *us;
 }

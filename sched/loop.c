@@ -19,8 +19,9 @@ static struct __kernel_timespec tick_ts, house_ts;
 
 struct watch {
     int fd;
-    posd_watch_fn fn;
+    posd_watch_fn fn; /* NULL: a free slot (a watch once that fired) */
     void *arg;
+    int once;
 };
 static struct watch watches[POSD_MAX_WATCHES];
 static int nwatches;
@@ -69,15 +70,29 @@ static void arm_watch(struct posd *d, int i)
     io_uring_sqe_set_data64(sqe, ud(EV_WATCH, i, 0));
 }
 
+static int add_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg, int once)
+{
+    int i = 0;
+    while (i < nwatches && watches[i].fn)
+        i++;
+    if (i == POSD_MAX_WATCHES)
+        return -ENOSPC;
+    watches[i] = (struct watch){.fd = fd, .fn = fn, .arg = arg, .once = once};
+    if (loop_running)
+        arm_watch(d, i);
+    if (i == nwatches)
+        nwatches++;
+    return 0;
+}
+
 int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg)
 {
-    if (nwatches == POSD_MAX_WATCHES)
-        return -ENOSPC;
-    watches[nwatches] = (struct watch){.fd = fd, .fn = fn, .arg = arg};
-    if (loop_running)
-        arm_watch(d, nwatches);
-    nwatches++;
-    return 0;
+    return add_watch(d, fd, fn, arg, 0);
+}
+
+int posd_loop_watch_once(struct posd *d, int fd, posd_watch_fn fn, void *arg)
+{
+    return add_watch(d, fd, fn, arg, 1);
 }
 
 /* A watched descriptor is readable (or failed): its part handles it, and the poll is armed
@@ -85,10 +100,13 @@ int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg)
 static void on_watch(struct posd *d, uint64_t data)
 {
     int i = (int)((data >> 8) & 0xffffff);
-    if (i >= nwatches)
+    if (i >= nwatches || !watches[i].fn)
         return;
-    watches[i].fn(d, watches[i].fd, watches[i].arg);
-    if (!d->stop)
+    struct watch w = watches[i];
+    if (w.once)
+        watches[i].fn = NULL; /* free before FN runs: it may watch something new */
+    w.fn(d, w.fd, w.arg);
+    if (!w.once && !d->stop)
         arm_watch(d, i);
 }
 
@@ -161,7 +179,7 @@ static void housekeeping(struct posd *d)
     }
     next = earliest(next, d->accept_paused_until);
     next = earliest(next, posd_log_flush());
-    next = earliest(next, posd_engine_save_profiles(d, 1));
+    next = earliest(next, posd_saver_periodic(d));
     next = earliest(next, posd_metrics_run(d)); /* its connections' timeouts */
     posd_arm_house(d, next);
 }
@@ -469,7 +487,8 @@ int posd_loop(struct posd *d)
         arm_metrics(d);
     loop_running = 1;
     for (int i = 0; i < nwatches; i++)
-        arm_watch(d, i);
+        if (watches[i].fn)
+            arm_watch(d, i);
     while (!d->stop) {
         io_uring_submit(&d->ring);
         struct io_uring_cqe *cqe;

@@ -14,6 +14,7 @@
 struct device_metric {
     const char *name, *type, *help;
     double (*value)(const struct pos_device_stats *d);
+    uint32_t needs; /* POS_TELE_* parts it comes from (only shown when posd runs them) */
 };
 
 static double dev_uptime(const struct pos_device_stats *d)
@@ -40,19 +41,46 @@ static double dev_busy(const struct pos_device_stats *d)
 {
     return (double)d->busy_ns * NS;
 }
+static double dev_profiles(const struct pos_device_stats *d)
+{
+    return (double)d->profiles;
+}
+static double dev_profiles_refused(const struct pos_device_stats *d)
+{
+    return (double)d->profiles_refused;
+}
+static double dev_unmanaged(const struct pos_device_stats *d)
+{
+    return d->unmanaged;
+}
+static double dev_untracked(const struct pos_device_stats *d)
+{
+    return (double)d->unmanaged_untracked;
+}
 
 static const struct device_metric device_metrics[] = {
-    {"posd_uptime_seconds", "gauge", "Time since posd started.", dev_uptime},
-    {"posd_clients", "gauge", "Registered clients (visible to the reader).", dev_clients},
+    {"posd_uptime_seconds", "gauge", "Time since posd started.", dev_uptime, 0},
+    {"posd_clients", "gauge", "Registered clients (visible to the reader).", dev_clients, 0},
     {"posd_device_submitted_operators_total", "counter",
      "Operators submitted by every client since posd started, departed clients included.",
-     dev_submitted},
+     dev_submitted, 0},
     {"posd_device_granted_operators_total", "counter",
-     "Operators released to the GPU by a grant since posd started.", dev_granted},
+     "Operators released to the GPU by a grant since posd started.", dev_granted, 0},
     {"posd_device_completed_operators_total", "counter",
-     "Operators known complete since posd started.", dev_completed},
+     "Operators known complete since posd started.", dev_completed, 0},
     {"posd_device_busy_seconds_total", "counter",
-     "Time with at least one operator of any client in flight.", dev_busy},
+     "Time with at least one operator of any client in flight.", dev_busy, 0},
+    {"posd_kernel_profiles", "gauge", "Kernel profiles posd holds, every user's.", dev_profiles, 0},
+    {"posd_kernel_profiles_refused_total", "counter",
+     "New kernel shapes not learnt because their user had profile_user_max profiles already.",
+     dev_profiles_refused, 0},
+    {"posd_unmanaged_processes", "gauge",
+     "Processes using the GPU driver that are not posd's clients (eBPF discovery).",
+     dev_unmanaged, POS_TELE_DISCOVERY},
+    {"posd_unmanaged_untracked_total", "counter",
+     "Processes that initialised the GPU driver while the kernel side's table of GPU processes "
+     "was full: never tracked nor counted in posd_unmanaged_processes.",
+     dev_untracked, POS_TELE_DISCOVERY},
 };
 
 /* ---- clients ------------------------------------------------------------------------------ */
@@ -191,6 +219,8 @@ int posd_metrics_text(FILE *out, const struct pos_device_stats *dev,
     fputs("\"} 1\n", out);
     for (size_t i = 0; i < sizeof device_metrics / sizeof device_metrics[0]; i++) {
         const struct device_metric *m = &device_metrics[i];
+        if ((dev->telemetry & m->needs) != m->needs)
+            continue;
         /* posd schedules one device (docs/posd.md, Limits): its totals are device 0's */
         fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s{device=\"0\"} %.9g\n", m->name, m->help,
                 m->name, m->type, m->name, m->value(dev));

@@ -186,7 +186,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "posd: %s\n", err);
         return 1;
     }
-    int stale = posd_state_remove_stale(d->state_fd, "profiles");
+    int stale = posd_state_remove_stale(d->state_fd, POSD_PROFILES_NAME);
     posd_lookup_stats_group(d);
     if (policy) {
         snprintf(d->policy_override, sizeof d->policy_override, "%s", policy);
@@ -244,7 +244,7 @@ int main(int argc, char **argv)
              d->metrics ? d->metrics_addr : "");
     int rc = posd_loop(d);
     posd_metrics_stop(d);
-    posd_engine_save_profiles(d, 0);
+    posd_saver_finish(d); /* a running save ended, the last one written here */
     posd_telemetry_stop(d);
     posd_unlink_socket(d);
     posd_config_free(&d->cfg);

@@ -242,6 +242,13 @@ int posd_peer_privileged(const struct posd *d, const struct posd_client *c);
 int posd_client_send(struct posd_client *c, int type, const void *body, size_t len);
 
 /* control.c: posctl's requests (POS_MSG_CONTROL) */
+/* What a handler returns when its answer comes later (posd_control_answer). */
+#define POSD_CONTROL_LATER 1
+/* Answers C's request with STATUS (0 or -errno) and MSG; a change (OP, its name; NULL for a
+ * question) is logged with who asked. Returns 0, or -1 when it could not be sent (the caller
+ * drops C). */
+int posd_control_answer(struct posd *d, struct posd_client *c, const char *op, int status,
+                        const char *msg);
 /* Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
  * to drop C (it could not be answered). */
 int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len);
@@ -251,10 +258,8 @@ int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t
 void posd_engine_params(const struct posd_config *cfg, struct sched_params *p);
 /* Creates the core (policy from d->policy). Returns 0 or a negative errno. */
 int posd_engine_init(struct posd *d);
-/* Saves the kernel profiles to STATE_DIR/profiles when PERIODIC is 0 or a save is due;
- * returns when the next periodic save is due. */
-int64_t posd_engine_save_profiles(struct posd *d, int periodic);
-/* Writes the kernel profiles to STATE_DIR/profiles now; forgets them all and removes the file.
+/* Writes the kernel profiles to STATE_DIR/profiles now (in this thread: saver.c calls it in
+ * its child); forgets them all and removes the file.
  * Each returns 0 or a negative errno, with a line for a person in MSG. */
 int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap);
 /* The KERNELS reply body into BUF (CAP bytes): every user's profiles when ALL, else UID's. */
@@ -275,6 +280,23 @@ void posd_engine_release(struct posd_client *c);
 /* Fills a stats reply (header excluded) into BUF; returns its length. It lists every client
  * when ALL, else only those of uid UID. */
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
+
+/* saver.c: kernel profile saves in a child process (the loop never waits for one) */
+#define POSD_PROFILES_NAME   "profiles" /* in the state directory */
+#define POSD_PROFILE_SAVE_NS (60 * 1000000000ll)
+/* A save asked by ASKER (posctl; NULL: the periodic one). Returns POSD_CONTROL_LATER when
+ * ASKER is answered at the end of a save that begins after now (one is started, or follows
+ * the running one), 0 when the periodic one was started or is not needed (one runs), or the
+ * result of a save written in this thread when no child could be made (0 or -errno, MSG). */
+int posd_saver_request(struct posd *d, struct posd_client *asker, char *msg, size_t cap);
+/* Ends a running save (its child killed and reaped, its temporary removed): before a reset,
+ * so that no older table is renamed over the removal. Its askers get the next save. */
+void posd_saver_abort(struct posd *d);
+/* The periodic save, when due (and the count of profiles refused at profile_user_max logged).
+ * Returns when the next one is due. */
+int64_t posd_saver_periodic(struct posd *d);
+/* At exit: a running save ended, the profiles written in this thread, its askers answered. */
+void posd_saver_finish(struct posd *d);
 
 /* device.c: what posd knows of the GPU */
 /* Fills DEV for device 0 from the CUDA driver the clients use (asked by a child process) and
@@ -321,6 +343,9 @@ void posd_arm_house(struct posd *d, int64_t at);
 #define POSD_MAX_WATCHES 8
 typedef void (*posd_watch_fn)(struct posd *d, int fd, void *arg);
 int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg);
+/* The same, once: FN is called the first time FD is readable, and the watch is gone (FN closes
+ * FD when it is done with it). */
+int posd_loop_watch_once(struct posd *d, int fd, posd_watch_fn fn, void *arg);
 
 /* telemetry.c: eBPF telemetry (bpf/telemetry.bpf.c), as [daemon] telemetry says. Without it
  * (telemetry = off, a build without eBPF, no privilege, a kernel without the features) every
@@ -334,6 +359,9 @@ void posd_telemetry_client_add(struct posd *d, struct posd_client *c);
 void posd_telemetry_client_remove(struct posd *d, struct posd_client *c);
 /* Which parts are running (POS_TELE_* of include/pos/proto.h). */
 uint32_t posd_telemetry_parts(void);
+/* How many processes initialised the driver while the kernel side's table of GPU processes
+ * was full (they are not tracked). */
+uint64_t posd_telemetry_untracked(void);
 /* Fills at most CAP unmanaged processes into OUT; returns how many there are (may be > CAP). */
 size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out, size_t cap);
 

@@ -706,6 +706,11 @@ size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out,
     return n;
 }
 
+uint64_t posd_telemetry_untracked(void)
+{
+    return T.parts & POS_TELE_DISCOVERY && T.skel->bss ? T.skel->bss->gpu_untracked : 0;
+}
+
 #else /* POS_NO_BPF: make said why this posd has no telemetry */
 
 int posd_telemetry_start(struct posd *d)
@@ -739,6 +744,11 @@ void posd_telemetry_client_remove(struct posd *d, struct posd_client *c)
 }
 
 size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out, size_t cap)
+{
+    return 0;
+}
+
+uint64_t posd_telemetry_untracked(void)
 {
     return 0;
 }

@@ -17,6 +17,11 @@ size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out,
     return 0;
 }
 
+uint64_t posd_telemetry_untracked(void)
+{
+    return 0;
+}
+
 struct pos_schedule *posd_schedule_open(const struct posd_config *cfg,
                                         const struct pos_sched_device *dev)
 {

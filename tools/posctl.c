@@ -48,12 +48,18 @@ static void die(int status, const char *fmt, ...)
 }
 
 static const char *socket_path;
+#define POSCTL_SAVE_TIMEOUT_S 120
+
+static void connect_posd_waiting(struct posclient *c, int timeout_s)
+{
+    char err[512];
+    if (posclient_connect(c, socket_path, timeout_s, err, sizeof err) < 0)
+        die(1, "%s", err);
+}
 
 static void connect_posd(struct posclient *c)
 {
-    char err[512];
-    if (posclient_connect(c, socket_path, 0, err, sizeof err) < 0)
-        die(1, "%s", err);
+    connect_posd_waiting(c, 0);
 }
 
 /* ---- reading: list, show ------------------------------------------------------------------ */
@@ -175,7 +181,9 @@ static int control(struct pos_control *q)
     struct posclient c;
     struct pos_control_reply r;
     char msg[512];
-    connect_posd(&c);
+    /* a save is answered when it has been written (by a child of posd's, at a low priority:
+     * seconds on a busy machine with a large table) */
+    connect_posd_waiting(&c, q->op == POS_CTL_PROFILES_SAVE ? POSCTL_SAVE_TIMEOUT_S : 0);
     int rc = posclient_control(&c, q, &r, msg, sizeof msg);
     posclient_close(&c);
     if (rc < 0)

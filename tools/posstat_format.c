@@ -204,6 +204,8 @@ static void device_row(struct posstat_device_row *row, const struct pos_device_s
     row->granted = (double)d->granted;
     row->completed = (double)d->completed;
     row->unmanaged = d->telemetry & POS_TELE_DISCOVERY ? (double)d->unmanaged : NAN;
+    row->unmanaged_untracked =
+        d->telemetry & POS_TELE_DISCOVERY ? (double)d->unmanaged_untracked : NAN;
 }
 
 static void gpu_row(struct posstat_gpu_row *row, const struct posstat_gpu *g)
@@ -277,7 +279,8 @@ int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot
     *r = (struct posstat_report){.kind = kind,
                                  .time = cur->time,
                                  .nclients = cur->nclients,
-                                 .telemetry = cur->dev.telemetry};
+                                 .telemetry = cur->dev.telemetry,
+                                 .everyone = (cur->dev.flags & POS_DEV_EVERYONE) != 0};
     if (cur->dev.clients > cur->nclients)
         r->clients_not_shown = cur->dev.clients - cur->nclients;
     if (cur->nclients) {
@@ -435,6 +438,8 @@ static const struct column device_columns[] = {
     {NULL, NULL, "granted", 0, CELL_WHOLE, 0, DEV(granted)},
     {NULL, NULL, "completed", 0, CELL_WHOLE, 0, DEV(completed)},
     {"unmgd", "procs", "unmanaged", 6, CELL_LEVEL, 0, TDEV(unmanaged, POS_TELE_DISCOVERY)},
+    {NULL, NULL, "unmanaged_untracked", 0, CELL_WHOLE, 0,
+     TDEV(unmanaged_untracked, POS_TELE_DISCOVERY)},
 };
 
 #define GPU(field) offsetof(struct posstat_gpu_row, field), 0
@@ -656,9 +661,17 @@ int posstat_render_unmanaged_text(FILE *out, const struct posstat_report *r)
         text_row(out, tw, when, unmanaged_columns, NCOLS(unmanaged_columns), &r->unmanaged[i], r);
     if (!(r->telemetry & POS_TELE_DISCOVERY))
         fprintf(out, "# posd does not run GPU process discovery (eBPF telemetry, see its log)\n");
-    if (r->dev.unmanaged > r->nunmanaged)
-        fprintf(out, "# %.0f unmanaged processes, %u shown (root and the group posd see them)\n",
+    if (r->dev.unmanaged > r->nunmanaged && !r->everyone)
+        fprintf(out, "# %.0f unmanaged processes: only root and the group posd see which\n",
+                r->dev.unmanaged);
+    else if (r->dev.unmanaged > r->nunmanaged)
+        fprintf(out, "# %.0f unmanaged processes, %u shown: posd's reply holds no more\n",
                 r->dev.unmanaged, r->nunmanaged);
+    if (r->dev.unmanaged_untracked > 0)
+        fprintf(out,
+                "# %.0f more processes initialised the driver while posd's kernel-side table "
+                "of GPU processes was full: not tracked, not shown\n",
+                r->dev.unmanaged_untracked);
     return ferror(out) ? -EIO : 0;
 }
 

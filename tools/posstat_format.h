@@ -56,6 +56,9 @@ struct posstat_device_row {
     double busy_pct;
     double submitted, granted, completed; /* totals since posd started (JSON only) */
     double unmanaged; /* GPU processes that are not clients (NaN without discovery) */
+    /* processes that initialised the driver when posd's kernel-side table was full: never
+     * tracked (NaN without discovery; JSON and CSV only) */
+    double unmanaged_untracked;
 };
 
 /* The GPU block (posstat's device view): NVML's figures, levels at the snapshot (means in an
@@ -117,6 +120,7 @@ struct posstat_report {
     uint32_t nunmanaged;
     struct posstat_unmanaged_row *unmanaged;
     uint32_t telemetry; /* POS_TELE_* parts posd runs: text shows their columns only */
+    int everyone;       /* posd listed every client and the unmanaged processes (POS_DEV_EVERYONE) */
 };
 
 /* Builds the report of CUR against PREV (NULL: totals since each client registered). A client

@@ -83,7 +83,17 @@ struct pos_device_stats {
     uint64_t busy_ns; /* time with at least one operator of any client in flight */
     uint32_t telemetry; /* POS_TELE_* of the eBPF telemetry running (0: none, docs/telemetry.md) */
     uint32_t unmanaged; /* processes using the GPU that are not clients (POS_TELE_DISCOVERY) */
+    uint32_t flags;     /* POS_DEV_* */
+    uint32_t reserved;
+    /* processes that initialised the driver (cuInit) when the kernel side's table of them
+     * (POS_TELE_MAX_GPU, bpf/telemetry.h) was full: not in `unmanaged`, never listed */
+    uint64_t unmanaged_untracked;
+    uint64_t profiles;         /* kernel profiles posd holds, every user's */
+    uint64_t profiles_refused; /* new kernel shapes not learnt: their user had profile_user_max */
 };
+
+#define POS_DEV_EVERYONE 0x1 /* the reply lists every client and the unmanaged processes: the
+                                asker is root or in the group posd */
 
 #define POS_TELE_EXITS     0x1 /* client exits seen at once */
 #define POS_TELE_CPU       0x2 /* run-queue delay and off-CPU time of clients */

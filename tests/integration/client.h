@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pos/client_shm.h"
@@ -83,6 +84,53 @@ static inline int client_register(const char *path, struct client *c)
         return -1;
     }
     return 0;
+}
+
+static inline double client_clock(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* One request of a client that waits for each grant: a kernel submitted (sequence ++*SEQ),
+ * posd kicked, a spin until posd grants it (at most BOUND seconds); then its completion
+ * reported (*DONE counts them), as the shim's collector would. Returns the wait in seconds,
+ * or -1 when no grant came within BOUND. */
+static inline double client_grant_wait(struct client *c, uint64_t *seq_io, uint64_t *done,
+                                       double bound)
+{
+    uint64_t seq = ++*seq_io;
+    struct pos_submission *s = &c->shm->sub[seq % POS_SUB_RING];
+    memset((uint8_t *)s + sizeof s->stamp, 0, sizeof *s - sizeof s->stamp);
+    s->seq = seq;
+    s->kind = POS_OP_KERNEL;
+    s->grid[0] = s->grid[1] = s->grid[2] = 1;
+    s->block[0] = s->block[1] = s->block[2] = 32;
+    s->tid = (uint32_t)getpid();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s->submit_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    atomic_store(&c->shm->next_seq, seq);
+    atomic_store(&s->stamp, seq);
+    double t0 = client_clock();
+    uint64_t one = 1;
+    int lost = write(c->fds[1], &one, sizeof one) != sizeof one;
+    while (atomic_load(&c->shm->granted) < seq && client_clock() - t0 < bound)
+        ;
+    double t = client_clock() - t0;
+    if (atomic_load(&c->shm->granted) < seq)
+        lost = 1;
+    uint64_t i = (*done)++;
+    struct pos_completion_rec *r = &c->shm->done[i % POS_DONE_RING];
+    r->seq = seq;
+    r->how = POS_DONE_MARKER;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r->complete_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    atomic_store(&r->stamp, i + 1);
+    atomic_store(&c->shm->done_tail, i + 1);
+    atomic_store(&c->shm->local_done, seq);
+    return lost ? -1 : t;
 }
 
 static inline void client_close(struct client *c)

@@ -107,44 +107,14 @@ struct probe {
     int n, lost; /* grants that did not come within a second (times util_time_scale) */
 };
 
-/* One request: a kernel submitted, posd kicked, the time until posd grants it; then its
- * completion reported, as the shim's collector would. */
+/* One request: a kernel submitted, posd kicked, the time until posd grants it (client.h). */
 static void probe_once(struct probe *p)
 {
-    uint64_t seq = ++p->seq;
-    struct pos_submission *s = &p->c.shm->sub[seq % POS_SUB_RING];
-    memset((uint8_t *)s + sizeof s->stamp, 0, sizeof *s - sizeof s->stamp);
-    s->seq = seq;
-    s->kind = POS_OP_KERNEL;
-    s->grid[0] = s->grid[1] = s->grid[2] = 1;
-    s->block[0] = s->block[1] = s->block[2] = 32;
-    s->tid = (uint32_t)getpid();
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    s->submit_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    atomic_store(&p->c.shm->next_seq, seq);
-    atomic_store(&s->stamp, seq);
-    double t0 = util_now();
-    uint64_t one = 1;
-    if (write(p->c.fds[1], &one, sizeof one) != sizeof one)
-        p->lost++;
-    double bound = util_time_scale(); /* a second, longer in a sanitized build */
-    while (atomic_load(&p->c.shm->granted) < seq && util_now() - t0 < bound)
-        ;
-    double t = util_now() - t0;
-    if (atomic_load(&p->c.shm->granted) < seq)
+    double t = client_grant_wait(&p->c, &p->seq, &p->done, util_time_scale());
+    if (t < 0)
         p->lost++;
     else if (p->n < PROBES_MAX)
         p->lat[p->n++] = t;
-    uint64_t i = p->done++;
-    struct pos_completion_rec *r = &p->c.shm->done[i % POS_DONE_RING];
-    r->seq = seq;
-    r->how = POS_DONE_MARKER;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r->complete_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    atomic_store(&r->stamp, i + 1);
-    atomic_store(&p->c.shm->done_tail, i + 1);
-    atomic_store(&p->c.shm->local_done, seq);
 }
 
 static int cmp_double(const void *a, const void *b)

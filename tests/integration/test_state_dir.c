@@ -35,6 +35,7 @@ static int suite_init(void)
 
 static int suite_clean(void)
 {
+    util_posd_stop(&suite.posd, SIGKILL); /* a test that stopped half-way left it */
     if (state_was)
         setenv("POSD_STATE_DIR", state_was, 1);
     free(state_was);
@@ -333,6 +334,267 @@ static void test_profiles_load_follows_no_link_and_opens_only_regular_files(void
     util_posd_stop(&suite.posd, SIGTERM);
 }
 
+/* ---- saves beside the loop ----------------------------------------------------------------- */
+
+#define BIG_TABLE 200000
+
+/* A profile file of BIG_TABLE profiles over four uids (each under profile_user_max). */
+static void big_profiles(char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/big.profiles", suite.dir);
+    if (access(path, F_OK) == 0)
+        return;
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "pos-profiles 1\ndevice sms 0\n");
+    for (int i = 1; i <= BIG_TABLE; i++)
+        fprintf(f, "k %d %016x %d,1,1 128,1,1 10 %d.0 1.0 10 0 1.0000\n", 1000 + i % 4, i,
+                i % 64 + 1, 1000 + i % 500);
+    fprintf(f, "end %d\n", BIG_TABLE);
+    fclose(f);
+}
+
+/* posd's first child (a save's), or 0. */
+static pid_t child_of(pid_t parent)
+{
+    char path[64], buf[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+    return util_read_file(path, buf, sizeof buf) == 0 ? (pid_t)atoi(buf) : 0;
+}
+
+/* `posctl profiles save` in the background, its output into OUT (a file). */
+static pid_t save_start(const char *out)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl("build/posctl", "posctl", "-s", suite.sock, "profiles", "save", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits up to SECONDS (times the time scale) for PID; its exit status, or -1 if it runs on. */
+static int wait_for(pid_t pid, double seconds)
+{
+    double end = util_now() + seconds * util_time_scale();
+    int st;
+    while (util_now() < end) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        usleep(2000);
+    }
+    return -1;
+}
+
+/* A `posctl profiles save` whose save's child is caught as it starts and, when STOP, stopped
+ * there: the child's pid (0: none seen in five tries; each save of BIG_TABLE profiles lasts
+ * a few hundred ms), the posctl's in *ASKER, its output file OUT. */
+static pid_t catch_save(pid_t posd, int stop, pid_t *asker, const char *out)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        *asker = save_start(out);
+        double end = util_now() + 5 * util_time_scale();
+        while (util_now() < end) {
+            pid_t c = child_of(posd);
+            if (c > 0) {
+                if (stop)
+                    kill(c, SIGSTOP);
+                return c;
+            }
+            if (waitpid(*asker, NULL, WNOHANG) == *asker)
+                break; /* answered before its child was seen: again */
+        }
+    }
+    return 0;
+}
+
+/* Whether FILE (a profile file) ends with "end N". */
+static int profiles_end(const char *file, long n)
+{
+    char cmd[400], out[256];
+    snprintf(cmd, sizeof cmd, "tail -n 1 %s", file);
+    return util_run(cmd, out, sizeof out) == 0 && strtol(out + 4, NULL, 10) == n &&
+           strncmp(out, "end ", 4) == 0;
+}
+
+/* How many temporaries (profiles.tmp.*) are in STATE. */
+static int temporaries(const char *state)
+{
+    char cmd[400], out[256];
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -c '^profiles\\.tmp\\.'", state);
+    util_run(cmd, out, sizeof out);
+    return atoi(out);
+}
+
+static void load_big(void)
+{
+    char big[300], cmd[600], out[OUT_MAX];
+    big_profiles(big, sizeof big);
+    snprintf(cmd, sizeof cmd, "build/posctl -s %s profiles load %s", suite.sock, big);
+    CU_ASSERT_EQUAL_FATAL(util_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "200000 kernel profiles now"));
+}
+
+/* A save of 200,000 profiles is written by a child of posd's: with that child stopped, posd
+ * still answers at once; the posctl that asked, and one that asks meanwhile, wait for a save
+ * that began after they asked (longer than posd keeps an idle connection), and both are told
+ * when it is written; no temporary stays. */
+static void test_a_save_runs_beside_the_loop_and_its_askers_wait_for_it(void)
+{
+    char state[200], file[300], out1[300], out2[300], out[OUT_MAX], cmd[600];
+    snprintf(state, sizeof state, "%s/beside", suite.dir);
+    snprintf(file, sizeof file, "%s/profiles", state);
+    snprintf(out1, sizeof out1, "%s/save1.out", suite.dir);
+    snprintf(out2, sizeof out2, "%s/save2.out", suite.dir);
+    setenv("POSD_STATE_DIR", state, 1);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    load_big();
+    pid_t a1 = 0, a2 = 0;
+    pid_t child = catch_save(suite.posd, 1, &a1, out1);
+    CU_ASSERT(child > 0); /* a save in posd's own thread has no child */
+    if (child <= 0) {
+        util_posd_stop(&suite.posd, SIGTERM);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "build/posctl -s %s status", suite.sock);
+    double t0 = util_now();
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+    CU_ASSERT(util_now() - t0 < 1.0 * util_time_scale());
+    a2 = save_start(out2);
+    /* both wait while the save is stopped, longer than an idle connection is kept (2 s) */
+    CU_ASSERT_EQUAL(wait_for(a1, 2.5), -1);
+    CU_ASSERT_EQUAL(wait_for(a2, 0.01), -1);
+    kill(child, SIGCONT);
+    CU_ASSERT_EQUAL(wait_for(a1, 20), 0);
+    CU_ASSERT_EQUAL(wait_for(a2, 20), 0);
+    util_read_file(out1, out, sizeof out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "200000 kernel profiles saved"));
+    util_read_file(out2, out, sizeof out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "200000 kernel profiles saved"));
+    CU_ASSERT(profiles_end(file, BIG_TABLE));
+    CU_ASSERT_EQUAL(temporaries(state), 0);
+    util_posd_stop(&suite.posd, SIGTERM);
+}
+
+/* A reset while a save runs ends that save first: the older table is never renamed over the
+ * reset (the file says 0 profiles), and whoever asked for the save is told of the next one.
+ * SIGTERM while a save is stopped: posd ends it and exits within a second, its own last save
+ * complete, the asker told, no temporary left. */
+static void test_a_reset_and_the_exit_end_a_running_save_first(void)
+{
+    char state[200], file[300], out1[300], out[OUT_MAX], cmd[600];
+    snprintf(state, sizeof state, "%s/abort", suite.dir);
+    snprintf(file, sizeof file, "%s/profiles", state);
+    snprintf(out1, sizeof out1, "%s/save1.out", suite.dir);
+    setenv("POSD_STATE_DIR", state, 1);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    load_big();
+    pid_t asker = 0;
+    pid_t child = catch_save(suite.posd, 1, &asker, out1);
+    CU_ASSERT(child > 0);
+    if (child <= 0) {
+        util_posd_stop(&suite.posd, SIGTERM);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "build/posctl -s %s profiles reset", suite.sock);
+    CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "forgotten"));
+    int ended = kill(child, 0) < 0 && errno == ESRCH;
+    CU_ASSERT(ended);
+    if (!ended)
+        kill(child, SIGCONT);
+    CU_ASSERT_EQUAL(wait_for(asker, 20), 0);
+    util_read_file(out1, out, sizeof out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0 kernel profiles saved"));
+    usleep(300000); /* an older save let go would rename its table over by now */
+    CU_ASSERT(profiles_end(file, 0));
+    CU_ASSERT_EQUAL(temporaries(state), 0);
+    /* the exit */
+    load_big();
+    child = catch_save(suite.posd, 1, &asker, out1);
+    CU_ASSERT(child > 0);
+    if (child <= 0) {
+        util_posd_stop(&suite.posd, SIGTERM);
+        return;
+    }
+    double t0 = util_now();
+    kill(suite.posd, SIGTERM);
+    int rc = wait_for(suite.posd, 5);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(util_now() - t0 < 1.0 * util_time_scale());
+    if (rc < 0)
+        util_posd_stop(&suite.posd, SIGKILL);
+    suite.posd = -1;
+    ended = kill(child, 0) < 0 && errno == ESRCH;
+    CU_ASSERT(ended);
+    if (!ended) {
+        kill(child, SIGKILL);
+        usleep(100000);
+    }
+    CU_ASSERT_EQUAL(wait_for(asker, 5), 0);
+    util_read_file(out1, out, sizeof out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "200000 kernel profiles saved"));
+    CU_ASSERT(profiles_end(file, BIG_TABLE));
+    CU_ASSERT_EQUAL(temporaries(state), 0);
+}
+
+/* Ten kills during saves of 200,000 profiles: of the child alone (posd removes what it left
+ * and tells the asker), or of posd and its child together (the next start removes it). After
+ * the last start no temporary is left and the profiles are whole. */
+static void test_ten_kills_during_saves_leave_no_temporary(void)
+{
+    char state[200], file[300], out1[300], out[OUT_MAX];
+    snprintf(state, sizeof state, "%s/kills", suite.dir);
+    snprintf(file, sizeof file, "%s/profiles", state);
+    snprintf(out1, sizeof out1, "%s/save1.out", suite.dir);
+    setenv("POSD_STATE_DIR", state, 1);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    load_big();
+    int left = 0;
+    for (int i = 0; i < 10; i++) {
+        pid_t asker = 0;
+        pid_t child = catch_save(suite.posd, 0, &asker, out1);
+        CU_ASSERT(child > 0);
+        if (child <= 0)
+            break;
+        usleep(20000 * (i % 5 + 1)); /* part-way through its writing */
+        if (i % 2 == 0) {
+            kill(child, SIGKILL);
+            CU_ASSERT_EQUAL(wait_for(asker, 20), 1);
+            util_read_file(out1, out, sizeof out);
+            CU_ASSERT_PTR_NOT_NULL(strstr(out, "killed by signal 9"));
+            if (!strstr(out, "killed by signal 9"))
+                fprintf(stderr, "\n  the asker of a killed save said: %s", out);
+            CU_ASSERT_EQUAL(temporaries(state), 0);
+        } else {
+            kill(suite.posd, SIGKILL);
+            kill(child, SIGKILL);
+            wait_for(suite.posd, 5);
+            wait_for(asker, 5);
+            left += temporaries(state);
+            unlink(suite.sock);
+            truncate(suite.log, 0);
+            CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+            char cmd[400];
+            snprintf(cmd, sizeof cmd, "build/posctl -s %s status", suite.sock);
+            CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
+            CU_ASSERT_EQUAL(temporaries(state), 0);
+            load_big(); /* no save was ever let finish */
+        }
+    }
+    util_posd_stop(&suite.posd, SIGTERM);
+    CU_ASSERT(left > 0); /* the kills did leave some, for the starts to remove */
+    CU_ASSERT_EQUAL(temporaries(state), 0);
+    CU_ASSERT(profiles_end(file, BIG_TABLE));
+    util_read_file(suite.log, out, sizeof out);
+    if (left)
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "temporary file"));
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = CU_add_suite("state_dir", suite_init, suite_clean);
@@ -343,4 +605,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_a_fifo_for_profiles_neither_blocks_nor_deafens_posd);
     POS_ADD_TEST(s, test_leftovers_of_killed_saves_are_removed_at_start);
     POS_ADD_TEST(s, test_profiles_load_follows_no_link_and_opens_only_regular_files);
+    POS_ADD_TEST(s, test_a_save_runs_beside_the_loop_and_its_askers_wait_for_it);
+    POS_ADD_TEST(s, test_a_reset_and_the_exit_end_a_running_save_first);
+    POS_ADD_TEST(s, test_ten_kills_during_saves_leave_no_temporary);
 }

@@ -266,6 +266,12 @@ static void test_a_program_without_the_shim_is_listed_unmanaged_while_it_lives(v
     CU_ASSERT(u.devices & 1);
     CU_ASSERT_STRING_EQUAL(u.comm, "posapp");
     CU_ASSERT_FALSE(u.flags & POS_UNMANAGED_SAMPLED); /* sampling is off by default */
+    /* the metrics count it (posstat -o prom prints what the endpoint serves) */
+    char cmd[256], prom[65536];
+    snprintf(cmd, sizeof cmd, "build/posstat -s %s -o prom", sock);
+    CU_ASSERT_EQUAL(util_run(cmd, prom, sizeof prom), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(prom, "\nposd_unmanaged_processes{device=\"0\"} 1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(prom, "\nposd_unmanaged_untracked_total{device=\"0\"} 0\n"));
     kill(app, SIGKILL);
     int64_t t1 = now_ns();
     reap(app, 0);

@@ -356,7 +356,7 @@ static void test_average(void)
         "{\"time\":1700000002.000,\"report\":\"average\",\"interval_s\":2.000,\"device\":{\"polic"
         "y\":\"fifo\",\"clients\":1.500,\"uptime_s\":12.000,\"submitted_per_s\":300.000,\"granted"
         "_per_s\":0.000,\"completed_per_s\":0.000,\"busy_pct\":50.000,\"submitted\":600,\"granted"
-        "\":0,\"completed\":0,\"unmanaged\":null},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
+        "\":0,\"completed\":0,\"unmanaged\":null,\"unmanaged_untracked\":null},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
         "t\",\"launches_per_s\":250.000,\"queued\":3.000,\"in_flight\":1.500,\"wait_p50_us\":2,\""
         "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
         "req_p99_ms\":null,\"held\":null,\"runq_us\":null,\"runq_ms_per_s\":null,"
@@ -462,7 +462,7 @@ static void test_json_rendering(void)
         "{\"time\":1700000000.250,\"report\":\"total\",\"interval_s\":100.000,\"device\":{\"polic"
         "y\":\"fifo\",\"clients\":2,\"uptime_s\":100.000,\"submitted_per_s\":1234.500,\"granted_p"
         "er_s\":1234.000,\"completed_per_s\":1230.000,\"busy_pct\":87.500,\"submitted\":123450,\""
-        "granted\":123400,\"completed\":123000,\"unmanaged\":null},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
+        "granted\":123400,\"completed\":123000,\"unmanaged\":null,\"unmanaged_untracked\":null},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
         "net18\",\"class\":\"realtime\",\"launches_per_s\":617.200,\"queued\":5,\"in_flight\":2,"
         "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
         ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"runq_us\":null,"
@@ -540,7 +540,7 @@ static void test_telemetry_rendering(void)
         strstr(text, "       99  python3                  2  0,2               -       1.5\n"));
     free(text);
     char *json = render(posstat_render_json, &r);
-    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":1}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":1,\"unmanaged_untracked\":0}"));
     CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"runq_us\":2500.000,\"runq_ms_per_s\":750.000,"
                                         "\"offcpu_ms_per_s\":120.000"));
     CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":[{\"pid\":99,\"command\":\"python3\","
@@ -562,7 +562,47 @@ static void test_telemetry_rendering(void)
     free(text);
     json = render(posstat_render_json, &r);
     CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"runq_us\":null"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":null}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":null,\"unmanaged_untracked\":null}"));
+    free(json);
+    posstat_report_free(&r);
+}
+
+/* posstat -u says what it does not show: a list cut by the size of posd's reply (to root), a
+ * list only root and the group posd see (to anyone else), and the processes the kernel side
+ * had no room for; JSON carries that count. */
+static void test_unmanaged_left_out_is_said(void)
+{
+    struct pos_device_stats d = device(100 * S_NS, 0);
+    d.telemetry = POS_TELE_DISCOVERY;
+    d.unmanaged = 4300;
+    d.flags = POS_DEV_EVERYONE;
+    struct pos_unmanaged_stats u = {.pid = 99, .contexts = 1, .devices = 0x1};
+    strcpy(u.comm, "python3");
+    struct posstat_snapshot s = snapshot(d, NULL, 0, 1700000000.25);
+    s.nunmanaged = 1;
+    s.unmanaged = &u;
+    struct posstat_report r;
+    CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
+    char *text = render(posstat_render_unmanaged_text, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "# 4300 unmanaged processes, 1 shown: posd's reply holds no more\n"));
+    CU_ASSERT_PTR_NULL(strstr(text, "only root"));
+    CU_ASSERT_PTR_NULL(strstr(text, "not tracked"));
+    free(text);
+    posstat_report_free(&r);
+
+    s.dev.flags = 0; /* an ordinary user: the count, no list */
+    s.nunmanaged = 0;
+    s.dev.unmanaged_untracked = 17;
+    CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
+    text = render(posstat_render_unmanaged_text, &r);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(text, "# 4300 unmanaged processes: only root and the group posd see which\n"));
+    CU_ASSERT_PTR_NULL(strstr(text, "reply holds no more"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "# 17 more processes initialised the driver while "
+                                        "posd's kernel-side table of GPU processes was full"));
+    free(text);
+    char *json = render(posstat_render_json, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"unmanaged\":4300,\"unmanaged_untracked\":17}"));
     free(json);
     posstat_report_free(&r);
 }
@@ -755,6 +795,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_json_rendering);
     POS_ADD_TEST(s, test_json_escaping);
     POS_ADD_TEST(s, test_telemetry_rendering);
+    POS_ADD_TEST(s, test_unmanaged_left_out_is_said);
     POS_ADD_TEST(s, test_parse_good);
     POS_ADD_TEST(s, test_parse_bad_header);
     POS_ADD_TEST(s, test_parse_bad_body);
