@@ -112,25 +112,6 @@ static int posstat_json(char *out, size_t cap)
     return util_run_stdout(cmd, out, cap);
 }
 
-/* The size of posd's log now: what a test logs starts there. */
-static long log_size(void)
-{
-    struct stat st;
-    return stat(suite.log, &st) == 0 ? (long)st.st_size : 0;
-}
-
-/* posd's log from offset FROM on (the suite's posd runs share one file). */
-static void read_log_from(long from, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(suite.log, "r");
-    if (!f)
-        return;
-    fseek(f, from, SEEK_SET);
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
 
 static double seconds_since(const struct timespec *t0)
 {
@@ -753,7 +734,7 @@ static void hold_idle_connections(int fd)
  * table: new clients ran unscheduled and posstat was refused). */
 static void test_idle_connections_lock_nobody_out(void)
 {
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     /* registration deadline, for anyone: an idle connection and a tool's that idles */
     int idle = peer_connect();
@@ -798,7 +779,7 @@ static void test_idle_connections_lock_nobody_out(void)
     fake_close(&f);
     posd_stop(SIGTERM);
     static char log[OUT_MAX * 16];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 already holds 64 connections"));
 }
 
@@ -1164,7 +1145,7 @@ static int lower_fd_limit(pid_t pid, int free, struct rlimit *old)
  * 3 s, a core spinning). */
 static void test_floods_do_not_fill_the_log(void)
 {
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1182,7 +1163,7 @@ static void test_floods_do_not_fill_the_log(void)
     }
     usleep(1200000); /* the summaries of what was suppressed are due */
     static char log[OUT_MAX * 64];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     int lines = count_lines(log);
     CU_ASSERT(rounds > 100);
     CU_ASSERT(lines < 100);
@@ -1196,11 +1177,11 @@ static void test_floods_do_not_fill_the_log(void)
     for (int i = 0; i < 6; i++)
         socks[i] = peer_connect(); /* two accepted, the rest wait in the backlog */
     usleep(200000);
-    log_at = log_size();
+    log_at = suite_log_size(&suite);
     long cpu0 = cpu_ticks(suite.posd);
     usleep(1500000);
     long cpu1 = cpu_ticks(suite.posd);
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     lines = count_lines(log);
     CU_ASSERT(cpu1 - cpu0 < 20); /* of 150 in 1.5 s: spinning took them all */
     CU_ASSERT(lines < 100);
@@ -1258,7 +1239,7 @@ static void test_kick_flood_is_bounded(void)
  * said "posd could not allocate shared memory"). */
 static void test_out_of_descriptors_is_said(void)
 {
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     /* room for the connection, none for the shared memory */
     struct rlimit old;
@@ -1284,7 +1265,7 @@ static void test_out_of_descriptors_is_said(void)
     CU_ASSERT_EQUAL(prlimit(suite.posd, RLIMIT_NOFILE, &old, NULL), 0);
     posd_stop(SIGTERM);
     static char log[OUT_MAX * 4];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "out of file descriptors: raise its LimitNOFILE"));
 }
 
@@ -1338,7 +1319,7 @@ static void test_registration_rate_is_bounded_per_uid(void)
                 NOBODY);
         return;
     }
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     int p[2];
     CU_ASSERT_FATAL(pipe(p) == 0);
@@ -1359,7 +1340,7 @@ static void test_registration_rate_is_bounded_per_uid(void)
     fake_close(&f);
     posd_stop(SIGTERM);
     static char log[OUT_MAX * 16];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 registers too often"));
 }
 
