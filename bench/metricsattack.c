@@ -4,8 +4,12 @@
  * after posd closes one (0: at once, a connect flood). Run it as the user to play (setpriv).
  * At the end prints one JSON line: connections opened, closed by posd, and the most open at
  * once on its side (those waiting in posd's listen queue count: they are open to it).
+ * `sink` is the control: a listener on 127.0.0.1:PORT that resets every connection as soon as
+ * it accepts it (the least any server does), for the attack's cost to the machine without
+ * posd.
  *
  *   metricsattack PORT idle|slow N SECONDS [REOPEN_MS [INTERVAL_MS]]
+ *   metricsattack sink PORT SECONDS
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,11 +62,43 @@ static int open_one(int ep, int i)
     return fd;
 }
 
+/* The control's listener: accepts and resets until SIGTERM or SECONDS; prints how many. */
+static int sink(int port, double seconds)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, SOMAXCONN) < 0) {
+        perror("metricsattack: sink");
+        return 1;
+    }
+    struct timeval tv = {.tv_usec = 100000}; /* to see SIGTERM and the end */
+    setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    long n = 0;
+    double end = now_s() + seconds;
+    while (!stop && now_s() < end) {
+        int c = accept(l, NULL, NULL);
+        if (c < 0)
+            continue;
+        struct linger now = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+        close(c);
+        n++;
+    }
+    printf("{\"reset\":%ld}\n", n);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    signal(SIGTERM, on_term);
+    if (argc == 4 && strcmp(argv[1], "sink") == 0)
+        return sink(atoi(argv[2]), atof(argv[3]));
     if (argc < 5) {
-        fprintf(stderr,
-                "usage: metricsattack PORT idle|slow N SECONDS [REOPEN_MS [INTERVAL_MS]]\n");
+        fprintf(stderr, "usage: metricsattack PORT idle|slow N SECONDS [REOPEN_MS [INTERVAL_MS]]\n"
+                        "       metricsattack sink PORT SECONDS\n");
         return 2;
     }
     int port = atoi(argv[1]), slow = strcmp(argv[2], "slow") == 0, n = atoi(argv[3]);
@@ -81,7 +118,6 @@ int main(int argc, char **argv)
     target = (struct sockaddr_in){.sin_family = AF_INET,
                                   .sin_port = htons((uint16_t)port),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    signal(SIGTERM, on_term);
     static struct conn conns[MAX_CONNS];
     int ep = epoll_create1(EPOLL_CLOEXEC);
     long opened = 0, closed = 0;

@@ -7,6 +7,9 @@
 #   idle    build/bench/metricsattack as uid 65534: 1,000 connections that send nothing, each
 #           opened again 1 s after posd closes it
 #   slow    the same with a partial request, a header line every 500 ms, never finished
+#   sink    the control: the idle attack against a listener of its own (metricsattack sink)
+#           that resets each connection at once, not posd: what the attack's traffic costs the
+#           machine whoever serves it
 #   flood   idle, each opened again at once (a connect loop as fast as the attacker's CPU goes:
 #           not a target, shown for what it costs)
 # Targets: a scrape answers within 1 s under idle and slow, and the latency client's p99
@@ -16,15 +19,19 @@
 #
 #   bash bench/metricsattack.sh                 (make bench-metricsattack)
 #   ROUNDS=3 SECONDS_PER_RUN=4 OUT=/tmp/m.md bash bench/metricsattack.sh
-#   POSD=/tmp/old-posd bash bench/metricsattack.sh   (another build's posd, e.g. before the fix)
+#   POSD=/tmp/old-posd SECTION=metricsattack-before TITLE="... before the fix" \
+#       bash bench/metricsattack.sh      (another build's posd, in a section of its own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEFAULT_ROUNDS=5 DEFAULT_SECONDS_PER_RUN=5
+DEFAULT_ROUNDS=5 DEFAULT_SECONDS_PER_RUN=8
 ROUNDS=${ROUNDS:-$DEFAULT_ROUNDS}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-$DEFAULT_SECONDS_PER_RUN}
 OUT=${OUT:-docs/results/reliability.md}
 POSD=${POSD:-build/posd}
-MODES=${MODES:-none idle slow flood}
+SECTION=${SECTION:-metricsattack} # the marked section of OUT this run writes
+TITLE=${TITLE:-"The metrics endpoint under one user's attack (simulated GPU)"}
+DEFAULT_MODES="none idle slow sink flood"
+MODES=${MODES:-$DEFAULT_MODES}
 CONNS=1000
 APP=build/posapp SHIM=build/libposshim.so ATTACKER=build/bench/metricsattack
 for f in $APP $SHIM $POSD $ATTACKER; do
@@ -49,7 +56,8 @@ export LD_LIBRARY_PATH=build/sim POS_SOCKET=$T/posd.sock POS_SIM_INSTANCE=bench-
 . bench/lib.sh
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PORT=$(free_port) SINK_PORT=$(free_port)
 rm -f "$POS_SOCKET"
 POSD_STATE_DIR=$(mktemp -d "$T/state.XXXXXX") $POSD -f -c "$T/posd.conf" --metrics "$PORT" \
     >>"$T/posd.log" 2>&1 &
@@ -69,16 +77,22 @@ scraper() { # FLAG FILE
 }
 
 run_mode() { # MODE ROUND
-    local mode=$1 r=$2 p="$T/$2-$1" a= s=
+    local mode=$1 r=$2 p="$T/$2-$1" a= s= k= target=$PORT
     echo "bench: metricsattack round $((r + 1))/$ROUNDS, $mode..." >&2
     case $mode in
     idle) args=(idle "$CONNS" 3600 1000) ;;
     slow) args=(slow "$CONNS" 3600 1000 500) ;;
+    sink) args=(idle "$CONNS" 3600 1000) target=$SINK_PORT ;;
     flood) args=(idle "$CONNS" 3600 0) ;;
     *) args=() ;;
     esac
+    if [ "$mode" = sink ]; then
+        $ATTACKER sink "$SINK_PORT" 3600 >"$p-sink.json" &
+        k=$!
+        sleep 0.2
+    fi
     if [ ${#args[@]} -gt 0 ]; then
-        setpriv --reuid 65534 --regid 65534 --clear-groups $ATTACKER "$PORT" "${args[@]}" \
+        setpriv --reuid 65534 --regid 65534 --clear-groups $ATTACKER "$target" "${args[@]}" \
             >"$p-attack.json" &
         a=$!
         sleep 1 # the attack under way: its connections open, posd's limit reached
@@ -97,6 +111,10 @@ run_mode() { # MODE ROUND
     if [ -n "$a" ]; then
         kill -TERM "$a"
         wait "$a" || echo "bench: the attacker failed ($mode, round $((r + 1)))" >&2
+    fi
+    if [ -n "$k" ]; then
+        kill -TERM "$k"
+        wait "$k" || echo "bench: the sink failed ($mode, round $((r + 1)))" >&2
     fi
     [ -s "$p-latency.json" ] || { echo "bench: no latency result ($mode, round $((r + 1)))" >&2; exit 1; }
     kill -0 "$POSD_PID" || { echo "bench: posd died ($mode, round $((r + 1)))" >&2; exit 1; }
@@ -118,13 +136,14 @@ invocation="bash bench/metricsattack.sh"
 [ "$ROUNDS" != "$DEFAULT_ROUNDS" ] && invocation="ROUNDS=$ROUNDS $invocation"
 [ "$SECONDS_PER_RUN" != "$DEFAULT_SECONDS_PER_RUN" ] && invocation="SECONDS_PER_RUN=$SECONDS_PER_RUN $invocation"
 [ "$POSD" != build/posd ] && invocation="POSD=$POSD $invocation"
-[ "$MODES" != "none idle slow flood" ] && invocation="MODES=\"$MODES\" $invocation"
+[ "$MODES" != "$DEFAULT_MODES" ] && invocation="MODES=\"$MODES\" $invocation"
+[ "$SECTION" != metricsattack ] && invocation="SECTION=$SECTION TITLE=\"$TITLE\" $invocation"
 
 python3 - "$T" "$ROUNDS" "$OUT" "$MODES" "$SECONDS_PER_RUN" "$(nproc)" "$(uname -r)" "$rev" \
-    "$load_before" "$load_after" "$invocation" "$POSD" "$CONNS" <<'PY'
+    "$load_before" "$load_after" "$invocation" "$POSD" "$CONNS" "$SECTION" "$TITLE" <<'PY'
 import json, statistics, sys, datetime
 (T, rounds, out, modes, secs, cores, kernel, rev, load_before, load_after, invocation, posd,
- conns) = sys.argv[1:]
+ conns, section_name, title) = sys.argv[1:]
 rounds, modes = int(rounds), modes.split()
 
 def med(v):
@@ -157,11 +176,12 @@ for m in modes:
 what = {"none": "no attack (baseline)",
         "idle": f"{conns} idle connections of uid 65534, each reopened 1 s after posd closes it",
         "slow": f"{conns} slow requests of uid 65534 (a header line every 500 ms), each reopened 1 s after posd closes it",
+        "sink": f"control: the idle attack against a listener that resets each connection, not posd",
         "flood": f"{conns} idle connections of uid 65534, each reopened at once (a connect loop)"}
 lines = []
 w = lines.append
-w("<!-- metricsattack:begin (bench/metricsattack.sh writes this section) -->")
-w("## The metrics endpoint under one user's attack (simulated GPU)")
+w(f"<!-- {section_name}:begin (bench/metricsattack.sh writes this section) -->")
+w(f"## {title}")
 w("")
 w(f"`{invocation}` on {datetime.date.today()}, Linux {kernel} x86_64, {cores} cores (shared with "
   f"other work), as root; posd `{posd}` at commit {rev}. Load average (1, 5, 15 min) "
@@ -173,7 +193,7 @@ w(f"A root posd serves `--metrics` on 127.0.0.1; root scrapes it every 0.25 s (c
   f"Targets: under idle and slow, a scrape answers within 1 s and the latency client's p99 stays "
   f"within 1.1x of its baseline.")
 w("")
-w("| mode | scrapes | scrape median (ms) | worst scrape (ms) | failed | latency p99 median (ms) | p99 range (ms) | x baseline | posd CPU (ms/s) | attacker: opened / closed by posd | verified |")
+w("| mode | scrapes | scrape median (ms) | worst scrape (ms) | failed | latency p99 median (ms) | p99 range (ms) | x baseline | posd CPU (ms/s) | attacker: opened / closed | verified |")
 w("|---|---|---|---|---|---|---|---|---|---|---|")
 for m, p99, scr, failed, cpu, verified, att in rows:
     opened = sum(a["opened"] for a in att)
@@ -184,14 +204,14 @@ for m, p99, scr, failed, cpu, verified, att in rows:
       f"{(max(scr) if scr else float('nan')) * 1000:.1f} | {failed} | {med(p99):.2f} | "
       f"{min(p99):.2f}-{max(p99):.2f} | {ratio} | {med(cpu) * 1000:.0f} | {atk} | "
       f"{'yes' if verified else 'NO'} |")
-w("<!-- metricsattack:end -->")
+w(f"<!-- {section_name}:end -->")
 section = "\n".join(lines) + "\n"
 print(section)
 try:
     text = open(out).read()
 except OSError:
     text = ""
-b, e = "<!-- metricsattack:begin", "<!-- metricsattack:end -->"
+b, e = f"<!-- {section_name}:begin", f"<!-- {section_name}:end -->"
 if b in text and e in text:
     text = text[:text.index(b)] + section + text[text.index(e) + len(e) + 1:]
 else:
