@@ -131,7 +131,8 @@ done
 posd_down
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -n "$(git status --porcelain 2>/dev/null)" ] && rev="$rev (with uncommitted changes)"
+# what this run writes (docs/) is not a change of what it measures
+[ -n "$(git status --porcelain -- . ':!docs' 2>/dev/null)" ] && rev="$rev (with uncommitted changes)"
 invocation="bash bench/metricsattack.sh"
 [ "$ROUNDS" != "$DEFAULT_ROUNDS" ] && invocation="ROUNDS=$ROUNDS $invocation"
 [ "$SECONDS_PER_RUN" != "$DEFAULT_SECONDS_PER_RUN" ] && invocation="SECONDS_PER_RUN=$SECONDS_PER_RUN $invocation"
@@ -148,6 +149,9 @@ rounds, modes = int(rounds), modes.split()
 
 def med(v):
     return statistics.median(v) if v else float("nan")
+
+def ms(v):  # seconds as milliseconds, "-" when there is none
+    return "-" if v != v else f"{v * 1000:.1f}"
 
 rows, base = [], None
 for m in modes:
@@ -200,8 +204,8 @@ for m, p99, scr, failed, cpu, verified, att in rows:
     closed = sum(a["closed_by_posd"] for a in att)
     atk = f"{opened} / {closed}" if att else "-"
     ratio = f"{med(p99) / base:.2f}x" if base else "-"
-    w(f"| {what[m]} | {len(scr) + failed} | {med(scr) * 1000:.1f} | "
-      f"{(max(scr) if scr else float('nan')) * 1000:.1f} | {failed} | {med(p99):.2f} | "
+    w(f"| {what[m]} | {len(scr) + failed} | {ms(med(scr))} | "
+      f"{ms(max(scr) if scr else float('nan'))} | {failed} | {med(p99):.2f} | "
       f"{min(p99):.2f}-{max(p99):.2f} | {ratio} | {med(cpu) * 1000:.0f} | {atk} | "
       f"{'yes' if verified else 'NO'} |")
 w(f"<!-- {section_name}:end -->")

@@ -212,7 +212,7 @@ static void admit(struct posd *d, int fd, const struct sockaddr_storage *sa, soc
 static int64_t accept_pending(struct posd *d, int fd, void *arg)
 {
     for (int i = 0; i < METRICS_ACCEPTS; i++) {
-        struct sockaddr_storage sa;
+        struct sockaddr_storage sa = {0}; /* filled by accept4 (zeroed for the analyzer) */
         socklen_t len = sizeof sa;
         int c = accept4(fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (c >= 0) {

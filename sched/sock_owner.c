@@ -52,7 +52,7 @@ static int peer_id(const struct sockaddr_storage *local, const struct sockaddr_s
 
 int posd_sock_owner_of_peer(int nl, int conn, uid_t *uid)
 {
-    struct sockaddr_storage local, peer;
+    struct sockaddr_storage local = {0}, peer = {0}; /* filled by the calls below */
     socklen_t llen = sizeof local, plen = sizeof peer;
     if (getsockname(conn, (struct sockaddr *)&local, &llen) < 0 ||
         getpeername(conn, (struct sockaddr *)&peer, &plen) < 0)

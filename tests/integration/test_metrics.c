@@ -552,6 +552,41 @@ static void hold_idle_connections(int port, int fd)
     report(fd, count_open(socks, n));
 }
 
+/* The suite's posd with metrics, and FN(PORT, FD) as uid NOBODY against it; the parent's end of
+ * their channel in *CH. Returns the child's pid. */
+static pid_t attack(void (*fn)(int port, int fd), int *port, int *ch)
+{
+    *port = posd_with_metrics("127.0.0.1:");
+    int pair[2];
+    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+    pid_t kid = as_nobody(fn, *port, pair[1], pair[0]);
+    close(pair[1]);
+    *ch = pair[0];
+    return kid;
+}
+
+/* Reaps the attacker KID (it must have done all it meant to), closes CH, stops posd. */
+static void attack_over(pid_t kid, int ch)
+{
+    int st = 0;
+    waitpid(kid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(ch);
+    util_posd_stop(&suite.posd, SIGTERM);
+}
+
+/* A scrape of root's on PORT answers 200 within SCRAPE_BOUND_S. */
+static void scrape_answers_in_time(int port)
+{
+    double t0 = util_now();
+    int code = http_get_within(port, "/metrics", resp, sizeof resp, 5);
+    double took = util_now() - t0;
+    CU_ASSERT_EQUAL(code, 200);
+    CU_ASSERT(took < SCRAPE_BOUND_S * util_time_scale());
+    if (code != 200 || took >= SCRAPE_BOUND_S * util_time_scale())
+        fprintf(stderr, "\n  root's scrape: status %d after %.3f s", code, took);
+}
+
 /* ATTACK idle connections of one user: posd keeps PEER_MAX of them, closes the rest at once and
  * the kept ones after 2 s of silence, and a scrape of root's answers meanwhile. Before, the
  * endpoint's 16 connections were taken and every other waited in the listen queue: a scrape
@@ -561,32 +596,18 @@ static void test_idle_connections_of_one_user_lock_no_scraper_out(void)
     if (!is_root("test_idle_connections_of_one_user_lock_no_scraper_out"))
         return;
     long log_at = suite_log_size(&suite);
-    int port = posd_with_metrics("127.0.0.1:");
-    int ch[2];
-    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ch) == 0);
-    pid_t kid = as_nobody(hold_idle_connections, port, ch[1], ch[0]);
-    close(ch[1]);
-    int opened = reported(ch[0]), kept = reported(ch[0]);
+    int port, ch;
+    pid_t kid = attack(hold_idle_connections, &port, &ch);
+    int opened = reported(ch), kept = reported(ch);
     CU_ASSERT_EQUAL(opened, ATTACK);
     CU_ASSERT_EQUAL(kept, PEER_MAX);
     if (kept != PEER_MAX)
         fprintf(stderr, "\n  posd kept %d of %d idle connections of uid %d", kept, opened, NOBODY);
-    double t0 = util_now();
-    int code = http_get_within(port, "/metrics", resp, sizeof resp, 5);
-    double took = util_now() - t0;
-    CU_ASSERT_EQUAL(code, 200);
-    CU_ASSERT(took < SCRAPE_BOUND_S * util_time_scale());
-    if (code != 200 || took >= SCRAPE_BOUND_S * util_time_scale())
-        fprintf(stderr, "\n  root's scrape: status %d after %.3f s", code, took);
+    scrape_answers_in_time(port);
     int go = 1;
-    CU_ASSERT_EQUAL(write(ch[0], &go, sizeof go), (ssize_t)sizeof go);
-    int later = reported(ch[0]);
-    CU_ASSERT_EQUAL(later, 0); /* silent for 2 s: closed */
-    int st = 0;
-    waitpid(kid, &st, 0);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    close(ch[0]);
-    util_posd_stop(&suite.posd, SIGTERM);
+    CU_ASSERT_EQUAL(write(ch, &go, sizeof go), (ssize_t)sizeof go);
+    CU_ASSERT_EQUAL(reported(ch), 0); /* silent for 2 s: closed */
+    attack_over(kid, ch);
     static char log[OUT_MAX];
     suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "metrics: uid 65534 already holds 8 connections"));
@@ -637,29 +658,18 @@ static void test_slow_requests_are_cut_at_their_deadline(void)
     if (!is_root("test_slow_requests_are_cut_at_their_deadline"))
         return;
     long log_at = suite_log_size(&suite);
-    int port = posd_with_metrics("127.0.0.1:");
-    int ch[2];
-    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ch) == 0);
-    pid_t kid = as_nobody(send_slow_requests, port, ch[1], ch[0]);
-    close(ch[1]);
+    int port, ch;
+    pid_t kid = attack(send_slow_requests, &port, &ch);
     usleep(500000);
-    double t0 = util_now();
-    int code = http_get_within(port, "/metrics", resp, sizeof resp, 5);
-    double took = util_now() - t0;
-    CU_ASSERT_EQUAL(code, 200);
-    CU_ASSERT(took < SCRAPE_BOUND_S * util_time_scale());
-    int shortest = reported(ch[0]), longest = reported(ch[0]);
+    scrape_answers_in_time(port);
+    int shortest = reported(ch), longest = reported(ch);
     /* the deadline is 3 s; silence alone (2 s) must not have cut them: they spoke */
     CU_ASSERT(shortest >= 2500);
     CU_ASSERT(longest >= 0 && longest <= (int)(3000 + 1500 * util_time_scale()));
     if (shortest < 2500 || longest < 0 || longest > (int)(3000 + 1500 * util_time_scale()))
         fprintf(stderr, "\n  slow requests closed after %d to %d ms (-1: still open after 6 s)",
                 shortest, longest);
-    int st = 0;
-    waitpid(kid, &st, 0);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    close(ch[0]);
-    util_posd_stop(&suite.posd, SIGTERM);
+    attack_over(kid, ch);
     static char log[OUT_MAX];
     suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(
