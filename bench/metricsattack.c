@@ -48,14 +48,16 @@ static void on_term(int sig)
     stop = 1;
 }
 
+/* A new connection watched as I, or -1 (-2: posd reset it before connect returned). */
 static int open_one(int ep, int i)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     if (connect(fd, (struct sockaddr *)&target, sizeof target) < 0 && errno != EINPROGRESS) {
+        int reset = errno == ECONNRESET;
         close(fd);
-        return -1;
+        return reset ? -2 : -1;
     }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = (uint32_t)i};
     epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
@@ -127,10 +129,9 @@ int main(int argc, char **argv)
         conns[i].fd = open_one(ep, i);
         conns[i].lines = 0;
         conns[i].next_at = conns[i].fd < 0 ? t0 + reopen : slow ? t0 : t0 + 3600;
-        if (conns[i].fd >= 0) {
-            opened++;
-            open_now++;
-        }
+        opened += conns[i].fd != -1;
+        closed += conns[i].fd == -2;
+        open_now += conns[i].fd >= 0;
     }
     most = open_now;
     static const char start[] = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n";
@@ -162,10 +163,9 @@ int main(int argc, char **argv)
                 c->fd = open_one(ep, i);
                 c->lines = 0;
                 c->next_at = c->fd < 0 ? t + reopen : slow ? t : t + 3600;
-                if (c->fd >= 0) {
-                    opened++;
-                    open_now++;
-                }
+                opened += c->fd != -1;
+                closed += c->fd == -2;
+                open_now += c->fd >= 0;
             } else if (slow) {
                 char line[64];
                 int len = c->lines == 0 ? (int)strlen(start)

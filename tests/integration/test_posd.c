@@ -1061,31 +1061,13 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
     posd_stop(SIGTERM);
 }
 
-static long cpu_ticks(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (util_read_file(path, buf, sizeof buf) < 0)
-        return -1;
-    char *p = strrchr(buf, ')');
-    long utime = 0, stime = 0;
-    /* fields 14 and 15 after the command */
-    int field = 2;
-    for (; p && *p && field < 14; p++)
-        if (*p == ' ')
-            field++;
-    if (p && sscanf(p, "%ld %ld", &utime, &stime) == 2)
-        return utime + stime;
-    return -1;
-}
-
 static void test_idle_posd_sleeps(void)
 {
     posd_start("priority");
     usleep(300000);
-    long before = cpu_ticks(suite.posd);
+    long before = util_cpu_ticks(suite.posd);
     sleep(1);
-    long after = cpu_ticks(suite.posd);
+    long after = util_cpu_ticks(suite.posd);
     CU_ASSERT(before >= 0);
     CU_ASSERT_EQUAL(after, before); /* not one clock tick of CPU in a second */
     posd_stop(SIGTERM);
@@ -1094,49 +1076,6 @@ static void test_idle_posd_sleeps(void)
 static int count_lines(const char *text)
 {
     return util_count(text, "\n");
-}
-
-/* The descriptor limit that leaves PID exactly FREE descriptors (the lowest free numbers),
- * or 0 when its descriptors cannot be listed. A descriptor counts as used only if it is open
- * in each of three looks 50 ms apart: one posd holds for a moment (a /proc file it reads)
- * would otherwise leave it a descriptor more once closed. */
-static rlim_t limit_leaving(pid_t pid, int free)
-{
-    static char used[4096];
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    memset(used, 0, sizeof used);
-    for (int look = 0; look < 3; look++) {
-        if (look)
-            usleep(50000);
-        DIR *d = opendir(path);
-        if (!d)
-            return 0;
-        for (struct dirent *e; (e = readdir(d)) != NULL;) {
-            int fd = atoi(e->d_name);
-            if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
-                used[fd] = (char)(look + 1);
-        }
-        closedir(d);
-    }
-    for (size_t fd = 0; fd < sizeof used; fd++)
-        used[fd] = used[fd] == 3;
-    rlim_t limit = 0;
-    for (; free > 0 && limit < sizeof used; limit++)
-        free -= !used[limit];
-    return limit;
-}
-
-/* Lowers PID's soft descriptor limit to leave it FREE descriptors; OLD gets the limit before.
- * (Only the soft limit: raising a hard limit again may need a capability we lack.) */
-static int lower_fd_limit(pid_t pid, int free, struct rlimit *old)
-{
-    struct rlimit now;
-    if (prlimit(pid, RLIMIT_NOFILE, NULL, &now) < 0)
-        return -1;
-    *old = now;
-    now.rlim_cur = limit_leaving(pid, free);
-    return now.rlim_cur ? prlimit(pid, RLIMIT_NOFILE, &now, NULL) : -1;
 }
 
 /* A peer that floods posd with events it logs cannot flood the log: a connect/close loop of
@@ -1172,15 +1111,15 @@ static void test_floods_do_not_fill_the_log(void)
         fprintf(stderr, "connect/close loop: %d rounds, %d log lines\n", rounds, lines);
     /* at the descriptor limit, with a connection waiting */
     struct rlimit old;
-    CU_ASSERT_FATAL(lower_fd_limit(suite.posd, 2, &old) == 0);
+    CU_ASSERT_FATAL(util_lower_fd_limit(suite.posd, 2, &old) == 0);
     int socks[6];
     for (int i = 0; i < 6; i++)
         socks[i] = peer_connect(); /* two accepted, the rest wait in the backlog */
     usleep(200000);
     log_at = suite_log_size(&suite);
-    long cpu0 = cpu_ticks(suite.posd);
+    long cpu0 = util_cpu_ticks(suite.posd);
     usleep(1500000);
-    long cpu1 = cpu_ticks(suite.posd);
+    long cpu1 = util_cpu_ticks(suite.posd);
     suite_log_from(&suite, log_at, log, sizeof log);
     lines = count_lines(log);
     CU_ASSERT(cpu1 - cpu0 < 20); /* of 150 in 1.5 s: spinning took them all */
@@ -1219,9 +1158,9 @@ static void test_kick_flood_is_bounded(void)
         _exit(0);
     }
     usleep(300000);
-    long cpu0 = cpu_ticks(suite.posd);
+    long cpu0 = util_cpu_ticks(suite.posd);
     usleep(2000000);
-    long cpu1 = cpu_ticks(suite.posd);
+    long cpu1 = util_cpu_ticks(suite.posd);
     char js[OUT_MAX];
     CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
     int st;
@@ -1243,7 +1182,7 @@ static void test_out_of_descriptors_is_said(void)
     posd_start("priority");
     /* room for the connection, none for the shared memory */
     struct rlimit old;
-    CU_ASSERT_FATAL(lower_fd_limit(suite.posd, 1, &old) == 0);
+    CU_ASSERT_FATAL(util_lower_fd_limit(suite.posd, 1, &old) == 0);
     int s = peer_connect();
     CU_ASSERT_FATAL(s >= 0);
     hello(s, POS_SHM_VERSION);
