@@ -16,6 +16,8 @@
 #   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
+#   make bench-metricsattack  the metrics endpoint under 1,000 slow or idle connections of one
+#                       user (docs/results/reliability.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/)
@@ -402,6 +404,12 @@ $(SAVEGRANT): $(B)/obj/bench/savegrant.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $<
 
+# The attacker bench/metricsattack.sh runs against posd's metrics endpoint as another user
+METRICSATTACK := $(B)/bench/metricsattack
+$(METRICSATTACK): $(B)/obj/bench/metricsattack.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -o $@ $<
+
 bench: all $(SIMSTOP) $(SIMISOLATION)
 	$(NEED) valgrind=valgrind /usr/bin/time=time python3=python3
 	@bash bench/testbed.sh
@@ -453,6 +461,11 @@ bench-e2e: all
 
 bench-pos: all
 	@bash bench/pos.sh
+
+# scrapes and a latency client's p99 under 1,000 slow or idle metrics connections of one user
+# (docs/results/reliability.md)
+bench-metricsattack: all $(METRICSATTACK)
+	@bash bench/metricsattack.sh
 
 # static schedule search and its schedules followed in possim (docs/results/search.md)
 bench-search: all
@@ -510,7 +523,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -4,6 +4,7 @@
 #include "sched/config.h"
 #include "sched/ini_lines.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <grp.h>
 #include <ini.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,6 +320,51 @@ static int parse_cgroup_pattern(struct loader *ld, const struct key_spec *k, con
     return 0;
 }
 
+socklen_t posd_parse_listen(const char *spec, struct sockaddr_storage *sa)
+{
+    char host[64] = "127.0.0.1";
+    const char *port = spec, *colon = strrchr(spec, ':');
+    if (colon) {
+        const char *h = spec;
+        size_t n = (size_t)(colon - spec);
+        if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+            h++;
+            n -= 2;
+        }
+        if (n == 0 || n >= sizeof host)
+            return 0;
+        memcpy(host, h, n);
+        host[n] = '\0';
+        port = colon + 1;
+    }
+    long long p = 0;
+    if (read_integer(port, &p) < 0 || p < 1 || p > 65535)
+        return 0;
+    memset(sa, 0, sizeof *sa);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)sa;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)p);
+        return sizeof *v4;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)p);
+        return sizeof *v6;
+    }
+    return 0;
+}
+
+static int parse_listen(struct loader *ld, const struct key_spec *k, const char *value, void *field)
+{
+    struct sockaddr_storage sa;
+    if (strlen(value) >= k->size || !posd_parse_listen(value, &sa))
+        return refuse(ld, "expected PORT (on 127.0.0.1), ADDR:PORT or [ADDR6]:PORT");
+    snprintf(field, k->size, "%s", value);
+    return 0;
+}
+
 /* A number, or a name that NSS resolves now (a user added later needs a reload). */
 static int parse_uid(struct loader *ld, const struct key_spec *k, const char *value, void *field)
 {
@@ -420,6 +467,8 @@ static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 /* in enum posd_telemetry_mode order */
 static const char *const telemetry_words[] = {"auto", "on", "off", NULL};
 static const char *const off_on_words[] = {"off", "on", NULL};
+/* in enum pos_metrics_labels order */
+static const char *const labels_words[] = {"full", "anonymous", NULL};
 
 static const struct key_spec daemon_keys[] = {
     {"socket", parse_path, CFG(socket)},
@@ -446,6 +495,11 @@ static const struct key_spec policy_keys[] = {
     {"corun_budget", parse_number, CFG(corun_budget), RANGE(1, 100)},
     {"profiles", parse_path, CFG(profiles)},
     {"schedule", parse_path, CFG(schedule)}, /* an absolute path, like the socket's */
+};
+
+static const struct key_spec metrics_keys[] = {
+    {"listen", parse_listen, CFG(metrics_listen)},
+    {"labels", parse_word_index, CFG(metrics_labels), .words = labels_words},
 };
 
 static const struct key_spec class_keys[] = {
@@ -594,6 +648,7 @@ static int close_rule(struct loader *ld)
 static const struct section_spec sections[] = {
     {"daemon", 0, KEYS(daemon_keys), open_global, NULL},
     {"policy", 0, KEYS(policy_keys), open_global, NULL},
+    {"metrics", 0, KEYS(metrics_keys), open_global, NULL},
     {"class", 1, KEYS(class_keys), open_class, close_class},
     {"rule", 1, KEYS(rule_keys), open_rule, close_rule},
 };
@@ -632,7 +687,8 @@ static int open_section(struct loader *ld, char *text)
         return 0;
     }
     return fail_at(ld, ld->path, ld->line,
-                   "unknown section [%s] (use [daemon], [policy], [class NAME] or [rule NAME])",
+                   "unknown section [%s] (use [daemon], [policy], [metrics], [class NAME] or "
+                   "[rule NAME])",
                    text);
 }
 
@@ -692,7 +748,7 @@ static int on_key(void *user, const char *section, const char *key, const char *
     if (!s->spec) {
         fail_at(ld, ld->path, ld->line,
                 "key '%s' is outside any section: put it under [daemon], [policy], "
-                "[class NAME] or [rule NAME]",
+                "[metrics], [class NAME] or [rule NAME]",
                 key);
         return 0;
     }

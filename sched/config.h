@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #define POSD_NAME_MAX       64
@@ -18,6 +19,7 @@
 enum posd_log_level { POSD_LOG_ERROR = 0, POSD_LOG_WARN, POSD_LOG_INFO, POSD_LOG_DEBUG };
 /* [daemon] telemetry: auto loads eBPF telemetry when permitted, on refuses to start without */
 enum posd_telemetry_mode { POSD_TELEMETRY_AUTO = 0, POSD_TELEMETRY_ON, POSD_TELEMETRY_OFF };
+#define POSD_LISTEN_MAX 80 /* [metrics] listen, --metrics: "[ADDR6]:PORT" with room to spare */
 
 struct posd_class {
     char name[POSD_CLASS_NAME_MAX];
@@ -80,6 +82,9 @@ struct posd_config {
     double corun_budget;  /* pos: co-run slowdown a more important kernel may show */
     char profiles[POSD_PATH_MAX]; /* an offline profile file imported at start ("" none) */
     char schedule[POSD_PATH_MAX]; /* a stage schedule file for policy staged ("": none) */
+    /* [metrics] */
+    char metrics_listen[POSD_LISTEN_MAX]; /* the endpoint's address, "" off (read at start) */
+    int metrics_labels; /* enum pos_metrics_labels (metrics_text.h): full, or anonymous */
     /* [class NAME] */
     struct posd_class classes[POSD_MAX_CLASSES];
     int nclasses;
@@ -123,6 +128,10 @@ int posd_config_load(const char *main, int main_optional, const char *dropin_dir
                      struct posd_config *out, char *err, size_t errlen);
 
 void posd_config_free(struct posd_config *c);
+
+/* A metrics address, "PORT" (on 127.0.0.1), "ADDR:PORT" or "[ADDR6]:PORT", into *SA. Returns
+ * its size, or 0 when SPEC is none of them. */
+socklen_t posd_parse_listen(const char *spec, struct sockaddr_storage *sa);
 
 /* The class named NAME, or NULL. */
 const struct posd_class *posd_config_class(const struct posd_config *c, const char *name);

@@ -22,6 +22,7 @@ struct watch {
     posd_watch_fn fn; /* NULL: a free slot (a watch once that fired) */
     void *arg;
     int once;
+    int64_t resting_until; /* its part asked for a rest: armed again then (0: armed) */
 };
 static struct watch watches[POSD_MAX_WATCHES];
 static int nwatches;
@@ -96,7 +97,7 @@ int posd_loop_watch_once(struct posd *d, int fd, posd_watch_fn fn, void *arg)
 }
 
 /* A watched descriptor is readable (or failed): its part handles it, and the poll is armed
- * again. */
+ * again, at once or when the rest its part asked for is over. */
 static void on_watch(struct posd *d, uint64_t data)
 {
     int i = (int)((data >> 8) & 0xffffff);
@@ -105,9 +106,34 @@ static void on_watch(struct posd *d, uint64_t data)
     struct watch w = watches[i];
     if (w.once)
         watches[i].fn = NULL; /* free before FN runs: it may watch something new */
-    w.fn(d, w.fd, w.arg);
-    if (!w.once && !d->stop)
+    int64_t rest = w.fn(d, w.fd, w.arg);
+    if (w.once) {
+        /* gone */
+    } else if (rest > 0) {
+        watches[i].resting_until = rest;
+        posd_arm_house(d, rest);
+    } else if (!d->stop) {
         arm_watch(d, i);
+    }
+}
+
+/* Arms the watches whose rest is over; returns when the next one's is, or 0. */
+static int64_t wake_watches(struct posd *d, int64_t now)
+{
+    int64_t next = 0;
+    for (int i = 0; i < nwatches; i++) {
+        struct watch *w = &watches[i];
+        if (!w->resting_until)
+            continue;
+        if (w->resting_until <= now) {
+            w->resting_until = 0;
+            if (!d->stop)
+                arm_watch(d, i);
+        } else if (!next || w->resting_until < next) {
+            next = w->resting_until;
+        }
+    }
+    return next;
 }
 
 static void arm_recv(struct posd *d, struct posd_client *c)
@@ -178,6 +204,7 @@ static void housekeeping(struct posd *d)
             arm_accept(d);
     }
     next = earliest(next, d->accept_paused_until);
+    next = earliest(next, wake_watches(d, now));
     next = earliest(next, posd_log_flush());
     next = earliest(next, posd_saver_periodic(d));
     next = earliest(next, posd_metrics_run(d)); /* its connections' timeouts */

@@ -164,13 +164,23 @@ static void put_label_value(FILE *out, const char *s, size_t max)
     }
 }
 
-static void put_labels(FILE *out, const struct pos_client_stats *c, const char *le)
+/* A client's labels: device, app, class and pid; or, anonymous, device, class and client (a
+ * series needs labels of its own, and posd's number for a client tells no one who runs it). */
+static void put_labels(FILE *out, const struct pos_client_stats *c, enum pos_metrics_labels labels,
+                       const char *le)
 {
-    fprintf(out, "{device=\"%d\",app=\"", c->device);
-    put_label_value(out, c->app, sizeof c->app);
-    fputs("\",class=\"", out);
+    fprintf(out, "{device=\"%d\"", c->device);
+    if (labels == POS_METRICS_LABELS_FULL) {
+        fputs(",app=\"", out);
+        put_label_value(out, c->app, sizeof c->app);
+        fputc('"', out);
+    }
+    fputs(",class=\"", out);
     put_label_value(out, c->class_name, sizeof c->class_name);
-    fprintf(out, "\",pid=\"%d\"", c->pid);
+    if (labels == POS_METRICS_LABELS_FULL)
+        fprintf(out, "\",pid=\"%d\"", c->pid);
+    else
+        fprintf(out, "\",client=\"%u\"", c->client_id);
     if (le)
         fprintf(out, ",le=\"%s\"", le);
     fputc('}', out);
@@ -189,7 +199,8 @@ static void bucket_le(int b, char *buf, size_t cap)
 }
 
 static void put_histogram(FILE *out, const char *name, const struct pos_client_stats *c,
-                          const uint64_t *hist, int has_sum, uint64_t sum_ns)
+                          enum pos_metrics_labels labels, const uint64_t *hist, int has_sum,
+                          uint64_t sum_ns)
 {
     uint64_t cum = 0;
     char le[32];
@@ -197,21 +208,21 @@ static void put_histogram(FILE *out, const char *name, const struct pos_client_s
         cum += hist[b];
         bucket_le(b, le, sizeof le);
         fprintf(out, "%s_bucket", name);
-        put_labels(out, c, le);
+        put_labels(out, c, labels, le);
         fprintf(out, " %" PRIu64 "\n", cum);
     }
     if (has_sum) {
         fprintf(out, "%s_sum", name);
-        put_labels(out, c, NULL);
+        put_labels(out, c, labels, NULL);
         fprintf(out, " %.9g\n", (double)sum_ns * NS);
     }
     fprintf(out, "%s_count", name);
-    put_labels(out, c, NULL);
+    put_labels(out, c, labels, NULL);
     fprintf(out, " %" PRIu64 "\n", cum);
 }
 
 int posd_metrics_text(FILE *out, const struct pos_device_stats *dev,
-                      const struct pos_client_stats *cs, size_t n)
+                      const struct pos_client_stats *cs, size_t n, enum pos_metrics_labels labels)
 {
     fputs("# HELP posd_info posd's scheduling policy.\n# TYPE posd_info gauge\n", out);
     fputs("posd_info{policy=\"", out);
@@ -230,7 +241,7 @@ int posd_metrics_text(FILE *out, const struct pos_device_stats *dev,
         fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
         for (size_t j = 0; j < n; j++) {
             fputs(m->name, out);
-            put_labels(out, &cs[j], NULL);
+            put_labels(out, &cs[j], labels, NULL);
             fprintf(out, " %.9g\n", m->value(&cs[j]));
         }
     }
@@ -240,13 +251,13 @@ int posd_metrics_text(FILE *out, const struct pos_device_stats *dev,
           "# TYPE posd_client_grant_wait_seconds histogram\n",
           out);
     for (size_t j = 0; j < n; j++)
-        put_histogram(out, "posd_client_grant_wait_seconds", &cs[j], cs[j].wait_hist, 0, 0);
+        put_histogram(out, "posd_client_grant_wait_seconds", &cs[j], labels, cs[j].wait_hist, 0, 0);
     fputs("# HELP posd_client_request_duration_seconds Latency of the client's requests as posd "
           "infers them from synchronisations.\n"
           "# TYPE posd_client_request_duration_seconds histogram\n",
           out);
     for (size_t j = 0; j < n; j++)
-        put_histogram(out, "posd_client_request_duration_seconds", &cs[j], cs[j].req_hist, 1,
-                      cs[j].req_sum_ns);
+        put_histogram(out, "posd_client_request_duration_seconds", &cs[j], labels, cs[j].req_hist,
+                      1, cs[j].req_sum_ns);
     return ferror(out) ? -EIO : 0;
 }

@@ -9,8 +9,15 @@
 
 #include "pos/proto.h"
 
-/* Writes the exposition of DEV and its N clients CS to OUT. Returns 0 or -EIO. */
+/* What a client's series are labelled with besides device and class ([metrics] labels). */
+enum pos_metrics_labels {
+    POS_METRICS_LABELS_FULL = 0,  /* app and pid: who runs what */
+    POS_METRICS_LABELS_ANONYMOUS, /* client (posd's number for it): no pid, no app name */
+};
+
+/* Writes the exposition of DEV and its N clients CS to OUT, their series labelled as LABELS
+ * says. Returns 0 or -EIO. */
 int posd_metrics_text(FILE *out, const struct pos_device_stats *dev,
-                      const struct pos_client_stats *cs, size_t n);
+                      const struct pos_client_stats *cs, size_t n, enum pos_metrics_labels labels);
 
 #endif

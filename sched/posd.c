@@ -65,12 +65,14 @@ static int absolute(const char *path, char *out, size_t len)
  * with 6 it ran and refused every connection): it says so and does not start. */
 #define POSD_MIN_NOFILE 16
 
-static int check_fd_limit(void)
+/* METRICS: the endpoint is on, and its connections count too. */
+static int check_fd_limit(int metrics)
 {
     struct rlimit r;
     if (getrlimit(RLIMIT_NOFILE, &r) < 0)
         return 0;
-    rlim_t full = POSD_MIN_NOFILE + 2 * POSD_MAX_CLIENTS;
+    rlim_t full = POSD_MIN_NOFILE + 2 * POSD_MAX_CLIENTS +
+                  (rlim_t)(metrics ? posd_metrics_descriptors() : 0);
     if (r.rlim_cur < POSD_MIN_NOFILE) {
         fprintf(stderr,
                 "posd: its open-file limit (%llu) is too low to serve any client: it needs at "
@@ -81,10 +83,11 @@ static int check_fd_limit(void)
     }
     if (r.rlim_cur < full)
         posd_log(POSD_LOG_WARN,
-                 "open-file limit %llu: room for about %llu clients of %d (LimitNOFILE=%llu for "
-                 "all)",
+                 "open-file limit %llu: room for about %llu clients of %d%s (LimitNOFILE=%llu "
+                 "for all)",
                  (unsigned long long)r.rlim_cur,
                  (unsigned long long)(r.rlim_cur - POSD_MIN_NOFILE / 2) / 2, POSD_MAX_CLIENTS,
+                 metrics ? " and the metrics endpoint's connections" : "",
                  (unsigned long long)full);
     return 0;
 }
@@ -208,7 +211,11 @@ int main(int argc, char **argv)
                 path);
         return 1;
     }
-    if (check_fd_limit() < 0)
+    /* --metrics, then [metrics] listen */
+    const char *metrics_origin = metrics ? "--metrics" : "[metrics] listen";
+    if (!metrics && d->cfg.metrics_listen[0])
+        metrics = d->cfg.metrics_listen;
+    if (check_fd_limit(metrics != NULL) < 0)
         return 1;
     /* before the socket exists: no client's cuInit meets the probe's (the simulated driver
      * lets only alike settings share a device) */
@@ -222,7 +229,7 @@ int main(int argc, char **argv)
         return 1;
     /* before detaching, so that a port in use is said on the terminal; no threads, so the
      * fork keeps it whole */
-    if (metrics && posd_metrics_start(d, metrics) < 0) {
+    if (metrics && posd_metrics_start(d, metrics, metrics_origin) < 0) {
         posd_unlink_socket(d);
         return 1;
     }

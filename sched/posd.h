@@ -317,9 +317,17 @@ void posd_share_reconf(const struct posd *d, const struct posd_client *c);
 
 /* metrics.c: the Prometheus endpoint */
 struct MHD_Daemon;
-/* Serves /metrics on SPEC ("PORT" on loopback, "ADDR:PORT", "[ADDR6]:PORT"). Returns 0 or a
- * negative errno (logged). */
-int posd_metrics_start(struct posd *d, const char *spec);
+/* Connections the endpoint holds at once, and that one peer may hold of them (a local user,
+ * told by its socket's owner, or a remote address; root's are not counted per peer): one user
+ * cannot take the room scrapers need (docs/metrics.md). */
+#define POSD_METRICS_CONNECTIONS 256
+#define POSD_METRICS_PEER_MAX    8
+/* Serves /metrics on SPEC ("PORT" on loopback, "ADDR:PORT", "[ADDR6]:PORT"), which came from
+ * ORIGIN ("--metrics", "[metrics] listen": for messages). Returns 0 or a negative errno
+ * (logged). */
+int posd_metrics_start(struct posd *d, const char *spec, const char *origin);
+/* The descriptors the endpoint may hold at most (0 in a posd without it). */
+int posd_metrics_descriptors(void);
 /* Does what the endpoint has to do. Returns when it wants to run again at the latest
  * (CLOCK_MONOTONIC ns), 0 for no deadline. */
 int64_t posd_metrics_run(struct posd *d);
@@ -338,10 +346,12 @@ void posd_arm_tick(struct posd *d, int64_t delay_ns);
 /* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
 void posd_arm_house(struct posd *d, int64_t at);
 /* Calls FN(D, FD, ARG) whenever FD is readable (POLLIN), from the loop, until posd stops; a
- * part with a descriptor of its own (telemetry's ring buffer and timer) needs no case in the
- * loop. May be called before posd_loop starts. Returns 0 or -ENOSPC (POSD_MAX_WATCHES). */
+ * part with a descriptor of its own (telemetry's ring buffer and timer, the metrics listener)
+ * needs no case in the loop. FN returns 0, or when to look at FD again (CLOCK_MONOTONIC ns)
+ * when it must rest (an accept out of descriptors would fail again at once). May be called
+ * before posd_loop starts. Returns 0 or -ENOSPC (POSD_MAX_WATCHES). */
 #define POSD_MAX_WATCHES 8
-typedef void (*posd_watch_fn)(struct posd *d, int fd, void *arg);
+typedef int64_t (*posd_watch_fn)(struct posd *d, int fd, void *arg);
 int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg);
 /* The same, once: FN is called the first time FD is readable, and the watch is gone (FN closes
  * FD when it is done with it). */

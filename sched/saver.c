@@ -101,7 +101,7 @@ static void child_save(struct posd *d, int out)
     _exit(r.status < 0 ? 1 : 0);
 }
 
-static void on_end(struct posd *d, int fd, void *arg);
+static int64_t on_end(struct posd *d, int fd, void *arg);
 
 /* Forks the next save. Returns 0, or -errno when no child could be made. */
 static int start(struct posd *d)
@@ -182,7 +182,7 @@ static void said_periodic(struct posd *d, int status, const char *msg)
 }
 
 /* The running save's child has exited. */
-static void on_end(struct posd *d, int fd, void *arg)
+static int64_t on_end(struct posd *d, int fd, void *arg)
 {
     (void)arg;
     struct save_result r = {.status = -EIO};
@@ -220,6 +220,7 @@ static void on_end(struct posd *d, int fd, void *arg)
             answer(d, UINT64_MAX, n < 0 ? n : 0, msg);
         }
     }
+    return 0;
 }
 
 int posd_saver_request(struct posd *d, struct posd_client *asker, char *msg, size_t cap)

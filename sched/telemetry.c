@@ -308,11 +308,12 @@ static int on_event(void *ctx, void *data, size_t len)
     return 0;
 }
 
-static void ring_ready(struct posd *d, int fd, void *arg)
+static int64_t ring_ready(struct posd *d, int fd, void *arg)
 {
     int n = ring_buffer__consume(T.rb);
     if (n < 0)
         posd_log(POSD_LOG_WARN, "telemetry: reading the ring buffer: %s", strerror(-n));
+    return 0;
 }
 
 /* ---- each client's figures ----------------------------------------------------------------- */
@@ -467,11 +468,11 @@ static void sample_launches(int64_t now)
     }
 }
 
-static void refresh(struct posd *d, int fd, void *arg)
+static int64_t refresh(struct posd *d, int fd, void *arg)
 {
     uint64_t ticks;
     if (read(fd, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
-        return;
+        return 0;
     int64_t now = posd_now();
     for (int i = 0; i < POSD_MAX_CLIENTS; i++)
         if (d->clients[i].used && d->clients[i].registered)
@@ -480,6 +481,7 @@ static void refresh(struct posd *d, int fd, void *arg)
                              T.parts & POS_TELE_DISCOVERY ? unmanaged_on(d->device.index) : 0);
     if (T.sample_ns)
         sample_launches(now);
+    return 0;
 }
 
 static void set_timer(int64_t period_ns)

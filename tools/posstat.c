@@ -50,7 +50,7 @@ struct output_format {
 /* -o prom: the text posd's --metrics endpoint serves (sched/metrics_text.c) */
 static int render_prom(FILE *out, const struct posstat_snapshot *s)
 {
-    return posd_metrics_text(out, &s->dev, s->clients, s->nclients);
+    return posd_metrics_text(out, &s->dev, s->clients, s->nclients, POS_METRICS_LABELS_FULL);
 }
 
 static const struct output_format output_formats[] = {

@@ -78,4 +78,24 @@ static inline pid_t suite_posd_start(struct suite *s, const char *policy)
     return suite_posd_start_args(s, args);
 }
 
+/* The size of the suite's posd log now: what a test logs starts there. */
+static inline long suite_log_size(const struct suite *s)
+{
+    struct stat st;
+    return stat(s->log, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* The suite's posd log from offset FROM on (its posd runs share one file) in BUF. */
+static inline void suite_log_from(const struct suite *s, long from, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(s->log, "r");
+    if (!f)
+        return;
+    fseek(f, from, SEEK_SET);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
 #endif

@@ -3,18 +3,24 @@
  * each family's samples, metric and label names, label value escapes, counters ending in
  * _total, no non-base units, histogram buckets cumulative in increasing le ending at +Inf,
  * equal to _count), posstat -o prom prints the same families, docs/metrics.md lists exactly
- * the families served, and a port alone binds loopback only. Real processes: posd, posapp
- * under the shim on the simulated driver. */
+ * the families served, and a port alone binds loopback only. One local user cannot lock the
+ * endpoint up: its idle connections beyond its limit are closed at once and the rest after
+ * the silence timeout, a slow request is cut at its deadline, and a scrape of root's answers
+ * meanwhile (the attacks run as uid 65534, so they need root and say so when skipped); the
+ * anonymous labels show no pid and no app name. Real processes: posd, posapp under the shim on
+ * the simulated driver. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -65,14 +71,16 @@ static int posd_with_metrics(const char *addr)
     return port;
 }
 
-/* HTTP GET PATH from 127.0.0.1:PORT; the whole response in OUT. Returns its status code. */
-static int http_get(int port, const char *path, char *out, size_t cap)
+/* HTTP GET PATH from 127.0.0.1:PORT, waiting at most TIMEOUT seconds for each part of the
+ * answer; the whole response in OUT. Returns its status code, -1 without one. */
+static int http_get_within(int port, const char *path, char *out, size_t cap, double timeout)
 {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval tv = {.tv_sec = 10};
+    struct timeval tv = {.tv_sec = (time_t)timeout,
+                         .tv_usec = (suseconds_t)((timeout - (double)(time_t)timeout) * 1e6)};
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     out[0] = '\0';
     if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
@@ -95,6 +103,11 @@ static int http_get(int port, const char *path, char *out, size_t cap)
     int code = -1;
     sscanf(out, "HTTP/1.%*d %d", &code);
     return code;
+}
+
+static int http_get(int port, const char *path, char *out, size_t cap)
+{
+    return http_get_within(port, path, out, cap, 10);
 }
 
 /* ---- the format checker --------------------------------------------------------------------- */
@@ -447,9 +460,304 @@ static void test_port_alone_is_loopback_and_bad_specs_stop_posd(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad --metrics '99999'"));
 }
 
+/* ---- one user cannot lock the endpoint up --------------------------------------------------- */
+
+#define NOBODY   65534
+#define PEER_MAX 8    /* POSD_METRICS_PEER_MAX, docs/metrics.md */
+#define ATTACK   1000 /* the attacker's connections */
+/* a scrape answers within this while one user attacks: the target is 1 s (docs/security.md);
+ * the bound leaves a loaded 2-core machine room, and the old endpoint never answered (its 16
+ * connections taken, every later one queued behind the attacker's, freed 16 every 5 s) */
+#define SCRAPE_BOUND_S 2.0
+
+static int is_root(const char *test)
+{
+    if (geteuid() == 0)
+        return 1;
+    fprintf(stderr, "%s: needs root (plays another user as uid %d): skipped\n", test, NOBODY);
+    return 0;
+}
+
+/* Forks a child that drops to uid NOBODY and runs FN(PORT, FD): FD is its end of a channel to
+ * the parent (a socket pair), whose end OTHER it closes. Its descriptor limit is raised first,
+ * while it may. Returns its pid. */
+static pid_t as_nobody(void (*fn)(int port, int fd), int port, int fd, int other)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(other);
+        struct rlimit r = {ATTACK + 64, ATTACK + 64};
+        if (setrlimit(RLIMIT_NOFILE, &r) < 0 || setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 ||
+            setuid(NOBODY) < 0)
+            _exit(3);
+        fn(port, fd);
+        _exit(0);
+    }
+    return pid;
+}
+
+static int tcp_connect(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+/* Whether S is still open: posd has not closed it. */
+static int still_open(int s)
+{
+    char c;
+    ssize_t n = recv(s, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+static int count_open(const int *socks, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += socks[i] >= 0 && still_open(socks[i]);
+    return k;
+}
+
+static void report(int fd, int value)
+{
+    if (write(fd, &value, sizeof value) != sizeof value)
+        _exit(4);
+}
+
+static int reported(int fd)
+{
+    int v = -1;
+    return read(fd, &v, sizeof v) == sizeof v ? v : -1;
+}
+
+/* The holder of idle connections: opens ATTACK that send nothing, reports on FD how many it
+ * made and, 0.5 s later, how many posd kept, then waits for FD's word (the parent has
+ * scraped) and reports how many posd still keeps 3.5 s after they were opened. */
+static void hold_idle_connections(int port, int fd)
+{
+    static int socks[ATTACK];
+    int n = 0;
+    /* a connection posd resets at once can fail connect itself (ECONNRESET): it was made */
+    while (n < ATTACK && ((socks[n] = tcp_connect(port)) >= 0 || errno == ECONNRESET))
+        n++;
+    double opened = util_now();
+    report(fd, n);
+    usleep(500000);
+    report(fd, count_open(socks, n));
+    reported(fd);
+    double left = opened + 3.5 * util_time_scale() - util_now();
+    if (left > 0)
+        usleep((useconds_t)(left * 1e6));
+    report(fd, count_open(socks, n));
+}
+
+/* The suite's posd with metrics, and FN(PORT, FD) as uid NOBODY against it; the parent's end of
+ * their channel in *CH. Returns the child's pid. */
+static pid_t attack(void (*fn)(int port, int fd), int *port, int *ch)
+{
+    *port = posd_with_metrics("127.0.0.1:");
+    int pair[2];
+    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+    pid_t kid = as_nobody(fn, *port, pair[1], pair[0]);
+    close(pair[1]);
+    *ch = pair[0];
+    return kid;
+}
+
+/* Reaps the attacker KID (it must have done all it meant to), closes CH, stops posd. */
+static void attack_over(pid_t kid, int ch)
+{
+    int st = 0;
+    waitpid(kid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(ch);
+    util_posd_stop(&suite.posd, SIGTERM);
+}
+
+/* A scrape of root's on PORT answers 200 within SCRAPE_BOUND_S. */
+static void scrape_answers_in_time(int port)
+{
+    double t0 = util_now();
+    int code = http_get_within(port, "/metrics", resp, sizeof resp, 5);
+    double took = util_now() - t0;
+    CU_ASSERT_EQUAL(code, 200);
+    CU_ASSERT(took < SCRAPE_BOUND_S * util_time_scale());
+    if (code != 200 || took >= SCRAPE_BOUND_S * util_time_scale())
+        fprintf(stderr, "\n  root's scrape: status %d after %.3f s", code, took);
+}
+
+/* ATTACK idle connections of one user: posd keeps PEER_MAX of them, closes the rest at once and
+ * the kept ones after 2 s of silence, and a scrape of root's answers meanwhile. Before, the
+ * endpoint's 16 connections were taken and every other waited in the listen queue: a scrape
+ * timed out for as long as the attack lasted. */
+static void test_idle_connections_of_one_user_lock_no_scraper_out(void)
+{
+    if (!is_root("test_idle_connections_of_one_user_lock_no_scraper_out"))
+        return;
+    long log_at = suite_log_size(&suite);
+    int port, ch;
+    pid_t kid = attack(hold_idle_connections, &port, &ch);
+    int opened = reported(ch), kept = reported(ch);
+    CU_ASSERT_EQUAL(opened, ATTACK);
+    CU_ASSERT_EQUAL(kept, PEER_MAX);
+    if (kept != PEER_MAX)
+        fprintf(stderr, "\n  posd kept %d of %d idle connections of uid %d", kept, opened, NOBODY);
+    scrape_answers_in_time(port);
+    int go = 1;
+    CU_ASSERT_EQUAL(write(ch, &go, sizeof go), (ssize_t)sizeof go);
+    CU_ASSERT_EQUAL(reported(ch), 0); /* silent for 2 s: closed */
+    attack_over(kid, ch);
+    static char log[OUT_MAX];
+    suite_log_from(&suite, log_at, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "metrics: uid 65534 already holds 8 connections"));
+}
+
+/* The slow sender: opens PEER_MAX connections and sends each a request's first line at once,
+ * then a header line every 250 ms (never the blank line that would end the request), until
+ * posd closes it or 6 s have passed. Reports on FD how long the first and the last to be
+ * closed were open, in ms (-1 for the last when one was still open at the end). */
+static void send_slow_requests(int port, int fd)
+{
+    static const char first[] = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n";
+    static const char more[] = "X-Slow: 1\r\n";
+    int socks[PEER_MAX];
+    double opened[PEER_MAX], shortest = -1, longest = 0;
+    int open = 0;
+    for (int i = 0; i < PEER_MAX; i++) {
+        socks[i] = tcp_connect(port);
+        opened[i] = util_now();
+        if (socks[i] >= 0 && send(socks[i], first, sizeof first - 1, MSG_NOSIGNAL) > 0)
+            open++;
+    }
+    double end = util_now() + 6 * util_time_scale();
+    while (open > 0 && util_now() < end) {
+        usleep(250000);
+        for (int i = 0; i < PEER_MAX; i++) {
+            if (socks[i] < 0)
+                continue;
+            if (still_open(socks[i]) && send(socks[i], more, sizeof more - 1, MSG_NOSIGNAL) > 0)
+                continue;
+            double was = util_now() - opened[i];
+            shortest = shortest < 0 || was < shortest ? was : shortest;
+            longest = was > longest ? was : longest;
+            close(socks[i]);
+            socks[i] = -1;
+            open--;
+        }
+    }
+    report(fd, shortest < 0 ? -1 : (int)(shortest * 1000));
+    report(fd, open ? -1 : (int)(longest * 1000));
+}
+
+/* A request that trickles in (a header line every 250 ms, as slow-loris clients send) is cut
+ * 3 s after its connection came, and a scrape of root's answers meanwhile. Before, each byte
+ * reset the endpoint's only timeout (5 s of silence), so such a connection was never closed. */
+static void test_slow_requests_are_cut_at_their_deadline(void)
+{
+    if (!is_root("test_slow_requests_are_cut_at_their_deadline"))
+        return;
+    long log_at = suite_log_size(&suite);
+    int port, ch;
+    pid_t kid = attack(send_slow_requests, &port, &ch);
+    usleep(500000);
+    scrape_answers_in_time(port);
+    int shortest = reported(ch), longest = reported(ch);
+    /* the deadline is 3 s; silence alone (2 s) must not have cut them: they spoke */
+    CU_ASSERT(shortest >= 2500);
+    CU_ASSERT(longest >= 0 && longest <= (int)(3000 + 1500 * util_time_scale()));
+    if (shortest < 2500 || longest < 0 || longest > (int)(3000 + 1500 * util_time_scale()))
+        fprintf(stderr, "\n  slow requests closed after %d to %d ms (-1: still open after 6 s)",
+                shortest, longest);
+    attack_over(kid, ch);
+    static char log[OUT_MAX];
+    suite_log_from(&suite, log_at, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(log, "metrics: a connection of uid 65534 did not send its whole request in time"));
+}
+
+/* At its descriptor limit, with connections waiting, the endpoint rests as posd's socket does:
+ * an accept that fails for want of descriptors is tried again 100 ms later, not at once (that
+ * would spin a core), the log says so, and scrapes are served again once descriptors are free. */
+static void test_out_of_descriptors_rests_the_endpoint(void)
+{
+    long log_at = suite_log_size(&suite);
+    int port = posd_with_metrics("127.0.0.1:");
+    struct rlimit old;
+    CU_ASSERT_FATAL(util_lower_fd_limit(suite.posd, 2, &old) == 0);
+    int socks[6];
+    for (int i = 0; i < 6; i++)
+        socks[i] = tcp_connect(port); /* two accepted (root's: no per-peer limit), four wait */
+    usleep(200000);
+    long cpu0 = util_cpu_ticks(suite.posd);
+    usleep(1000000);
+    long cpu1 = util_cpu_ticks(suite.posd);
+    CU_ASSERT(cpu0 >= 0 && cpu1 - cpu0 < 15); /* of 100 ticks in 1 s: spinning took them all */
+    if (cpu1 - cpu0 >= 15)
+        fprintf(stderr, "\n  at the descriptor limit: %ld CPU ticks in 1 s", cpu1 - cpu0);
+    CU_ASSERT_EQUAL(prlimit(suite.posd, RLIMIT_NOFILE, &old, NULL), 0);
+    for (int i = 0; i < 6; i++)
+        close(socks[i]);
+    CU_ASSERT_EQUAL(http_get(port, "/metrics", resp, sizeof resp), 200);
+    util_posd_stop(&suite.posd, SIGTERM);
+    static char log[OUT_MAX];
+    suite_log_from(&suite, log_at, log, sizeof log);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(log, "metrics: accept: Too many open files: not accepting for 100 ms"));
+}
+
+static void write_conf(const char *text)
+{
+    FILE *f = fopen(suite.conf, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* [metrics] labels = anonymous: a client's series carry posd's number for it, no pid and no app
+ * name, and the text is still valid exposition; [metrics] listen serves without --metrics. */
+static void test_anonymous_labels_show_no_pid_and_no_app(void)
+{
+    int port = free_port();
+    CU_ASSERT_FATAL(port > 0);
+    char conf[128];
+    snprintf(conf, sizeof conf, "[metrics]\nlisten = 127.0.0.1:%d\nlabels = anonymous\n", port);
+    write_conf(conf);
+    const char *const none[] = {NULL};
+    suite_posd_start_args(&suite, none);
+    CU_ASSERT_FATAL(access(suite.sock, F_OK) == 0);
+    pid_t app = util_posapp_until_killed("secret-detector", "resnet18");
+    wait_requests();
+    CU_ASSERT_EQUAL(http_get(port, "/metrics", resp, sizeof resp), 200);
+    const char *b = strstr(resp, "\r\n\r\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    snprintf(body, sizeof body, "%s", b + 4);
+    struct checker c;
+    CU_ASSERT_EQUAL(check_exposition(body, &c), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "posd_client_submitted_operators_total{device=\"0\","
+                                        "class=\"latency\",client=\""));
+    CU_ASSERT_PTR_NULL(strstr(body, "pid=\""));
+    CU_ASSERT_PTR_NULL(strstr(body, "app=\""));
+    CU_ASSERT_PTR_NULL(strstr(body, "secret-detector"));
+    kill(app, SIGKILL);
+    waitpid(app, NULL, 0);
+    util_posd_stop(&suite.posd, SIGTERM);
+    write_conf("");
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("metrics", suite_init, suite_clean);
     POS_ADD_TEST(s, test_scrape_is_valid_exposition_and_documented);
     POS_ADD_TEST(s, test_port_alone_is_loopback_and_bad_specs_stop_posd);
+    POS_ADD_TEST(s, test_idle_connections_of_one_user_lock_no_scraper_out);
+    POS_ADD_TEST(s, test_slow_requests_are_cut_at_their_deadline);
+    POS_ADD_TEST(s, test_out_of_descriptors_rests_the_endpoint);
+    POS_ADD_TEST(s, test_anonymous_labels_show_no_pid_and_no_app);
 }

@@ -112,25 +112,6 @@ static int posstat_json(char *out, size_t cap)
     return util_run_stdout(cmd, out, cap);
 }
 
-/* The size of posd's log now: what a test logs starts there. */
-static long log_size(void)
-{
-    struct stat st;
-    return stat(suite.log, &st) == 0 ? (long)st.st_size : 0;
-}
-
-/* posd's log from offset FROM on (the suite's posd runs share one file). */
-static void read_log_from(long from, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(suite.log, "r");
-    if (!f)
-        return;
-    fseek(f, from, SEEK_SET);
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
 
 static double seconds_since(const struct timespec *t0)
 {
@@ -753,7 +734,7 @@ static void hold_idle_connections(int fd)
  * table: new clients ran unscheduled and posstat was refused). */
 static void test_idle_connections_lock_nobody_out(void)
 {
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     /* registration deadline, for anyone: an idle connection and a tool's that idles */
     int idle = peer_connect();
@@ -798,7 +779,7 @@ static void test_idle_connections_lock_nobody_out(void)
     fake_close(&f);
     posd_stop(SIGTERM);
     static char log[OUT_MAX * 16];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 already holds 64 connections"));
 }
 
@@ -1080,31 +1061,13 @@ static void test_takeover_of_a_dead_posd_and_not_of_a_live_one(void)
     posd_stop(SIGTERM);
 }
 
-static long cpu_ticks(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (util_read_file(path, buf, sizeof buf) < 0)
-        return -1;
-    char *p = strrchr(buf, ')');
-    long utime = 0, stime = 0;
-    /* fields 14 and 15 after the command */
-    int field = 2;
-    for (; p && *p && field < 14; p++)
-        if (*p == ' ')
-            field++;
-    if (p && sscanf(p, "%ld %ld", &utime, &stime) == 2)
-        return utime + stime;
-    return -1;
-}
-
 static void test_idle_posd_sleeps(void)
 {
     posd_start("priority");
     usleep(300000);
-    long before = cpu_ticks(suite.posd);
+    long before = util_cpu_ticks(suite.posd);
     sleep(1);
-    long after = cpu_ticks(suite.posd);
+    long after = util_cpu_ticks(suite.posd);
     CU_ASSERT(before >= 0);
     CU_ASSERT_EQUAL(after, before); /* not one clock tick of CPU in a second */
     posd_stop(SIGTERM);
@@ -1115,56 +1078,13 @@ static int count_lines(const char *text)
     return util_count(text, "\n");
 }
 
-/* The descriptor limit that leaves PID exactly FREE descriptors (the lowest free numbers),
- * or 0 when its descriptors cannot be listed. A descriptor counts as used only if it is open
- * in each of three looks 50 ms apart: one posd holds for a moment (a /proc file it reads)
- * would otherwise leave it a descriptor more once closed. */
-static rlim_t limit_leaving(pid_t pid, int free)
-{
-    static char used[4096];
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    memset(used, 0, sizeof used);
-    for (int look = 0; look < 3; look++) {
-        if (look)
-            usleep(50000);
-        DIR *d = opendir(path);
-        if (!d)
-            return 0;
-        for (struct dirent *e; (e = readdir(d)) != NULL;) {
-            int fd = atoi(e->d_name);
-            if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
-                used[fd] = (char)(look + 1);
-        }
-        closedir(d);
-    }
-    for (size_t fd = 0; fd < sizeof used; fd++)
-        used[fd] = used[fd] == 3;
-    rlim_t limit = 0;
-    for (; free > 0 && limit < sizeof used; limit++)
-        free -= !used[limit];
-    return limit;
-}
-
-/* Lowers PID's soft descriptor limit to leave it FREE descriptors; OLD gets the limit before.
- * (Only the soft limit: raising a hard limit again may need a capability we lack.) */
-static int lower_fd_limit(pid_t pid, int free, struct rlimit *old)
-{
-    struct rlimit now;
-    if (prlimit(pid, RLIMIT_NOFILE, NULL, &now) < 0)
-        return -1;
-    *old = now;
-    now.rlim_cur = limit_leaving(pid, free);
-    return now.rlim_cur ? prlimit(pid, RLIMIT_NOFILE, &now, NULL) : -1;
-}
-
 /* A peer that floods posd with events it logs cannot flood the log: a connect/close loop of
  * garbage and of clients that register and leave (294 000 lines in 3 s), and a connection
  * posd cannot accept for want of descriptors (1.8 M "accept: Too many open files" lines in
  * 3 s, a core spinning). */
 static void test_floods_do_not_fill_the_log(void)
 {
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1182,7 +1102,7 @@ static void test_floods_do_not_fill_the_log(void)
     }
     usleep(1200000); /* the summaries of what was suppressed are due */
     static char log[OUT_MAX * 64];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     int lines = count_lines(log);
     CU_ASSERT(rounds > 100);
     CU_ASSERT(lines < 100);
@@ -1191,16 +1111,16 @@ static void test_floods_do_not_fill_the_log(void)
         fprintf(stderr, "connect/close loop: %d rounds, %d log lines\n", rounds, lines);
     /* at the descriptor limit, with a connection waiting */
     struct rlimit old;
-    CU_ASSERT_FATAL(lower_fd_limit(suite.posd, 2, &old) == 0);
+    CU_ASSERT_FATAL(util_lower_fd_limit(suite.posd, 2, &old) == 0);
     int socks[6];
     for (int i = 0; i < 6; i++)
         socks[i] = peer_connect(); /* two accepted, the rest wait in the backlog */
     usleep(200000);
-    log_at = log_size();
-    long cpu0 = cpu_ticks(suite.posd);
+    log_at = suite_log_size(&suite);
+    long cpu0 = util_cpu_ticks(suite.posd);
     usleep(1500000);
-    long cpu1 = cpu_ticks(suite.posd);
-    read_log_from(log_at, log, sizeof log);
+    long cpu1 = util_cpu_ticks(suite.posd);
+    suite_log_from(&suite, log_at, log, sizeof log);
     lines = count_lines(log);
     CU_ASSERT(cpu1 - cpu0 < 20); /* of 150 in 1.5 s: spinning took them all */
     CU_ASSERT(lines < 100);
@@ -1238,9 +1158,9 @@ static void test_kick_flood_is_bounded(void)
         _exit(0);
     }
     usleep(300000);
-    long cpu0 = cpu_ticks(suite.posd);
+    long cpu0 = util_cpu_ticks(suite.posd);
     usleep(2000000);
-    long cpu1 = cpu_ticks(suite.posd);
+    long cpu1 = util_cpu_ticks(suite.posd);
     char js[OUT_MAX];
     CU_ASSERT_EQUAL(posstat_json(js, sizeof js), 0);
     int st;
@@ -1258,11 +1178,11 @@ static void test_kick_flood_is_bounded(void)
  * said "posd could not allocate shared memory"). */
 static void test_out_of_descriptors_is_said(void)
 {
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     /* room for the connection, none for the shared memory */
     struct rlimit old;
-    CU_ASSERT_FATAL(lower_fd_limit(suite.posd, 1, &old) == 0);
+    CU_ASSERT_FATAL(util_lower_fd_limit(suite.posd, 1, &old) == 0);
     int s = peer_connect();
     CU_ASSERT_FATAL(s >= 0);
     hello(s, POS_SHM_VERSION);
@@ -1284,7 +1204,7 @@ static void test_out_of_descriptors_is_said(void)
     CU_ASSERT_EQUAL(prlimit(suite.posd, RLIMIT_NOFILE, &old, NULL), 0);
     posd_stop(SIGTERM);
     static char log[OUT_MAX * 4];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "out of file descriptors: raise its LimitNOFILE"));
 }
 
@@ -1338,7 +1258,7 @@ static void test_registration_rate_is_bounded_per_uid(void)
                 NOBODY);
         return;
     }
-    long log_at = log_size();
+    long log_at = suite_log_size(&suite);
     posd_start("priority");
     int p[2];
     CU_ASSERT_FATAL(pipe(p) == 0);
@@ -1359,7 +1279,7 @@ static void test_registration_rate_is_bounded_per_uid(void)
     fake_close(&f);
     posd_stop(SIGTERM);
     static char log[OUT_MAX * 16];
-    read_log_from(log_at, log, sizeof log);
+    suite_log_from(&suite, log_at, log, sizeof log);
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "uid 65534 registers too often"));
 }
 

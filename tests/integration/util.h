@@ -1,14 +1,16 @@
 /* Small helpers shared by the integration tests: reading a whole file, running a command for
  * its output, reading a number out of a program's output, counting a string, the shim's
- * preload, posapp under it, the clock, a posd of the test's own, and talking to it through
- * the tools' client library (tools/posclient.c). A suite's directory, virtual GPU and posd
- * are suite.h's. */
+ * preload, posapp under it, the clock, a posd of the test's own, its CPU time and descriptor
+ * limit, and talking to it through the tools' client library (tools/posclient.c). A suite's
+ * directory, virtual GPU and posd are suite.h's. */
 #ifndef POS_TESTS_INTEGRATION_UTIL_H
 #define POS_TESTS_INTEGRATION_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +224,68 @@ static inline void util_posd_stop(pid_t *pid, int sig)
     int st;
     waitpid(*pid, &st, 0);
     *pid = -1;
+}
+
+/* PID's CPU time (user and system) in clock ticks, -1 when it cannot be read. */
+static inline long util_cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (util_read_file(path, buf, sizeof buf) < 0)
+        return -1;
+    char *p = strrchr(buf, ')');
+    long utime = 0, stime = 0;
+    /* fields 14 and 15 after the command */
+    int field = 2;
+    for (; p && *p && field < 14; p++)
+        if (*p == ' ')
+            field++;
+    if (p && sscanf(p, "%ld %ld", &utime, &stime) == 2)
+        return utime + stime;
+    return -1;
+}
+
+/* The descriptor limit that leaves PID exactly FREE descriptors (the lowest free numbers),
+ * or 0 when its descriptors cannot be listed. A descriptor counts as used only if it is open
+ * in each of three looks 50 ms apart: one posd holds for a moment (a /proc file it reads)
+ * would otherwise leave it a descriptor more once closed. */
+static inline rlim_t util_fd_limit_leaving(pid_t pid, int free)
+{
+    static char used[4096];
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    memset(used, 0, sizeof used);
+    for (int look = 0; look < 3; look++) {
+        if (look)
+            usleep(50000);
+        DIR *d = opendir(path);
+        if (!d)
+            return 0;
+        for (struct dirent *e; (e = readdir(d)) != NULL;) {
+            int fd = atoi(e->d_name);
+            if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
+                used[fd] = (char)(look + 1);
+        }
+        closedir(d);
+    }
+    for (size_t fd = 0; fd < sizeof used; fd++)
+        used[fd] = used[fd] == 3;
+    rlim_t limit = 0;
+    for (; free > 0 && limit < sizeof used; limit++)
+        free -= !used[limit];
+    return limit;
+}
+
+/* Lowers PID's soft descriptor limit to leave it FREE descriptors; OLD gets the limit before.
+ * (Only the soft limit: raising a hard limit again may need a capability we lack.) */
+static inline int util_lower_fd_limit(pid_t pid, int free, struct rlimit *old)
+{
+    struct rlimit now;
+    if (prlimit(pid, RLIMIT_NOFILE, NULL, &now) < 0)
+        return -1;
+    *old = now;
+    now.rlim_cur = util_fd_limit_leaving(pid, free);
+    return now.rlim_cur ? prlimit(pid, RLIMIT_NOFILE, &now, NULL) : -1;
 }
 
 /* Removes the simulated driver's shared segment of POS_SIM_INSTANCE INSTANCE: its last

@@ -2,6 +2,7 @@
  * policy.d, classes, rule matching, every error's exact "FILE:LINE: message", and the example
  * files in etc/. Writes its files under a mkdtemp directory; run from the repository root. */
 #include "sched/config.h"
+#include "sched/metrics_text.h"
 #include "tests/cunit_main.h"
 
 #include <CUnit/Basic.h>
@@ -162,6 +163,8 @@ static void test_defaults(void)
     CU_ASSERT_STRING_EQUAL(c.telemetry_driver, "");
     CU_ASSERT_EQUAL(c.telemetry_sample_ms, 0);
     CU_ASSERT_EQUAL(c.telemetry_ioctl, 0);
+    CU_ASSERT_STRING_EQUAL(c.metrics_listen, ""); /* the endpoint is off */
+    CU_ASSERT_EQUAL(c.metrics_labels, POS_METRICS_LABELS_FULL);
     CU_ASSERT_DOUBLE_EQUAL(c.guard_period_ms, 200, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.01, 1e-12);
     CU_ASSERT_EQUAL(c.nclasses, 3);
@@ -222,6 +225,9 @@ static void test_every_global_key(void)
                  "[policy]\n"
                  "guard_period_ms = 60000\n"
                  "min_share = 0.25\n"
+                 "[metrics]\n"
+                 "listen = [::1]:9464\n"
+                 "labels = anonymous\n"
                  "[class latency]\n"
                  "min_share = 0.5\n");
     struct posd_config c;
@@ -239,6 +245,8 @@ static void test_every_global_key(void)
     CU_ASSERT_EQUAL(c.telemetry_ioctl, 1);
     CU_ASSERT_DOUBLE_EQUAL(c.guard_period_ms, 60000, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(c.min_share, 0.25, 1e-12);
+    CU_ASSERT_STRING_EQUAL(c.metrics_listen, "[::1]:9464");
+    CU_ASSERT_EQUAL(c.metrics_labels, POS_METRICS_LABELS_ANONYMOUS);
     /* [policy] min_share is the default of every class that sets none, wherever it stands */
     CU_ASSERT_DOUBLE_EQUAL(class_of(&c, "realtime")->min_share, 0.25, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(class_of(&c, "batch")->min_share, 0.25, 1e-12);
@@ -594,12 +602,13 @@ static const struct error_case {
      "bad value '\\x1b[2J\\x1b]0;owned\\x07\\xff' for 'policy' in [daemon]: expected fifo, "
      "priority, pos or staged"},
     {"[da\remon]\n", NULL, 0, 1,
-     "unknown section [da\\x0demon] (use [daemon], [policy], [class NAME] or [rule NAME])"},
+     "unknown section [da\\x0demon] (use [daemon], [policy], [metrics], [class NAME] or "
+     "[rule NAME])"},
     {"[bogus]\n", NULL, 0, 1,
-     "unknown section [bogus] (use [daemon], [policy], [class NAME] or [rule NAME])"},
+     "unknown section [bogus] (use [daemon], [policy], [metrics], [class NAME] or [rule NAME])"},
     {"# c\ntick_us = 100\n", NULL, 0, 2,
-     "key 'tick_us' is outside any section: put it under [daemon], [policy], [class NAME] or "
-     "[rule NAME]"},
+     "key 'tick_us' is outside any section: put it under [daemon], [policy], [metrics], "
+     "[class NAME] or [rule NAME]"},
     {"[daemon]\ntick_us 100\n", NULL, 0, 2, "syntax error: expected 'key = value'"},
     {"[daemon\n", NULL, 0, 1, "syntax error: no ']' closes the section name"},
     {"[daemon] tick_us = 1\n", NULL, 0, 1, "syntax error: text after ']'"},
@@ -671,6 +680,18 @@ static const struct error_case {
      "bad value 'nan' for 'min_share' in [policy]: expected a number >= 0 and <= 1"},
     {"[policy]\nmin_share = 0.1.2\n", NULL, 0, 2,
      "bad value '0.1.2' for 'min_share' in [policy]: expected a number >= 0 and <= 1"},
+    {"[metrics]\nlabels = none\n", NULL, 0, 2,
+     "bad value 'none' for 'labels' in [metrics]: expected full or anonymous"},
+    {"[metrics]\nlisten = 99999\n", NULL, 0, 2,
+     "bad value '99999' for 'listen' in [metrics]: expected PORT (on 127.0.0.1), ADDR:PORT or "
+     "[ADDR6]:PORT"},
+    {"[metrics]\nlisten = localhost:9464\n", NULL, 0, 2,
+     "bad value 'localhost:9464' for 'listen' in [metrics]: expected PORT (on 127.0.0.1), "
+     "ADDR:PORT or [ADDR6]:PORT"},
+    {"[metrics]\n\nlisten = [::1]:+9464\n", NULL, 0, 3,
+     "bad value '[::1]:+9464' for 'listen' in [metrics]: expected PORT (on 127.0.0.1), "
+     "ADDR:PORT or [ADDR6]:PORT"},
+    {"[metrics x]\n", NULL, 0, 1, "[metrics] takes no name"},
     {"[class batch]\npriority = 1001\n", NULL, 0, 2,
      "bad value '1001' for 'priority' in [class batch]: expected an integer in -1000..1000"},
     {"[class batch]\nmax_inflight = -1\n", NULL, 0, 2,
