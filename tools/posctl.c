@@ -181,7 +181,7 @@ static int control(struct pos_control *q)
     struct posclient c;
     struct pos_control_reply r;
     char msg[512];
-    /* a save is answered when it has been written (by a child of posd's, at a low priority:
+    /* a save is answered when it has been written (by a child of posd's, under SCHED_IDLE:
      * seconds on a busy machine with a large table) */
     connect_posd_waiting(&c, q->op == POS_CTL_PROFILES_SAVE ? POSCTL_SAVE_TIMEOUT_S : 0);
     int rc = posclient_control(&c, q, &r, msg, sizeof msg);
