@@ -439,20 +439,33 @@ static void load_big(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "200000 kernel profiles now"));
 }
 
+/* Where a save test keeps things: its state directory NAME (and the profiles in it), the first
+ * asker's output; a posd started on it with BIG_TABLE profiles loaded. */
+struct save_place {
+    char state[200], file[300], out1[300];
+};
+
+static void save_place_start(struct save_place *p, const char *name)
+{
+    snprintf(p->state, sizeof p->state, "%s/%s", suite.dir, name);
+    snprintf(p->file, sizeof p->file, "%s/profiles", p->state);
+    snprintf(p->out1, sizeof p->out1, "%s/save1.out", suite.dir);
+    setenv("POSD_STATE_DIR", p->state, 1);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
+    load_big();
+}
+
 /* A save of 200,000 profiles is written by a child of posd's: with that child stopped, posd
  * still answers at once; the posctl that asked, and one that asks meanwhile, wait for a save
  * that began after they asked (longer than posd keeps an idle connection), and both are told
  * when it is written; no temporary stays. */
 static void test_a_save_runs_beside_the_loop_and_its_askers_wait_for_it(void)
 {
-    char state[200], file[300], out1[300], out2[300], out[OUT_MAX], cmd[600];
-    snprintf(state, sizeof state, "%s/beside", suite.dir);
-    snprintf(file, sizeof file, "%s/profiles", state);
-    snprintf(out1, sizeof out1, "%s/save1.out", suite.dir);
+    char out2[300], out[OUT_MAX], cmd[600];
+    struct save_place pl;
+    save_place_start(&pl, "beside");
+    const char *state = pl.state, *file = pl.file, *out1 = pl.out1;
     snprintf(out2, sizeof out2, "%s/save2.out", suite.dir);
-    setenv("POSD_STATE_DIR", state, 1);
-    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
-    load_big();
     pid_t a1 = 0, a2 = 0;
     pid_t child = catch_save(suite.posd, 1, &a1, out1);
     CU_ASSERT(child > 0); /* a save in posd's own thread has no child */
@@ -486,13 +499,10 @@ static void test_a_save_runs_beside_the_loop_and_its_askers_wait_for_it(void)
  * complete, the asker told, no temporary left. */
 static void test_a_reset_and_the_exit_end_a_running_save_first(void)
 {
-    char state[200], file[300], out1[300], out[OUT_MAX], cmd[600];
-    snprintf(state, sizeof state, "%s/abort", suite.dir);
-    snprintf(file, sizeof file, "%s/profiles", state);
-    snprintf(out1, sizeof out1, "%s/save1.out", suite.dir);
-    setenv("POSD_STATE_DIR", state, 1);
-    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
-    load_big();
+    char out[OUT_MAX], cmd[600];
+    struct save_place pl;
+    save_place_start(&pl, "abort");
+    const char *state = pl.state, *file = pl.file, *out1 = pl.out1;
     pid_t asker = 0;
     pid_t child = catch_save(suite.posd, 1, &asker, out1);
     CU_ASSERT(child > 0);
@@ -547,13 +557,10 @@ static void test_a_reset_and_the_exit_end_a_running_save_first(void)
  * the last start no temporary is left and the profiles are whole. */
 static void test_ten_kills_during_saves_leave_no_temporary(void)
 {
-    char state[200], file[300], out1[300], out[OUT_MAX];
-    snprintf(state, sizeof state, "%s/kills", suite.dir);
-    snprintf(file, sizeof file, "%s/profiles", state);
-    snprintf(out1, sizeof out1, "%s/save1.out", suite.dir);
-    setenv("POSD_STATE_DIR", state, 1);
-    CU_ASSERT_FATAL(suite_posd_start(&suite, "priority") > 0);
-    load_big();
+    char out[OUT_MAX];
+    struct save_place pl;
+    save_place_start(&pl, "kills");
+    const char *state = pl.state, *file = pl.file, *out1 = pl.out1;
     int left = 0;
     for (int i = 0; i < 10; i++) {
         pid_t asker = 0;
