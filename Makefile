@@ -74,6 +74,11 @@ $(DEPS_STAMP): scripts/deps.sh
 	@mkdir -p $(B)
 	@CUDA_HOME=$(CUDA_HOME) bash scripts/deps.sh
 	@touch $@
+# Included, so that make reads this file again once the packages are there: what it finds
+# below (bpftool, libbpf, ...) is then what the machine has, on the very first build too.
+ifeq ($(filter clean format,$(MAKECMDGOALS)),)
+include $(DEPS_STAMP)
+endif
 
 # Optional: Debian's hashcat (about 100 MB with its OpenCL runtime), the third-party program
 # tests/integration/test_hashcat.c runs on the simulated driver (skipped without it).
@@ -143,7 +148,9 @@ BPF_WHY := $(strip $(if $(POS_NO_BPF),POS_NO_BPF=$(POS_NO_BPF),$(if \
     BPF)$(if $(BPFTOOL),, no bpftool)$(if $(shell pkg-config --exists libbpf 2>/dev/null && echo y),, \
     no libbpf)))
 ifneq ($(BPF_WHY),)
+ifneq ($(wildcard $(DEPS_STAMP)),) # said once the packages were checked, not before
 $(info make: posd is built without eBPF telemetry: $(BPF_WHY))
+endif
 BPF_CFLAGS := -DPOS_NO_BPF
 BPF_LIBS   :=
 else
