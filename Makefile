@@ -21,7 +21,8 @@
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
 #   make gpu-dry-run  the real-GPU suite against the simulated driver (build/gpu-dry-run)
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/)
-#   make check-static  cppcheck and clang-tidy (scripts/check-static.sh)
+#   make check-static  cppcheck and clang-tidy (scripts/check-static.sh), and no new circle of
+#                   files in a folder (scripts/circles.py, scripts/circles.known)
 #   make memcheck   posd under valgrind's memcheck through an integration run (tests/memcheck.sh)
 #   make soak       the fault suite's long form for SOAK_MINUTES (docs/results/reliability.md)
 #
@@ -429,9 +430,10 @@ bench: all $(SIMSTOP) $(SIMISOLATION)
 	@bash bench/simlock.sh
 	@bash bench/hostcal.sh
 
-check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
+check-static: all
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
 	@bash scripts/check-static.sh
+	@/usr/bin/python3 scripts/circles.py $(B)
 
 memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
 	$(NEED) valgrind=valgrind
