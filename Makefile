@@ -253,7 +253,8 @@ $(POSSIM): $(call obj,tools/possim.c $(POSSIM_LIB_SRCS))
 	$(CC) $(LINK_FLAGS) -o $@ $^ $(INIH_LIBS) -lm
 
 # --- tests ----------------------------------------------------------------------------
-# Each tests/unit/test_NAME.c is one CUnit binary; TEST_LINK_test_NAME adds what it needs.
+# Each tests/unit/test_NAME.c is one CUnit binary; TEST_DEPS_test_NAME and TEST_LIBS_test_NAME
+# add what it needs.
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEG_SRCS := $(wildcard tests/integration/test_*.c)

@@ -543,7 +543,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         }
         reply_kernels(d, c);
         return 0;
-    default: /* POS_MSG_CONTROL */
+    case POS_MSG_CONTROL:
         if (c->registered) {
             posd_log(POSD_LOG_WARN, "%s (pid %d): CONTROL from a client: disconnecting", who,
                      (int)c->ident.pid);
@@ -552,6 +552,10 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         c->is_tool = 1;
         c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
         return posd_control(d, c, m.body, m.body_len);
+    default: /* a type the decoder takes but nothing here handles: a bug, not the peer's */
+        posd_log(POSD_LOG_ERROR, "%s (pid %d): message type %u has no handler: disconnecting",
+                 who, (int)c->ident.pid, m.hdr.type);
+        return -1;
     }
 }
 

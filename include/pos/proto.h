@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  4
+#define POS_PROTO_VERSION  5 /* 5: STATS says who sees everyone, untracked and profile counts */
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
