@@ -431,9 +431,10 @@ bench: all $(SIMSTOP) $(SIMISOLATION)
 	@bash bench/simlock.sh
 	@bash bench/hostcal.sh
 
-check-static: all
+check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
 	@bash scripts/check-static.sh
+	@$(MAKE) -s --no-print-directory all # the objects the circle check reads
 	@/usr/bin/python3 scripts/circles.py $(B)
 
 memcheck: all $(B)/tests/test_posd $(B)/tests/test_hostile $(HOSTILE)
