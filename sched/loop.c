@@ -233,24 +233,6 @@ static void on_accept(struct posd *d, int res)
         arm_accept(d);
 }
 
-/* Refills B (one token per PERIOD, up to BURST) and takes one. Returns 0 when there is none. */
-int posd_bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period)
-{
-    if (!b->refilled_at) {
-        b->tokens = burst;
-        b->refilled_at = now;
-    }
-    int64_t periods = (now - b->refilled_at) / period;
-    if (periods > 0) {
-        b->tokens = periods >= burst - b->tokens ? burst : b->tokens + (int)periods;
-        b->refilled_at += periods * period;
-    }
-    if (!b->tokens)
-        return 0;
-    b->tokens--;
-    return 1;
-}
-
 /* Moves whenever posd reads something of C's: a launch, a synchronisation, a completion. */
 static uint64_t news_mark(const struct posd_client *c)
 {

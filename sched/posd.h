@@ -62,7 +62,7 @@ struct posd_bucket {
     int64_t refilled_at;
 };
 /* Refills B (one token per PERIOD ns, up to BURST) and takes one. Returns 0 when there is
- * none. (loop.c) */
+ * none. (bucket.c) */
 int posd_bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period);
 
 /* Registrations of one non-root uid: each costs posd a memfd, a mapping, /proc reads and a
