@@ -338,8 +338,10 @@ static void test_reused_slots_do_not_stall_windowed_clients(void)
         CU_ASSERT_EQUAL(posapp_wait(&b, out, sizeof out), 0);
         const char *p99 = strstr(out, "\"p99_ms\":");
         double v = p99 ? strtod(p99 + 9, NULL) : 1e9;
-        CU_ASSERT(v < 100.0 * scale);
-        if (v >= 100.0 * scale)
+        /* the stall this guards against cost about 1 s per idle gap; a loaded 2-core machine
+         * gave one of 12 requests 128-182 ms once in a clean-clone CI run (2026-12-02) */
+        CU_ASSERT(v < 400.0 * scale);
+        if (v >= 400.0 * scale)
             fprintf(stderr, "windowed client %d: p99 %.1f ms\n", i, v);
     }
     kill(l.pid, SIGKILL);
