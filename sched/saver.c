@@ -39,8 +39,7 @@ static struct {
     pid_t pid;      /* the running save's child, 0 when none */
     int pidfd;      /* watched by the loop: readable once the child has exited */
     int pipe_rd;    /* its result */
-    int reaped;     /* posd_saver_abort reaped it already */
-    int aborted;    /* ended on purpose: its result is no save */
+    int aborted;    /* ended on purpose (posd_saver_abort killed and reaped it): no save */
     uint64_t gen;   /* the running (or last) save's number */
     int again;      /* an asker waits for a save that begins after the running one */
     struct waiter w[SAVER_WAITERS];
@@ -134,7 +133,7 @@ static int start(struct posd *d)
     S.pid = pid;
     S.pidfd = pfd;
     S.pipe_rd = p[0];
-    S.reaped = S.aborted = S.again = 0;
+    S.aborted = S.again = 0;
     S.gen++;
     return 0;
 }
@@ -186,7 +185,7 @@ static int64_t on_end(struct posd *d, int fd, void *arg)
     (void)arg;
     struct save_result r = {.status = -EIO};
     int st = 0;
-    if (!S.reaped)
+    if (!S.aborted)
         while (waitpid(S.pid, &st, 0) < 0 && errno == EINTR)
             ;
     ssize_t got = read(S.pipe_rd, &r, sizeof r);
@@ -253,12 +252,12 @@ int posd_saver_request(struct posd *d, struct posd_client *asker, char *msg, siz
 
 void posd_saver_abort(struct posd *d)
 {
-    if (!S.pid || S.reaped)
+    if (!S.pid || S.aborted)
         return;
     kill(S.pid, SIGKILL);
     while (waitpid(S.pid, NULL, 0) < 0 && errno == EINTR)
         ;
-    S.reaped = S.aborted = 1;
+    S.aborted = 1;
     posd_state_remove_stale(d->state_fd, POSD_PROFILES_NAME);
 }
 

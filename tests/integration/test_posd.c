@@ -803,8 +803,8 @@ static void read_stats_as_nobody(int fd)
         seen[1] = 0;
         for (int i = 0; i < seen[0] && i < 8; i++)
             seen[1] += cs[i].uid != NOBODY;
-        if (dev.clients != (uint32_t)seen[0])
-            seen[1] = -1;
+        if (dev.clients != (uint32_t)seen[0] || (dev.flags & POS_DEV_EVERYONE))
+            seen[1] = -1; /* its reply must not claim to list everyone */
     }
     if (write(fd, seen, sizeof seen) != sizeof seen)
         _exit(4);
@@ -835,9 +835,10 @@ static void test_stats_show_a_user_only_their_own_clients(void)
     CU_ASSERT_EQUAL(read(p[0], seen, sizeof seen), (ssize_t)sizeof seen);
     CU_ASSERT_EQUAL(seen[0], 1); /* its own */
     CU_ASSERT_EQUAL(seen[1], 0); /* nobody else's, and the device line counts the same */
-    struct pos_device_stats dev;
+    struct pos_device_stats dev = {0};
     struct pos_client_stats cs[8];
-    CU_ASSERT_EQUAL(posd_stats(&dev, cs, 8), 2); /* root sees both */
+    CU_ASSERT_EQUAL(posd_stats(&dev, cs, 8), 2); /* root sees both, and is told so */
+    CU_ASSERT(dev.flags & POS_DEV_EVERYONE);
     close(p[0]);
     int st;
     waitpid(kid, &st, 0);
