@@ -195,7 +195,8 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
                 return -1;
         } else {
             struct pos_submission s = *pos_sub_ring_slot(shm, seq); /* every field read once */
-            c->tele.launch_tid = s.tid;       /* telemetry follows its launching threads */
+            if (s.tid != c->tele.launch_tid) /* telemetry follows its launching threads */
+                posd_telemetry_follow(c, s.tid);
             struct pos_sched_op op = {
                 .seq = seq,
                 .kernel_id = s.kernel_id,
@@ -644,6 +645,7 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     memcpy(s->req_hist, k.req_pow, sizeof s->req_hist);
     s->req_sum_ns = k.req_sum_ns;
     s->device = c->pol.device;
+    posd_telemetry_client_current(d, c, now);
     s->runq_delay_ns = c->tele.runq_delay_ns;
     s->runq_ns_per_s = c->tele.runq_ns_per_s;
     s->offcpu_ns_per_s = c->tele.offcpu_ns_per_s;

@@ -85,7 +85,8 @@ struct posd_tele_client {
     uint32_t tids[POSD_TELE_TIDS];     /* its launching threads the kernel side follows */
     int ntids;
     uint64_t runq_ns, runq_n, offcpu_ns; /* the kernel's counters at the last refresh */
-    int64_t read_at;                     /* when they were read (0: never) */
+    int64_t read_at;                     /* when they were read (0: not followed) */
+    int windows;                         /* intervals measured since it registered */
     uint64_t runq_delay_ns;              /* mean wake-up to running delay, last interval */
     uint64_t runq_ns_per_s;              /* time its launching threads waited to run, per second */
     uint64_t offcpu_ns_per_s;            /* off-CPU time of its launching threads per second */
@@ -367,6 +368,12 @@ void posd_telemetry_stop(struct posd *d);
 /* C registered / is about to leave: the kernel side starts / stops following its tgid. */
 void posd_telemetry_client_add(struct posd *d, struct posd_client *c);
 void posd_telemetry_client_remove(struct posd *d, struct posd_client *c);
+/* A launch of C's thread TID was read: the kernel side follows that thread from now on. */
+void posd_telemetry_follow(struct posd_client *c, uint32_t tid);
+/* C's figures for STATS: a client that has no whole interval yet (it registered less than
+ * one refresh ago) is measured from when it was first followed to NOW, so that its first
+ * second is not shown as zero. */
+void posd_telemetry_client_current(struct posd *d, struct posd_client *c, int64_t now);
 /* Which parts are running (POS_TELE_* of include/pos/proto.h). */
 uint32_t posd_telemetry_parts(void);
 /* How many processes initialised the driver while the kernel side's table of GPU processes

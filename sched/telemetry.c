@@ -318,8 +318,28 @@ static int64_t ring_ready(struct posd *d, int fd, void *arg)
 
 /* ---- each client's figures ----------------------------------------------------------------- */
 
-static void follow_tid(struct posd_client *c, uint32_t tid)
+/* The kernel's counters of C's process (shared by the clients of one process). */
+static int counters_of(const struct posd_client *c, struct pos_tele_cpu *k)
 {
+    __u32 tgid = (__u32)c->ident.pid;
+    return bpf_map__lookup_elem(T.skel->maps.clients, &tgid, sizeof tgid, k, sizeof *k, 0);
+}
+
+static void take_counters(struct posd_client *c, const struct pos_tele_cpu *k, int64_t now)
+{
+    c->tele.runq_ns = k->runq_ns;
+    c->tele.runq_n = k->runq_n;
+    c->tele.offcpu_ns = k->offcpu_ns;
+    c->tele.ioctl_ns = k->ioctl_ns;
+    c->tele.ioctl_n = k->ioctl_n;
+    c->tele.read_at = now;
+}
+
+void posd_telemetry_follow(struct posd_client *c, uint32_t tid)
+{
+    c->tele.launch_tid = tid;
+    if (!T.skel || !tid)
+        return;
     for (int i = 0; i < c->tele.ntids; i++)
         if (c->tele.tids[i] == tid)
             return;
@@ -327,8 +347,14 @@ static void follow_tid(struct posd_client *c, uint32_t tid)
         return;
     __u32 tgid = (__u32)c->ident.pid;
     if (bpf_map__update_elem(T.skel->maps.launchers, &tid, sizeof tid, &tgid, sizeof tgid,
-                             BPF_ANY) == 0)
-        c->tele.tids[c->tele.ntids++] = tid;
+                             BPF_ANY) != 0)
+        return;
+    c->tele.tids[c->tele.ntids++] = tid;
+    /* its first interval starts now, when the kernel side starts counting for it (it used to
+     * start at the next refresh and be shown at the one after: up to 2 s of zeros) */
+    struct pos_tele_cpu k;
+    if (c->tele.ntids == 1 && counters_of(c, &k) == 0)
+        take_counters(c, &k, posd_now());
 }
 
 /* Devices of the unmanaged processes, counted for the policy's device. */
@@ -348,13 +374,10 @@ static uint32_t unmanaged_on(int device)
 
 static void refresh_client(struct posd *d, struct posd_client *c, int64_t now)
 {
-    if (c->tele.launch_tid)
-        follow_tid(c, c->tele.launch_tid);
-    __u32 tgid = (__u32)c->ident.pid;
     struct pos_tele_cpu k;
-    if (bpf_map__lookup_elem(T.skel->maps.clients, &tgid, sizeof tgid, &k, sizeof k, 0) < 0)
-        return;
-    if (c->tele.read_at && now > c->tele.read_at) {
+    if (!c->tele.read_at || counters_of(c, &k) < 0)
+        return; /* no launching thread followed yet: nothing counted */
+    if (now > c->tele.read_at) {
         uint64_t n = k.runq_n - c->tele.runq_n;
         double span = (double)(now - c->tele.read_at);
         c->tele.runq_delay_ns = n ? (k.runq_ns - c->tele.runq_ns) / n : 0;
@@ -367,15 +390,21 @@ static void refresh_client(struct posd *d, struct posd_client *c, int64_t now)
         uint64_t ni = k.ioctl_n - c->tele.ioctl_n;
         c->tele.ioctls_per_s = (uint64_t)((double)ni * 1e9 / span);
         c->tele.ioctl_mean_ns = ni ? (k.ioctl_ns - c->tele.ioctl_ns) / ni : 0;
+        c->tele.windows++;
     }
-    c->tele.runq_ns = k.runq_ns;
-    c->tele.runq_n = k.runq_n;
-    c->tele.offcpu_ns = k.offcpu_ns;
-    c->tele.ioctl_ns = k.ioctl_ns;
-    c->tele.ioctl_n = k.ioctl_n;
-    c->tele.read_at = now;
+    take_counters(c, &k, now);
     sched_core_client_telemetry(d->core, (int)(c - d->clients), (int64_t)c->tele.runq_delay_ns,
                                 (int64_t)c->tele.runq_ns_per_s, (int64_t)c->tele.offcpu_ns_per_s);
+}
+
+/* Shorter than this, a first interval says more about the moment than about the client. */
+#define FIRST_WINDOW_MIN_NS 50000000LL
+
+void posd_telemetry_client_current(struct posd *d, struct posd_client *c, int64_t now)
+{
+    if (T.skel && !c->tele.windows && c->tele.read_at &&
+        now - c->tele.read_at >= FIRST_WINDOW_MIN_NS)
+        refresh_client(d, c, now);
 }
 
 /* ---- launch-rate sampling ------------------------------------------------------------------ */
@@ -742,6 +771,15 @@ void posd_telemetry_client_add(struct posd *d, struct posd_client *c)
 }
 
 void posd_telemetry_client_remove(struct posd *d, struct posd_client *c)
+{
+}
+
+void posd_telemetry_follow(struct posd_client *c, uint32_t tid)
+{
+    c->tele.launch_tid = tid;
+}
+
+void posd_telemetry_client_current(struct posd *d, struct posd_client *c, int64_t now)
 {
 }
 

@@ -404,7 +404,7 @@ static void test_runq_delay_shows_a_cpu_shared_with_busy_loops(void)
     pid_t app = spawn(argv, 1, cpu, NULL);
     for (int i = 0; i < 500 && clients_of_pid(app) != 1; i++)
         usleep(10000);
-    usleep(1100000); /* posd learns its launching thread at its next refresh */
+    usleep(1100000); /* past its first interval */
     /* alone and with two busy loops on its CPU, in turn: what else the machine runs changes
      * both alike */
     double alone = 0, shared = 0, ms, us;
@@ -422,6 +422,55 @@ static void test_runq_delay_shows_a_cpu_shared_with_busy_loops(void)
     }
     CU_ASSERT(shared > 2 * alone);
     reap(app, SIGKILL);
+    posd_stop();
+}
+
+/* A client's waits for a CPU show in its first second, not after two refreshes: posstat
+ * asked one second after a client started beside busy loops on its CPU read zero run-queue
+ * and off-CPU time in 4 of 6 runs, because posd followed its launching thread only at its
+ * next refresh and gave its first figures at the one after. */
+static void test_a_client_s_cpu_waits_show_in_its_first_second(void)
+{
+    if (!telemetry_here(__func__))
+        return;
+    cpu_set_t set;
+    sched_getaffinity(0, sizeof set, &set);
+    int cpu = -1;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set))
+            cpu = i;
+    posd_start("on");
+    pid_t spin[2] = {spinner(cpu), spinner(cpu)};
+    const char *const argv[] = {"build/posapp", "--model", "resnet18",  "--duration", "30",
+                                "--requests",   "1000000", "--host-us", "20",         NULL};
+    /* each round starts at another phase of posd's one-second refresh */
+    for (int round = 0; round < 4; round++) {
+        int64_t t0 = now_ns();
+        pid_t app = spawn(argv, 1, cpu, NULL);
+        for (int i = 0; i < 500 && clients_of_pid(app) != 1; i++)
+            usleep(10000);
+        int64_t left = 1000000000LL - (now_ns() - t0);
+        if (left > 0)
+            usleep((useconds_t)(left / 1000));
+        struct posstat_snapshot s;
+        double ms = -1, off = -1;
+        if (stats(&s) == 0) {
+            for (uint32_t i = 0; i < s.nclients; i++)
+                if (s.clients[i].pid == app) {
+                    ms = (double)s.clients[i].runq_ns_per_s / 1e6;
+                    off = (double)s.clients[i].offcpu_ns_per_s / 1e6;
+                }
+            posstat_snapshot_free(&s);
+        }
+        fprintf(stderr, "round %d: %.2f s after its start: runq %.1f ms/s, off-CPU %.1f ms/s\n",
+                round, (double)(now_ns() - t0) / 1e9, ms, off);
+        CU_ASSERT(ms > 0);
+        CU_ASSERT(off > 0);
+        reap(app, SIGKILL);
+        usleep(130000 * (unsigned)(round + 1)); /* another phase */
+    }
+    reap(spin[0], SIGKILL);
+    reap(spin[1], SIGKILL);
     posd_stop();
 }
 
@@ -602,6 +651,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_a_sampling_window_measures_an_unmanaged_launch_rate);
     POS_ADD_TEST(s, test_a_client_is_not_listed_unmanaged);
     POS_ADD_TEST(s, test_runq_delay_shows_a_cpu_shared_with_busy_loops);
+    POS_ADD_TEST(s, test_a_client_s_cpu_waits_show_in_its_first_second);
     POS_ADD_TEST(s, test_the_ioctl_calls_of_a_client_are_counted);
     POS_ADD_TEST(s, test_telemetry_off_runs_without_it_and_says_so);
     POS_ADD_TEST(s, test_a_posd_without_privilege_runs_without_telemetry_and_says_why);
