@@ -20,7 +20,8 @@
  *     slowdown beyond the budget (corun_budget, default 1.20: 20%, chosen from
  *     bench/pos.sh). C's window holds as many of its
  *     operators as fit beside them (its largest next kernel's SM demand), at most window_us of
- *     device time; with nothing fitting it is held;
+ *     device time; with nothing fitting it is held. While C's own kernels in flight or next
+ *     are not yet learnt (a client that has just come), one operator of its at a time;
  *   - a client above has work, on a time-sliced device (no MPS: contexts of different
  *     processes never overlap, so nothing can be co-located): C is held, and the ranks order
  *     whole requests back to back by slack;
@@ -280,6 +281,12 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
             continue;
         }
         uint64_t fit = concurrent && !contended ? fit_beside(c, pc, above, cap) : 0;
+        /* its own kernels not yet learnt (a client that just came): nothing says how they
+         * slow the kernels above, so beside busy clients above it runs one operator at a
+         * time where that one fits, and learns (its tries count) rather than waiting for
+         * the clients above to be idle, which a closed loop never is */
+        if (pc->unlearnt && fit > 1)
+            fit = 1;
         if (fit > pos_sched_inflight(c)) {
             c->new_granted = pos_sched_window_grant(c, fit);
             continue;

@@ -305,6 +305,53 @@ static void test_pos_holds_when_nothing_fits_or_timesliced(void)
     CU_ASSERT_EQUAL(cl[1].new_granted, 2);
 }
 
+/* Client I's kernels get solo profiles: they are learnt. */
+static void learn(struct pos_profiles *prof, int i)
+{
+    struct pos_sched_op *op = &ops[i][1];
+    struct pos_kprof *k = pos_prof_get(prof, 0, op->key, op->grid, op->block, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    for (int n = 0; n < 20; n++)
+        pos_prof_add_solo(prof, k, 20000);
+}
+
+/* A client that has just come (its kernels not yet learnt) runs beside a busy latency client
+ * one operator at a time where it fits, not as many as fit; once its kernels are learnt, as
+ * many as fit. Nothing says yet how its kernels slow the latency client's. */
+static void test_pos_a_new_client_runs_one_operator_at_a_time_beside_busy_ones(void)
+{
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 0), 0);
+    pos_client(0, 10, 20, 20, 5, 8); /* latency: small kernels in flight */
+    pos_client(1, 20, 30, 0, 0, 8);  /* a new batch client: nothing in flight yet */
+    learn(&prof, 0);
+    struct pos_sched_view v = view(2, 1000000);
+    v.profiles = &prof;
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 1); /* one operator */
+    pos_client(1, 20, 30, 1, 0, 8); /* that one in flight: no second beside it */
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    CU_ASSERT_EQUAL(cl[1].new_granted, 1);
+    /* its kernels learnt: as many as fit */
+    learn(&prof, 1);
+    pos_client(1, 20, 30, 1, 0, 8);
+    pos_decide(&v, &h200);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT(cl[1].new_granted > 2);
+    /* with the clients above idle it runs in its window, learnt or not */
+    struct pos_profiles fresh;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&fresh, 0), 0);
+    v.profiles = &fresh;
+    pos_client(0, 10, 20, 20, 20, 8);
+    pos_client(1, 20, 30, 0, 0, 8);
+    pos_decide(&v, &h200);
+    CU_ASSERT(cl[1].new_granted > 2);
+    pos_prof_free(&fresh);
+    pos_prof_free(&prof);
+}
+
 /* A latency kernel that has shown a co-run slowdown beyond the budget holds lower classes
  * while it is in flight or next, though it fits. */
 static void test_pos_slowdown_budget(void)
@@ -320,6 +367,7 @@ static void test_pos_slowdown_budget(void)
         pos_prof_add_solo(&prof, k, 20000);
     for (int i = 0; i < 4; i++)
         pos_prof_add_corun(k, 30000); /* 1.5x, but not yet believed */
+    learn(&prof, 1); /* the batch client's kernels are known: only the budget holds it */
     struct pos_sched_view v = view(2, 1000000);
     v.profiles = &prof;
     pos_decide(&v, &h200);
@@ -474,6 +522,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_pos_colocates_where_kernels_fit);
     POS_ADD_TEST(s, test_pos_holds_when_nothing_fits_or_timesliced);
     POS_ADD_TEST(s, test_pos_slowdown_budget);
+    POS_ADD_TEST(s, test_pos_a_new_client_runs_one_operator_at_a_time_beside_busy_ones);
     POS_ADD_TEST(s, test_pos_work_conserving);
     POS_ADD_TEST(s, test_pos_latest_start_orders_slo_clients);
     POS_ADD_TEST(s, test_pos_slo_rivals_keep_a_window);
