@@ -15,6 +15,8 @@
 #   make bench-saves [BASELINE=DIR]  grant waits during profile saves (docs/results/saves.md)
 #   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
+#   make bench-isolation  a latency client beside steady and churning batch work, end to end and
+#                       in possim (docs/results/isolation.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make bench-metricsattack  the metrics endpoint under 1,000 slow or idle connections of one
 #                       user (docs/results/reliability.md)
@@ -430,6 +432,7 @@ bench: all $(SIMSTOP) $(SIMISOLATION)
 	@bash bench/simisolation.sh
 	@bash bench/simlock.sh
 	@bash bench/hostcal.sh
+	@bash bench/isolation.sh
 
 check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
@@ -465,6 +468,7 @@ bench-saves: all $(SAVEGRANT)
 # what the host's work costs the CPU: possim's [host] defaults (docs/results/hostcal.md)
 bench-hostcal: all
 	@bash bench/hostcal.sh
+	@bash bench/isolation.sh
 
 # possim against real processes (posd + shim + posapp on the simulated driver): docs/results/e2e.md
 bench-e2e: all
@@ -472,6 +476,11 @@ bench-e2e: all
 
 bench-pos: all
 	@bash bench/pos.sh
+
+# a latency client beside steady and churning batch work, end to end and in possim
+# (docs/results/isolation.md)
+bench-isolation: all
+	@bash bench/isolation.sh
 
 # scrapes and a latency client's p99 under 1,000 slow or idle metrics connections of one user
 # (docs/results/reliability.md)
@@ -534,7 +543,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
