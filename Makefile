@@ -285,9 +285,9 @@ TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
-TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/files.c sched/clock.c sched/log.c \
+TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/cpu.c sched/files.c sched/clock.c sched/log.c \
     sched/ini_lines.c $(SCHED_CORE_SRCS))
-TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/files.c sched/log.c sched/config.c \
+TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/cpu.c sched/files.c sched/log.c sched/config.c \
     sched/ini_lines.c $(SCHED_CORE_SRCS))
 
 .SECONDEXPANSION:
@@ -363,7 +363,7 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
     -fno-omit-frame-pointer
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 3
-FUZZ_ENGINE_SRCS := sched/engine.c sched/files.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
+FUZZ_ENGINE_SRCS := sched/engine.c sched/cpu.c sched/files.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
     sched/profile.c sched/profile_file.c sched/schedule.c sched/schedule_file.c \
     $(wildcard sched/policy/*.c)
 FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
