@@ -623,7 +623,10 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     snprintf(s->class_name, sizeof s->class_name, "%s", c->pol.class_name);
     s->priority = c->pol.priority;
     s->flags = (sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0) |
-               (c->overridden ? POS_CLIENT_OVERRIDE : 0);
+               (c->overridden ? POS_CLIENT_OVERRIDE : 0) |
+               (c->cpu.low == POS_CPU_IDLE ? POS_CLIENT_CPU_IDLE : 0) |
+               (c->cpu.low == POS_CPU_NICE ? POS_CLIENT_CPU_NICE : 0);
+    s->cpu_threads = (uint32_t)c->cpu.nthreads;
     s->submitted = k.submitted;
     s->granted = k.released;
     s->completed = k.completed;

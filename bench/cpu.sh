@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# make bench-cpu: the CPU lever ([policy] cpu, docs/policy.md) on make demo's mix: a detector
+# (resnet18, Poisson arrivals, SLO) beside the resnet18+34+50 batch mix (batch 16, closed
+# loops), four real processes under posd on the simulated GPU (h200, MPS). For each policy
+# (BENCH_CPU_POLICIES, default "priority pos") and each lever (off, idle, nice = cpu_nice 19),
+# BENCH_CPU_ROUNDS rounds (default 3), the levers in a rotated order each round so that a
+# drift of the machine's load spreads over all of them. Per run: the detector's SLO attainment
+# and p99, the batch speedup (the sum of each batch model's req/s over its req/s alone), and
+# the detector's run-queue delay as posd's eBPF telemetry saw it (posstat -o json: the mean
+# wake-up-to-running wait of its launching threads, and the time they waited per second;
+# "-" without telemetry, which needs root). Writes docs/results/cpu.md (BENCH_CPU_OUT):
+# medians with min..max. Every figure is simulated (docs/sim.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+APP=build/posapp SHIM=$PWD/build/libposshim.so POSD=build/posd
+POLICIES=${BENCH_CPU_POLICIES:-priority pos} ROUNDS=${BENCH_CPU_ROUNDS:-3}
+REQ=${BENCH_CPU_REQUESTS:-1500} RATE=300 SLO=3 BATCH=16
+OUT=${BENCH_CPU_OUT:-docs/results/cpu.md}
+T=$(mktemp -d)
+trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"; rm -f "/dev/shm/pos-sim.$(id -u).bcpu-$$"' EXIT
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+export LD_LIBRARY_PATH=$PWD/build/sim POS_SIM_DEVICE=h200 POS_SIM_MODE=mps
+export POS_SIM_INSTANCE=bcpu-$$ POS_SOCKET=$T/posd.sock
+names=(detector batch-resnet18 batch-resnet34 batch-resnet50)
+models=(resnet18 resnet18 resnet34 resnet50)
+field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1" | head -1; }
+
+conf() { # lever
+    {
+        echo "[policy]"
+        echo "cpu = $1"
+        echo "cpu_nice = 19"
+        echo "[rule detector]"
+        echo "match_app = detector"
+        echo "class = latency"
+        echo "slo_ms = $SLO"
+        echo "[rule batch-models]"
+        echo "match_app = batch-*"
+        echo "class = batch"
+    } >"$T/posd.conf"
+}
+
+declare -A ALONE
+for i in 1 2 3; do
+    j=$($APP --model "${models[i]}" --batch "$BATCH" --requests 100000000 --duration 1.5)
+    ALONE[$i]=$(field "$j" throughput_rps)
+done
+
+# one run: prints "slo p99 speedup runq_us runq_ms_per_s"
+run() { # policy lever
+    conf "$2"
+    posd_up "$1"
+    local pids=() i
+    for i in 1 2 3; do
+        POS_APP=${names[i]} LD_PRELOAD=$SHIM $APP --model "${models[i]}" --batch "$BATCH" \
+            --requests 100000000 --duration 600 >"$T/m$i.json" &
+        pids+=($!)
+    done
+    sleep 0.3
+    POS_APP=detector LD_PRELOAD=$SHIM $APP --model resnet18 --requests "$REQ" \
+        --arrival "poisson:$RATE" --slo "$SLO" >"$T/m0.json" &
+    local det=$!
+    sleep 1
+    # the detector's telemetry over 1 s intervals while it runs (its first second left out:
+    # posd's telemetry window may not have closed on it yet)
+    build/posstat -a -o json 1 "$(( REQ / RATE - 2 ))" >"$T/stat.json" 2>/dev/null || true
+    wait "$det" || true
+    kill -INT "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+    posd_down
+    local d slo p99 sp rq rqs
+    d=$(cat "$T/m0.json")
+    slo=$(field "$d" slo_attainment) p99=$(field "$d" p99_ms)
+    sp=$(awk -v a="$(field "$(cat "$T/m1.json")" throughput_rps)" \
+        -v b="$(field "$(cat "$T/m2.json")" throughput_rps)" \
+        -v c="$(field "$(cat "$T/m3.json")" throughput_rps)" \
+        -v x="${ALONE[1]}" -v y="${ALONE[2]}" -v z="${ALONE[3]}" \
+        'BEGIN { printf "%.3f", a / x + b / y + c / z }')
+    # the detector's rows (app "detector") of each interval: their means (a row before posd's
+    # telemetry read the client at all, with no off-CPU time either, left out)
+    read -r rq rqs < <(grep '"report":"interval"' "$T/stat.json" | grep -o '{"id":[^}]*}' |
+        grep '"app":"detector"' | grep -v '"offcpu_ms_per_s":0.000' | awk '
+        { u = $0; sub(/.*"runq_us":/, "", u); sub(/[,}].*/, "", u)
+          m = $0; sub(/.*"runq_ms_per_s":/, "", m); sub(/[,}].*/, "", m)
+          if (u != "null" && u != "") { su += u; sm += m; n++ } }
+        END { if (n) printf "%.1f %.1f\n", su / n, sm / n; else print "- -" }')
+    echo "$slo $p99 $sp $rq $rqs"
+}
+
+declare -A V # V[policy,lever,metric]: the rounds' values, space-separated
+levers=(off idle nice)
+for r in $(seq "$ROUNDS"); do
+    for policy in $POLICIES; do
+        for k in 0 1 2; do
+            lever=${levers[(k + r) % 3]}
+            read -r slo p99 sp rq rqs < <(run "$policy" "$lever")
+            echo "bench-cpu: round $r $policy cpu=$lever: slo $slo p99 $p99 ms speedup $sp" \
+                "runq $rq us ($rqs ms/s)" >&2
+            V[$policy,$lever,slo]+="$slo " V[$policy,$lever,p99]+="$p99 "
+            V[$policy,$lever,sp]+="$sp " V[$policy,$lever,rq]+="$rq " V[$policy,$lever,rqs]+="$rqs "
+        done
+    done
+done
+
+# "median (min..max)" of a list
+med() {
+    tr ' ' '\n' <<<"$1" | grep -v '^$' | grep -v '^-$' | sort -g | awk -v d="${2:-3}" '
+        { v[n++] = $1 }
+        END { if (!n) { print "-"; exit }
+              m = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
+              printf "%.*f (%.*f..%.*f)", d, m, d, v[0], d, v[n - 1] }'
+}
+
+{
+    echo "# The CPU lever on make demo's mix (simulated GPU)"
+    echo
+    echo "\`make bench-cpu\` (bench/cpu.sh), $(date -u +%Y-%m-%d), $(nproc) CPUs"
+    echo "($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), run as"
+    echo "$( [ "$(id -u)" = 0 ] && echo root || echo "uid $(id -u) (no telemetry)")."
+    echo "Simulated H200 with MPS (sim/, docs/sim.md): every figure is simulated. The detector"
+    echo "(resnet18, Poisson $RATE req/s, SLO $SLO ms, $REQ requests) beside the resnet18+34+50"
+    echo "batch mix (batch $BATCH, closed loops), four real processes under posd, the batch models"
+    echo "in class batch. \`cpu = off\`: the lever off; \`idle\`: SCHED_IDLE; \`nice\`: cpu_nice 19;"
+    echo "cpu_hold_ms at its default (1000). $ROUNDS rounds, the levers' order rotated each round."
+    echo "Each cell: the median of the rounds (min..max). Speedup: the sum of each batch model's"
+    echo "req/s over its req/s alone. runq: the detector's launching threads' mean wake-up to"
+    echo "running wait (us) and time waiting per second (ms/s), posd's eBPF telemetry through"
+    echo "\`posstat -o json 1\`."
+    echo
+    echo "| policy | cpu | SLO attainment | p99 ms | batch speedup | runq us | runq ms/s |"
+    echo "|---|---|---|---|---|---|---|"
+    for policy in $POLICIES; do
+        for lever in off idle nice; do
+            echo "| $policy | $lever | $(med "${V[$policy,$lever,slo]}") |" \
+                "$(med "${V[$policy,$lever,p99]}" 2) | $(med "${V[$policy,$lever,sp]}" 2) |" \
+                "$(med "${V[$policy,$lever,rq]}" 1) | $(med "${V[$policy,$lever,rqs]}" 1) |"
+        done
+    done
+    echo
+    echo "Every round's figures, in the order they ran, are in the output of the command"
+    echo "(bench-cpu: lines on stderr)."
+} >"$OUT.new"
+mv "$OUT.new" "$OUT"
+echo "bench-cpu: wrote $OUT" >&2
