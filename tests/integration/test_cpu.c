@@ -233,13 +233,13 @@ static void test_a_posd_ended_by_a_signal_restores_the_threads_it_lowered(void)
         return;
     const int sigs[] = {SIGTERM, SIGUSR1};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        posd_up("cpu = idle\ncpu_hold_ms = 60000");
+        posd_up("cpu = idle");
         pid_t batch = client_start("batch", 0, 0);
         usleep((useconds_t)(300000 * scale));
-        pid_t lat = client_start("latency", 100, 0);
+        pid_t lat = client_start("latency", 100000, 0); /* outranks it until posd is gone */
         CU_ASSERT(wait_threads(batch, SCHED_IDLE, 0, 2));
-        waitpid(lat, NULL, 0);
         util_posd_stop(&suite.posd, sigs[i]);
+        client_stop(&lat);
         if (!all_threads(batch, SCHED_OTHER, 0))
             fprintf(stderr, "%s: signal %d left the threads lowered\n", __func__, sigs[i]);
         CU_ASSERT(all_threads(batch, SCHED_OTHER, 0));
