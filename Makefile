@@ -15,6 +15,7 @@
 #   make bench-saves [BASELINE=DIR]  grant waits during profile saves (docs/results/saves.md)
 #   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
+#   make bench-cpu  the CPU lever ([policy] cpu) on make demo's mix, off/idle/nice (docs/results/cpu.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make bench-metricsattack  the metrics endpoint under 1,000 slow or idle connections of one
 #                       user (docs/results/reliability.md)
@@ -474,6 +475,10 @@ bench-e2e: all
 bench-pos: all
 	@bash bench/pos.sh
 
+# the CPU lever on make demo's mix: off, SCHED_IDLE, nice, and static references (docs/results/cpu.md)
+bench-cpu: all
+	@bash bench/cpu.sh
+
 # scrapes and a latency client's p99 under 1,000 slow or idle metrics connections of one user
 # (docs/results/reliability.md)
 bench-metricsattack: all $(METRICSATTACK)
@@ -535,7 +540,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-cpu bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

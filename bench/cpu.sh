@@ -2,7 +2,11 @@
 # make bench-cpu: the CPU lever ([policy] cpu, docs/policy.md) on make demo's mix: a detector
 # (resnet18, Poisson arrivals, SLO) beside the resnet18+34+50 batch mix (batch 16, closed
 # loops), four real processes under posd on the simulated GPU (h200, MPS). For each policy
-# (BENCH_CPU_POLICIES, default "priority pos") and each lever (off, idle, nice = cpu_nice 19),
+# (BENCH_CPU_POLICIES, default "priority pos") and each lever (off, idle, nice = cpu_nice 19,
+# idle-hold0 = idle with cpu_hold_ms = 0), and two static references that posd does not apply
+# (cpu = off in posd): chrt = the batch processes started under `chrt -i 0` (SCHED_IDLE all
+# run long, as the issue measured by hand), cgroup = the batch processes moved at their start
+# into a cgroup v1 cpu group of cpu.shares 2 (root only, where /sys/fs/cgroup/cpu is v1),
 # BENCH_CPU_ROUNDS rounds (default 3), the levers in a rotated order each round so that a
 # drift of the machine's load spreads over all of them. Per run: the detector's SLO attainment
 # and p99, the batch speedup (the sum of each batch model's req/s over its req/s alone), and
@@ -17,7 +21,10 @@ POLICIES=${BENCH_CPU_POLICIES:-priority pos} ROUNDS=${BENCH_CPU_ROUNDS:-3}
 REQ=${BENCH_CPU_REQUESTS:-1500} RATE=300 SLO=3 BATCH=16
 OUT=${BENCH_CPU_OUT:-docs/results/cpu.md}
 T=$(mktemp -d)
-trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"; rm -f "/dev/shm/pos-sim.$(id -u).bcpu-$$"' EXIT
+CG=/sys/fs/cgroup/cpu/pos-bench-cpu-$$ # the cgroup reference's group (cgroup v1)
+trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$T"; rm -f "/dev/shm/pos-sim.$(id -u).bcpu-$$"
+      [ -d "$CG" ] && { cat "$CG/cgroup.procs" 2>/dev/null | while read -r p; do
+          echo "$p" >/sys/fs/cgroup/cpu/cgroup.procs; done; rmdir "$CG"; } 2>/dev/null || true' EXIT
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 export LD_LIBRARY_PATH=$PWD/build/sim POS_SIM_DEVICE=h200 POS_SIM_MODE=mps
@@ -26,11 +33,14 @@ names=(detector batch-resnet18 batch-resnet34 batch-resnet50)
 models=(resnet18 resnet18 resnet34 resnet50)
 field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1" | head -1; }
 
-conf() { # lever
+conf() { # lever: off, idle, nice, idle-hold0 (idle with cpu_hold_ms = 0), chrt, cgroup
+    local cpu=${1%-hold0}
+    case $1 in chrt | cgroup) cpu=off ;; esac
     {
         echo "[policy]"
-        echo "cpu = $1"
+        echo "cpu = $cpu"
         echo "cpu_nice = 19"
+        [ "$1" = idle-hold0 ] && echo "cpu_hold_ms = 0"
         echo "[rule detector]"
         echo "match_app = detector"
         echo "class = latency"
@@ -51,11 +61,13 @@ done
 run() { # policy lever
     conf "$2"
     posd_up "$1"
-    local pids=() i
+    local pids=() i pre=()
+    [ "$2" = chrt ] && pre=(chrt -i 0)
     for i in 1 2 3; do
-        POS_APP=${names[i]} LD_PRELOAD=$SHIM $APP --model "${models[i]}" --batch "$BATCH" \
-            --requests 100000000 --duration 600 >"$T/m$i.json" &
+        POS_APP=${names[i]} LD_PRELOAD=$SHIM "${pre[@]}" $APP --model "${models[i]}" \
+            --batch "$BATCH" --requests 100000000 --duration 600 >"$T/m$i.json" &
         pids+=($!)
+        [ "$2" = cgroup ] && echo $! >"$CG/cgroup.procs"
     done
     sleep 0.3
     POS_APP=detector LD_PRELOAD=$SHIM $APP --model resnet18 --requests "$REQ" \
@@ -85,18 +97,24 @@ run() { # policy lever
           m = $0; sub(/.*"runq_ms_per_s":/, "", m); sub(/[,}].*/, "", m)
           if (u != "null" && u != "") { su += u; sm += m; n++ } }
         END { if (n) printf "%.1f %.1f\n", su / n, sm / n; else print "- -" }')
-    echo "$slo $p99 $sp $rq $rqs"
+    echo "$slo $p99 $sp $rq $rqs $(cut -d' ' -f1 /proc/loadavg)"
 }
 
 declare -A V # V[policy,lever,metric]: the rounds' values, space-separated
-levers=(off idle nice)
+levers=(off idle nice idle-hold0 chrt)
+if [ "$(id -u)" = 0 ] && [ -f /sys/fs/cgroup/cpu/cpu.shares ] && mkdir "$CG" 2>/dev/null; then
+    echo 2 >"$CG/cpu.shares"
+    levers+=(cgroup)
+fi
+nl=${#levers[@]}
+LOG=$T/runs.txt LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "$ROUNDS"); do
     for policy in $POLICIES; do
-        for k in 0 1 2; do
-            lever=${levers[(k + r) % 3]}
-            read -r slo p99 sp rq rqs < <(run "$policy" "$lever")
+        for k in $(seq 0 $((nl - 1))); do
+            lever=${levers[(k + r) % nl]}
+            read -r slo p99 sp rq rqs load < <(run "$policy" "$lever")
             echo "bench-cpu: round $r $policy cpu=$lever: slo $slo p99 $p99 ms speedup $sp" \
-                "runq $rq us ($rqs ms/s)" >&2
+                "runq $rq us ($rqs ms/s), load $load" | tee -a "$LOG" >&2
             V[$policy,$lever,slo]+="$slo " V[$policy,$lever,p99]+="$p99 "
             V[$policy,$lever,sp]+="$sp " V[$policy,$lever,rq]+="$rq " V[$policy,$lever,rqs]+="$rqs "
         done
@@ -122,7 +140,12 @@ med() {
     echo "(resnet18, Poisson $RATE req/s, SLO $SLO ms, $REQ requests) beside the resnet18+34+50"
     echo "batch mix (batch $BATCH, closed loops), four real processes under posd, the batch models"
     echo "in class batch. \`cpu = off\`: the lever off; \`idle\`: SCHED_IDLE; \`nice\`: cpu_nice 19;"
-    echo "cpu_hold_ms at its default (1000). $ROUNDS rounds, the levers' order rotated each round."
+    echo "both with cpu_hold_ms at its default (1000); \`idle-hold0\`: SCHED_IDLE with cpu_hold_ms = 0"
+    echo "(lowered only while a detector request is under way). Two references that posd does not"
+    echo "apply (posd's lever off): \`chrt\`, the batch processes started under \`chrt -i 0\`;"
+    echo "\`cgroup\`, the batch processes moved at their start into one cgroup v1 cpu group of"
+    echo "cpu.shares 2 (root, where the machine has cgroup v1). $ROUNDS rounds, the levers' order"
+    echo "rotated each round. Load average (1, 5, 15 min) $LOAD0 before, $(cut -d' ' -f1-3 /proc/loadavg) after."
     echo "Each cell: the median of the rounds (min..max). Speedup: the sum of each batch model's"
     echo "req/s over its req/s alone. runq: the detector's launching threads' mean wake-up to"
     echo "running wait (us) and time waiting per second (ms/s), posd's eBPF telemetry through"
@@ -131,15 +154,18 @@ med() {
     echo "| policy | cpu | SLO attainment | p99 ms | batch speedup | runq us | runq ms/s |"
     echo "|---|---|---|---|---|---|---|"
     for policy in $POLICIES; do
-        for lever in off idle nice; do
+        for lever in "${levers[@]}"; do
             echo "| $policy | $lever | $(med "${V[$policy,$lever,slo]}") |" \
                 "$(med "${V[$policy,$lever,p99]}" 2) | $(med "${V[$policy,$lever,sp]}" 2) |" \
                 "$(med "${V[$policy,$lever,rq]}" 1) | $(med "${V[$policy,$lever,rqs]}" 1) |"
         done
     done
     echo
-    echo "Every round's figures, in the order they ran, are in the output of the command"
-    echo "(bench-cpu: lines on stderr)."
+    echo "Every run, in the order they ran (load: the 1-minute load average at its end):"
+    echo
+    echo '```'
+    sed 's/^bench-cpu: //' "$LOG"
+    echo '```'
 } >"$OUT.new"
 mv "$OUT.new" "$OUT"
 echo "bench-cpu: wrote $OUT" >&2
