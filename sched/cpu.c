@@ -107,7 +107,8 @@ static uint64_t boot_ticks(void)
     long hz = sysconf(_SC_CLK_TCK);
     if (hz <= 0)
         hz = 100;
-    return (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000ull / (uint64_t)hz);
+    return (uint64_t)ts.tv_sec * (uint64_t)hz +
+           (uint64_t)ts.tv_nsec / (1000000000ull / (uint64_t)hz);
 }
 
 /* ---- the record of lowered threads ----------------------------------------------------- */
@@ -122,8 +123,8 @@ static void save(struct posd *d)
         return;
     }
     if (cpu_file_fd < 0) {
-        cpu_file_fd = openat(d->state_fd, POSD_CPU_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                             0600);
+        cpu_file_fd =
+            openat(d->state_fd, POSD_CPU_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (cpu_file_fd < 0) {
             if (!cpu_file_said++)
                 posd_log(POSD_LOG_WARN,
@@ -151,10 +152,9 @@ static void save(struct posd *d)
                 heap = out = grown;
                 cap *= 2;
             }
-            len += (size_t)snprintf(out + len, cap - len, "%d %llu %u %d %llu %u %d\n",
-                                    (int)t->tid, (unsigned long long)t->start, t->policy,
-                                    t->nice, (unsigned long long)t->flags, t->set_policy,
-                                    t->set_nice);
+            len += (size_t)snprintf(out + len, cap - len, "%d %llu %u %d %llu %u %d\n", (int)t->tid,
+                                    (unsigned long long)t->start, t->policy, t->nice,
+                                    (unsigned long long)t->flags, t->set_policy, t->set_nice);
         }
     }
 write:
@@ -306,7 +306,8 @@ static void lower_client(struct posd *d, struct posd_client *c, int low)
     keep = 0;
     for (int j = 0; j < cc->nthreads; j++) {
         struct posd_cpu_thread *t = &cc->t[j];
-        int rc = still_as_set(t->tid, t) ? 0 : set_attr(t->tid, t->set_policy, t->set_nice, t->flags);
+        int rc =
+            still_as_set(t->tid, t) ? 0 : set_attr(t->tid, t->set_policy, t->set_nice, t->flags);
         if (rc == 0) {
             cc->t[keep++] = *t;
         } else if (rc != -ESRCH) {
@@ -379,7 +380,8 @@ int posd_cpu_any_lowered(const struct posd *d)
 void posd_cpu_restore_all(struct posd *d)
 {
     for (int i = 0; i < POSD_MAX_CLIENTS; i++)
-        if (d->clients[i].used && (d->clients[i].cpu.low != POS_CPU_OFF || d->clients[i].cpu.nthreads))
+        if (d->clients[i].used &&
+            (d->clients[i].cpu.low != POS_CPU_OFF || d->clients[i].cpu.nthreads))
             restore_client(d, &d->clients[i], 0);
     if (cpu_file_fd >= 0) {
         close(cpu_file_fd);
@@ -410,8 +412,9 @@ void posd_cpu_recover(struct posd *d)
         unsigned long long start, flags;
         unsigned policy, set_policy;
         char nl;
-        if (line[0] == '#' || sscanf(line, "%d %llu %u %d %llu %u %d%c", &tid, &start, &policy,
-                                     &nice, &flags, &set_policy, &set_nice, &nl) != 8 ||
+        if (line[0] == '#' ||
+            sscanf(line, "%d %llu %u %d %llu %u %d%c", &tid, &start, &policy, &nice, &flags,
+                   &set_policy, &set_nice, &nl) != 8 ||
             nl != '\n' || tid <= 0 || nice < -20 || nice > 19 ||
             (policy != SCHED_OTHER && policy != SCHED_BATCH))
             continue;
@@ -458,9 +461,9 @@ static void on_fatal(int sig)
 
 void posd_cpu_start(struct posd *d)
 {
-    static const int fatal[] = {SIGQUIT, SIGILL,  SIGTRAP,   SIGABRT, SIGBUS,  SIGFPE,
-                                SIGUSR1, SIGSEGV, SIGUSR2,   SIGALRM, SIGXCPU, SIGXFSZ,
-                                SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSYS, SIGSTKFLT};
+    static const int fatal[] = {SIGQUIT,   SIGILL,  SIGTRAP, SIGABRT, SIGBUS,  SIGFPE,
+                                SIGUSR1,   SIGSEGV, SIGUSR2, SIGALRM, SIGXCPU, SIGXFSZ,
+                                SIGVTALRM, SIGPROF, SIGIO,   SIGPWR,  SIGSYS,  SIGSTKFLT};
     cpu_posd = d;
     cpu_posd_pid = getpid();
     struct sigaction sa = {.sa_handler = on_fatal, .sa_flags = SA_RESETHAND | SA_NODEFER};

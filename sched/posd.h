@@ -95,19 +95,19 @@ struct posd_tele_client {
 
 /* The CPU lever's account of a client (cpu.c): its threads posd lowered, each as it was. */
 #define POSD_CPU_THREADS   64
-#define POSD_CPU_RESCAN_NS 100000000LL /* a lowered client's new threads are found this soon */
+#define POSD_CPU_RESCAN_NS 100000000LL   /* a lowered client's new threads are found this soon */
 #define POSD_CPU_FILE      "cpu-lowered" /* in the state directory: the threads lowered now */
 struct posd_cpu_thread {
     int32_t tid;
-    uint64_t start;       /* its start time (/proc stat field 22): a reused tid is not it */
-    uint32_t policy;      /* what it had: SCHED_OTHER or SCHED_BATCH, */
-    int32_t nice;         /* its nice value */
-    uint64_t flags;       /* and its reset-on-fork flag */
-    uint32_t set_policy;  /* what posd set */
+    uint64_t start;      /* its start time (/proc stat field 22): a reused tid is not it */
+    uint32_t policy;     /* what it had: SCHED_OTHER or SCHED_BATCH, */
+    int32_t nice;        /* its nice value */
+    uint64_t flags;      /* and its reset-on-fork flag */
+    uint32_t set_policy; /* what posd set */
     int32_t set_nice;
 };
 struct posd_cpu_client {
-    int low;              /* enum pos_cpu_lever applied now (POS_CPU_OFF: none) */
+    int low; /* enum pos_cpu_lever applied now (POS_CPU_OFF: none) */
     int nthreads;
     struct posd_cpu_thread t[POSD_CPU_THREADS];
     int64_t scan_at;      /* when /proc/PID/task is read again while it is lowered */

@@ -27,8 +27,9 @@ static int skipped(const char *test)
 {
     if (geteuid() == 0)
         return 0;
-    fprintf(stderr, "%s: skipped: putting another process's thread back from SCHED_IDLE needs "
-                    "root or CAP_SYS_NICE (running as uid %u)\n",
+    fprintf(stderr,
+            "%s: skipped: putting another process's thread back from SCHED_IDLE needs "
+            "root or CAP_SYS_NICE (running as uid %u)\n",
             test, (unsigned)geteuid());
     return 1;
 }
@@ -70,8 +71,8 @@ static pid_t client_start(const char *app, int requests, int nice)
             execl("build/posapp", "posapp", "--model", "resnet18", "--requests", n, "--arrival",
                   "poisson:200", (char *)NULL);
         else
-            execl("build/posapp", "posapp", "--model", "resnet18", "--batch", "4", "--requests",
-                  n, (char *)NULL);
+            execl("build/posapp", "posapp", "--model", "resnet18", "--batch", "4", "--requests", n,
+                  (char *)NULL);
         _exit(127);
     }
     return pid;

@@ -765,8 +765,11 @@ static void test_the_cpu_lever_gives_the_core_to_a_latency_client(void)
         fprintf(stderr, "\n  p50 %.3f ms lever off, %.3f ms on, %.3f ms chrt -i\n", off, lever,
                 idle);
     char err[512];
-    CU_ASSERT_EQUAL(possim_scenario_parse("t.ini", "[sched]\ncpu = on\n[client a]\nmodel = "
-                                          "resnet18\n", &sc, err, sizeof err), -EINVAL);
+    CU_ASSERT_EQUAL(possim_scenario_parse("t.ini",
+                                          "[sched]\ncpu = on\n[client a]\nmodel = "
+                                          "resnet18\n",
+                                          &sc, err, sizeof err),
+                    -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected off, idle or nice"));
 }
 
