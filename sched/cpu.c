@@ -325,9 +325,38 @@ static int restore_thread(pid_t pid, const struct posd_cpu_thread *t)
     return set_attr(t->tid, t->policy, t->nice, t->flags);
 }
 
+/* Threads made since C's last scan that inherited what posd set from a lowered thread that
+ * made them: taken into its table, to be put back with it. */
+static void adopt_inherited(struct posd_client *c)
+{
+    struct posd_cpu_client *cc = &c->cpu;
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)c->ident.pid);
+    DIR *dir = cc->nthreads ? opendir(path) : NULL;
+    if (!dir)
+        return;
+    for (struct dirent *e; (e = readdir(dir)) && cc->nthreads < POSD_CPU_THREADS;) {
+        char *end;
+        long tid = strtol(e->d_name, &end, 10);
+        struct cpu_attr a;
+        if (*end || tid <= 0 || find_thread(cc, (pid_t)tid) >= 0 || get_attr((pid_t)tid, &a) < 0)
+            continue;
+        uint64_t start = thread_start(c->ident.pid, (pid_t)tid);
+        struct posd_cpu_thread t;
+        if (!start || inherited_setting(cc, &a, start, &t) < 0)
+            continue;
+        t.tid = (int32_t)tid;
+        t.start = start;
+        cc->t[cc->nthreads++] = t;
+    }
+    closedir(dir);
+}
+
 static void restore_client(struct posd *d, struct posd_client *c, int save_after)
 {
     struct posd_cpu_client *cc = &c->cpu;
+    if (cc->low != POS_CPU_OFF)
+        adopt_inherited(c);
     for (int j = 0; j < cc->nthreads; j++) {
         int rc = restore_thread(c->ident.pid, &cc->t[j]);
         if (rc < 0 && rc != -ESRCH)
@@ -354,10 +383,8 @@ void posd_cpu_apply(struct posd *d, struct posd_client *c, int low, int64_t now)
         restore_client(d, c, 1); /* another lever after a reload: from the originals again */
     if (cc->low == low && now < cc->scan_at)
         return;
-    if (cc->low == POS_CPU_OFF) {
+    if (cc->low == POS_CPU_OFF)
         cc->since_ticks = boot_ticks();
-        cc->times++;
-    }
     cc->low = low;
     cc->scan_at = now + POSD_CPU_RESCAN_NS;
     lower_client(d, c, low);

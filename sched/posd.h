@@ -112,7 +112,6 @@ struct posd_cpu_client {
     struct posd_cpu_thread t[POSD_CPU_THREADS];
     int64_t scan_at;      /* when /proc/PID/task is read again while it is lowered */
     uint64_t since_ticks; /* when this lowering began (a thread's start-time clock) */
-    uint64_t times;       /* lowerings so far */
     int said, full_said;  /* a failure, or too many threads, was logged for it */
 };
 

@@ -1,10 +1,11 @@
 /* The CPU lever ([policy] cpu; sched/cpu.c) against real processes: posd, the shim and posapp
  * on the simulated driver. A batch client's threads run at SCHED_IDLE (or cpu_nice) while a
- * latency client has requests under way and are put back after; a thread is never set above
- * what it had; a posd killed with SIGKILL leaves a record the next posd restores from; a posd
- * stopped by another signal restores them itself; a posd that may not change a priority says
- * so once per client and goes on. Changing other processes' priorities back needs root (or
- * CAP_SYS_NICE): as another user the tests say skipped and why. */
+ * latency client has requests under way and are put back after, the threads it made meanwhile
+ * too; a thread is never set above what it had; a posd killed with SIGKILL leaves a record the
+ * next posd restores from; a posd stopped by another signal restores them itself; a posd that
+ * may not change a priority says so once per client and goes on. Changing other processes'
+ * priorities back needs root (or CAP_SYS_NICE): as another user the tests say skipped and
+ * why. */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -177,6 +178,28 @@ static void test_outranked_threads_run_idle_while_a_request_is_under_way_and_com
     util_posd_stop(&suite.posd, SIGTERM);
 }
 
+/* A client that makes threads while it is lowered (a thread pool: tests/shim/prog_threads,
+ * four long workers at a time, each replaced as it ends): the new threads inherit SCHED_IDLE
+ * from the lowered thread that made them; posd counts them as lowered, and when the latency
+ * client leaves every thread comes back, before the workers made while lowered have ended. */
+static void test_threads_made_while_lowered_come_back_too(void)
+{
+    if (skipped(__func__))
+        return;
+    posd_up("cpu = idle\ncpu_hold_ms = 100");
+    pid_t lat = client_start("latency", 100000, 0);
+    usleep((useconds_t)(300000 * scale));
+    const char *const argv[] = {"build/tests/shim_threads", "100000", "4", "20000", NULL};
+    pid_t pool = util_shim_start("/dev/null", "batch-pool", argv);
+    CU_ASSERT_FATAL(pool > 0);
+    usleep((useconds_t)(1500000 * scale)); /* workers are made and end meanwhile */
+    CU_ASSERT(wait_threads(pool, SCHED_IDLE, 0, 2));
+    client_stop(&lat);
+    CU_ASSERT(wait_threads(pool, SCHED_OTHER, 0, 0.3));
+    client_stop(&pool);
+    util_posd_stop(&suite.posd, SIGTERM);
+}
+
 /* cpu = nice with cpu_nice 10: a batch client started at nice 5 runs at 10 and comes back to
  * 5, not 0; one started at nice 15 is never touched (10 would raise it). */
 static void test_a_thread_is_never_set_above_its_own_priority(void)
@@ -314,6 +337,7 @@ void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("cpu", suite_init, suite_clean);
     POS_ADD_TEST(s, test_outranked_threads_run_idle_while_a_request_is_under_way_and_come_back);
+    POS_ADD_TEST(s, test_threads_made_while_lowered_come_back_too);
     POS_ADD_TEST(s, test_a_thread_is_never_set_above_its_own_priority);
     POS_ADD_TEST(s, test_threads_a_killed_posd_left_lowered_are_restored_by_the_next);
     POS_ADD_TEST(s, test_a_posd_ended_by_a_signal_restores_the_threads_it_lowered);
