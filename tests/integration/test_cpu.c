@@ -47,12 +47,17 @@ static void write_conf(const char *policy_lines)
     fclose(f);
 }
 
-static void posd_up(const char *policy_lines)
+static void posd_under(const char *policy, const char *policy_lines)
 {
     write_conf(policy_lines);
     unlink(suite.sock);
-    suite_posd_start(&suite, "priority");
+    suite_posd_start(&suite, policy);
     CU_ASSERT_FATAL(suite.posd > 0 && access(suite.sock, F_OK) == 0);
+}
+
+static void posd_up(const char *policy_lines)
+{
+    posd_under("priority", policy_lines);
 }
 
 /* posapp under the shim as APP (a batch closed loop until killed when REQUESTS is 0, else a
@@ -121,6 +126,16 @@ static int all_threads(pid_t pid, uint32_t policy, int nice)
     return n > 0 && ok;
 }
 
+/* Whether thread TID of PID runs as POLICY. */
+static int thread_is(pid_t pid, pid_t tid, uint32_t policy)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d", (int)pid, (int)tid);
+    struct cpu_attr a = {0};
+    return access(path, F_OK) == 0 &&
+           syscall(SYS_sched_getattr, tid, &a, (unsigned)sizeof a, 0U) == 0 && a.policy == policy;
+}
+
 /* Waits up to SECONDS (scaled) for all_threads(PID, POLICY, NICE). */
 static int wait_threads(pid_t pid, uint32_t policy, int nice, double seconds)
 {
@@ -179,23 +194,30 @@ static void test_outranked_threads_run_idle_while_a_request_is_under_way_and_com
 }
 
 /* A client that makes threads while it is lowered (a thread pool: tests/shim/prog_threads,
- * four long workers at a time, each replaced as it ends): the new threads inherit SCHED_IDLE
+ * 48 workers at a time, each replaced as it ends; under fifo, which holds nobody, so that the
+ * pool keeps turning over whatever the lever does): the new threads inherit SCHED_IDLE
  * from the lowered thread that made them; posd counts them as lowered, and when the latency
  * client leaves every thread comes back, before the workers made while lowered have ended. */
 static void test_threads_made_while_lowered_come_back_too(void)
 {
     if (skipped(__func__))
         return;
-    posd_up("cpu = idle\ncpu_hold_ms = 100");
+    posd_under("fifo", "cpu = idle\ncpu_hold_ms = 100");
     pid_t lat = client_start("latency", 100000, 0);
     usleep((useconds_t)(300000 * scale));
-    const char *const argv[] = {"build/tests/shim_threads", "100000", "4", "20000", NULL};
+    const char *const argv[] = {"build/tests/shim_threads", "10000000", "48", "1500", NULL};
     pid_t pool = util_shim_start("/dev/null", "batch-pool", argv);
     CU_ASSERT_FATAL(pool > 0);
     usleep((useconds_t)(1500000 * scale)); /* workers are made and end meanwhile */
     CU_ASSERT(wait_threads(pool, SCHED_IDLE, 0, 2));
     client_stop(&lat);
-    CU_ASSERT(wait_threads(pool, SCHED_OTHER, 0, 0.3));
+    /* once its main thread is back, every thread is, in the same pass: a worker made since
+     * posd last looked, still at SCHED_IDLE, would otherwise stay so until it ends */
+    double until = util_now() + 2 * scale;
+    while (util_now() < until && !thread_is(pool, pool, SCHED_OTHER))
+        usleep(1000);
+    CU_ASSERT(thread_is(pool, pool, SCHED_OTHER));
+    CU_ASSERT(wait_threads(pool, SCHED_OTHER, 0, 0.02));
     client_stop(&pool);
     util_posd_stop(&suite.posd, SIGTERM);
 }
