@@ -13,7 +13,8 @@
 # the detector's run-queue delay as posd's eBPF telemetry saw it (posstat -o json: the mean
 # wake-up-to-running wait of its launching threads, and the time they waited per second;
 # "-" without telemetry, which needs root). Writes docs/results/cpu.md (BENCH_CPU_OUT):
-# medians with min..max. Every figure is simulated (docs/sim.md).
+# medians with min..max; then the same mix in possim for each policy and lever. Every figure
+# is simulated (docs/sim.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 APP=build/posapp SHIM=$PWD/build/libposshim.so POSD=build/posd
@@ -121,6 +122,45 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 
+# The same mix in possim (virtual time, the same core and policies; its host model on 2 cores,
+# the batch clients' threads reweighted as the core's cpu_low says): deterministic, seed 1.
+sim_scenario() { # policy lever
+    local cpu=${2%-hold0}
+    printf '[device]\npreset = h200\nmode = mps\n[sched]\npolicy = %s\ncpu = %s\n' "$1" "$cpu"
+    [ "$2" = idle-hold0 ] && printf 'cpu_hold_ms = 0\n'
+    printf '[host]\ncores = 2\n'
+    printf '[client detector]\nmodel = resnet18\nrequests = %s\narrival = poisson:%s\n' "$REQ" "$RATE"
+    printf 'class_priority = 10\nslo_ms = %s\n' "$SLO"
+    for i in 1 2 3; do
+        printf '[client %s]\nmodel = %s\nbatch = %s\nrequests = 100000000\n' "${names[i]}" \
+            "${models[i]}" "$BATCH"
+        printf 'class_priority = 20\nstop_with = detector\n'
+    done
+}
+sim_alone() { # index: its req/s alone in possim
+    printf '[device]\npreset = h200\nmode = mps\n[sched]\npolicy = fifo\n[host]\ncores = 2\n'
+    printf '[client %s]\nmodel = %s\nbatch = %s\nrequests = 300\n' "${names[$1]}" "${models[$1]}" \
+        "$BATCH"
+}
+declare -A SIM_ALONE
+for i in 1 2 3; do
+    sim_alone "$i" >"$T/alone.ini"
+    SIM_ALONE[$i]=$(build/possim "$T/alone.ini" | awk -v n="${names[i]}" '$1 == n { print $11 }')
+done
+SIMROWS=
+for policy in $POLICIES; do
+    for lever in off idle nice idle-hold0; do
+        sim_scenario "$policy" "$lever" >"$T/sim.ini"
+        SIMROWS+=$(build/possim "$T/sim.ini" | awk -v p="$policy" -v l="$lever" \
+            -v x="${SIM_ALONE[1]}" -v y="${SIM_ALONE[2]}" -v z="${SIM_ALONE[3]}" '
+            $1 == "detector" { slo = $14; p99 = $9 }
+            $1 == "batch-resnet18" { a = $11 } $1 == "batch-resnet34" { b = $11 }
+            $1 == "batch-resnet50" { c = $11 }
+            END { printf "| %s | %s | %.3f | %.2f | %.2f |\n", p, l, slo, p99, a / x + b / y + c / z }')
+        SIMROWS+=$'\n'
+    done
+done
+
 # "median (min..max)" of a list
 med() {
     tr ' ' '\n' <<<"$1" | grep -v '^$' | grep -v '^-$' | sort -g | awk -v d="${2:-3}" '
@@ -160,6 +200,14 @@ med() {
                 "$(med "${V[$policy,$lever,rq]}" 1) | $(med "${V[$policy,$lever,rqs]}" 1) |"
         done
     done
+    echo
+    echo "The same mix in possim (\`build/possim\`, virtual time: the same core and policies, its"
+    echo "host model on 2 cores, the batch clients' thread and collector reweighted while the core"
+    echo "lowers them; deterministic, seed 1; speedup against each batch model alone in possim):"
+    echo
+    echo "| policy | cpu | SLO attainment | p99 ms | batch speedup |"
+    echo "|---|---|---|---|---|"
+    printf '%s' "$SIMROWS"
     echo
     echo "Every run, in the order they ran (load: the 1-minute load average at its end):"
     echo
