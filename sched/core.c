@@ -2,6 +2,7 @@
  * requests, stalls, guard periods, grant publication rules and the next decision time. Pure:
  * the clock is an argument, memory is the only resource it takes. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -707,28 +708,36 @@ static int holds_cpu(const struct sched_core *k, const struct core_client *o, in
     return o->req.active || (o->req_end_ns && now - o->req_end_ns < k->p.cpu_hold_ns);
 }
 
-/* The CPU lever's rule: C's threads are lowered (as its lever says) while a client of a more
- * important class holds the CPU; NEXT is brought forward to when that hold ends. */
-static int cpu_rule(const struct sched_core *k, const struct core_client *c, int64_t now,
-                    int64_t *next)
+/* The CPU lever's rule, for every client at once: the most important priority among the
+ * clients that hold the CPU (INT_MAX: none); a client of a less important one with its lever
+ * on is lowered. *NEXT is brought forward to the end of the first hold that is not a request
+ * under way, when it may lift the lever for someone. */
+static int cpu_top(const struct sched_core *k, int64_t now, int64_t *next)
 {
-    if (c->conf.cpu == POS_CPU_OFF)
-        return POS_CPU_OFF;
-    int low = 0;
+    int top = INT_MAX, lever_below = INT_MIN;
+    int64_t end = INT64_MAX;
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
         const struct core_client *o = &k->c[i];
-        if (!o->used || o == c || o->conf.priority >= c->conf.priority || !holds_cpu(k, o, now))
+        if (!o->used)
             continue;
-        low = 1;
-        if (!o->req.active && o->req_end_ns + k->p.cpu_hold_ns < *next)
-            *next = o->req_end_ns + k->p.cpu_hold_ns;
+        if (o->conf.cpu != POS_CPU_OFF && o->conf.priority > lever_below)
+            lever_below = o->conf.priority;
+        if (!holds_cpu(k, o, now))
+            continue;
+        if (o->conf.priority < top)
+            top = o->conf.priority;
+        if (!o->req.active && o->req_end_ns + k->p.cpu_hold_ns < end)
+            end = o->req_end_ns + k->p.cpu_hold_ns;
     }
-    return low ? c->conf.cpu : POS_CPU_OFF;
+    if (top < lever_below && end < *next)
+        *next = end;
+    return top;
 }
 
 int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants)
 {
     int64_t cpu_next = INT64_MAX;
+    int cpu_top_priority = cpu_top(k, now, &cpu_next);
     size_t n = 0;
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
         struct core_client *c = &k->c[i];
@@ -742,7 +751,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         }
         k->order[n] = i;
         fill_view(c, &k->view[n], i);
-        k->view[n].cpu_low = cpu_rule(k, c, now, &cpu_next);
+        k->view[n].cpu_low = c->conf.priority > cpu_top_priority ? c->conf.cpu : POS_CPU_OFF;
         n++;
     }
     if (now - k->period_start >= k->p.guard_period_ns) {
