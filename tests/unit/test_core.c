@@ -496,6 +496,21 @@ static void test_cpu_lever_lowers_outranked_while_a_request_is_under_way(void)
     sched_core_decide(k, 61 * MS, g);
     CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_OFF);
     sched_core_free(k);
+    /* with nothing else to wait for, the next decision wanted is the hold's end, no later */
+    k = sched_core_new(&p, &dev, pos_policy_find("priority"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    memset(next_seq, 0, sizeof next_seq);
+    sched_core_client_add(k, 0, &lat, 0);
+    sched_core_client_add(k, 1, &batch, 0);
+    submit(k, 0, 2, 0x100, 1, 1, 20 * MS);
+    sched_core_decide(k, 20 * MS, g);
+    s = stream_sync(0x100, next_seq[0], 21 * MS);
+    sched_core_sync(k, 0, &s, 21 * MS);
+    CU_ASSERT_EQUAL(sched_core_decide(k, 22 * MS, g), 71 * MS);
+    CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_IDLE);
+    sched_core_decide(k, 71 * MS, g);
+    CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_OFF);
+    sched_core_free(k);
     /* the view: the lever and the core's verdict reach the policy */
     struct sched_core *r = sched_core_new(&p, &dev, &recorder, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
