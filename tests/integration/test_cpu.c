@@ -182,6 +182,9 @@ static void test_outranked_threads_run_idle_while_a_request_is_under_way_and_com
     uint32_t flags = client_flags(batch, &threads);
     CU_ASSERT(flags != (uint32_t)-1 && (flags & POS_CLIENT_CPU_IDLE));
     CU_ASSERT(threads >= 2); /* its launching thread and the shim's collector at least */
+    char out[4096];
+    util_run("build/posctl list", out, sizeof out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cpu-idle"));
     CU_ASSERT(all_threads(lat, SCHED_OTHER, 0));
     int st = -1;
     waitpid(lat, &st, 0);
