@@ -17,6 +17,7 @@
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make bench-isolation  a latency client beside steady and churning batch work, end to end and
 #                       in possim (docs/results/isolation.md)
+#   make bench-cpu  the CPU lever ([policy] cpu) on make demo's mix, off/idle/nice (docs/results/cpu.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make bench-metricsattack  the metrics endpoint under 1,000 slow or idle connections of one
 #                       user (docs/results/reliability.md)
@@ -287,9 +288,9 @@ TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
-TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/files.c sched/clock.c sched/log.c \
+TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/cpu.c sched/files.c sched/clock.c sched/log.c \
     sched/ini_lines.c $(SCHED_CORE_SRCS))
-TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/files.c sched/log.c sched/config.c \
+TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/cpu.c sched/files.c sched/log.c sched/config.c \
     sched/ini_lines.c $(SCHED_CORE_SRCS))
 
 .SECONDEXPANSION:
@@ -336,6 +337,7 @@ $(FAKE_NVML): $(B)/obj/tests/fakes/nvml.o
 TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_state_dir := $(POSD) $(POSCTL)
+TEST_DEPS_test_cpu := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSCTL) $(SHIM_PROGS) $(POSCLIENT_OBJ)
 TEST_DEPS_test_mps := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) $(TEST_OBJS_model)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
     $(POSCLIENT_OBJ)
@@ -365,7 +367,7 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
     -fno-omit-frame-pointer
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 3
-FUZZ_ENGINE_SRCS := sched/engine.c sched/files.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
+FUZZ_ENGINE_SRCS := sched/engine.c sched/cpu.c sched/files.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
     sched/profile.c sched/profile_file.c sched/schedule.c sched/schedule_file.c \
     $(wildcard sched/policy/*.c)
 FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
@@ -481,6 +483,9 @@ bench-pos: all
 # (docs/results/isolation.md)
 bench-isolation: all
 	@bash bench/isolation.sh
+# the CPU lever on make demo's mix: off, SCHED_IDLE, nice, and static references (docs/results/cpu.md)
+bench-cpu: all
+	@bash bench/cpu.sh
 
 # scrapes and a latency client's p99 under 1,000 slow or idle metrics connections of one user
 # (docs/results/reliability.md)
@@ -543,7 +548,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -644,6 +644,7 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         return;
     if (c->registered) {
         posd_telemetry_client_remove(d, c);
+        posd_cpu_client_remove(d, c);
         posd_engine_remove(d, c);
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");
@@ -675,6 +676,8 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
     c->sock = -1;
     c->used = 0;
     c->registered = 0;
+    if (posd_cpu_any_lowered(d))
+        posd_arm_tick(d, 0); /* a client lowered for this one's sake may be restored now */
 }
 
 void posd_clients_reconfigure(struct posd *d)

@@ -53,6 +53,9 @@ void posd_config_defaults(struct posd_config *c)
     c->stall_ms = 50;
     c->window_us = 500;
     c->idle_grace_us = 0;
+    c->cpu = 0; /* POS_CPU_OFF */
+    c->cpu_nice = 19;
+    c->cpu_hold_ms = 1000;
     c->min_share = DEFAULT_MIN_SHARE;
     for (int i = 0; i < NBUILTIN; i++) {
         c->classes[i] = builtin_classes[i];
@@ -468,6 +471,9 @@ static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 static const char *const telemetry_words[] = {"auto", "on", "off", NULL};
 static const char *const off_on_words[] = {"off", "on", NULL};
 /* in enum pos_metrics_labels order */
+/* [policy] cpu: enum pos_cpu_lever's order; [class] cpu: the same after "policy" */
+static const char *const cpu_words[] = {"off", "idle", "nice", NULL};
+static const char *const class_cpu_words[] = {"policy", "off", "idle", "nice", NULL};
 static const char *const labels_words[] = {"full", "anonymous", NULL};
 
 static const struct key_spec daemon_keys[] = {
@@ -495,6 +501,9 @@ static const struct key_spec policy_keys[] = {
     {"corun_budget", parse_number, CFG(corun_budget), RANGE(1, 100)},
     {"profiles", parse_path, CFG(profiles)},
     {"schedule", parse_path, CFG(schedule)}, /* an absolute path, like the socket's */
+    {"cpu", parse_word_index, CFG(cpu), .words = cpu_words},
+    {"cpu_nice", parse_u32, CFG(cpu_nice), RANGE(1, 19)},
+    {"cpu_hold_ms", parse_number, CFG(cpu_hold_ms), RANGE(0, 60000)},
 };
 
 static const struct key_spec metrics_keys[] = {
@@ -507,6 +516,7 @@ static const struct key_spec class_keys[] = {
     {"max_inflight", parse_u32, CLASS(max_inflight), RANGE(0, 100000)},
     {"min_share", parse_number, CLASS(min_share), RANGE(0, 1)},
     {"sm_share", parse_u32, CLASS(sm_share), RANGE(1, 100)},
+    {"cpu", parse_word_index, CLASS(cpu), .words = class_cpu_words},
 };
 
 static const struct key_spec rule_keys[] = {
@@ -1014,6 +1024,7 @@ void posd_config_match(const struct posd_config *c, const struct posd_identity *
         out->min_share = cls->min_share;
         out->sm_share = cls->sm_share;
     }
+    out->cpu = cls && cls->cpu ? cls->cpu - 1 : c->cpu;
     if (set.has_priority)
         out->priority = set.priority;
     if (set.has_max_inflight)

@@ -27,6 +27,7 @@ struct posd_class {
     uint32_t max_inflight; /* operators in flight per client of the class; 0 = no limit */
     double min_share;      /* starvation guard: least share of each guard period, 0..1 */
     uint32_t sm_share;     /* percent of SMs (1..100) for its clients through MPS; 0 = unset */
+    int cpu; /* the CPU lever of its clients: 0 = [policy] cpu's, else enum pos_cpu_lever + 1 */
 };
 
 struct posd_rule {
@@ -82,6 +83,11 @@ struct posd_config {
     double corun_budget;  /* pos: co-run slowdown a more important kernel may show */
     char profiles[POSD_PATH_MAX]; /* an offline profile file imported at start ("" none) */
     char schedule[POSD_PATH_MAX]; /* a stage schedule file for policy staged ("": none) */
+    int cpu;              /* enum pos_cpu_lever: clients outranked by one with a request under
+                           * way run their threads at SCHED_IDLE or cpu_nice (classes may
+                           * differ) */
+    uint32_t cpu_nice;    /* the nice value of cpu = nice (1..19) */
+    double cpu_hold_ms;   /* lowered this long after the last such request ended */
     /* [metrics] */
     char metrics_listen[POSD_LISTEN_MAX]; /* the endpoint's address, "" off (read at start) */
     int metrics_labels; /* enum pos_metrics_labels (metrics_text.h): full, or anonymous */
@@ -113,12 +119,14 @@ struct posd_client_policy {
     double min_share;
     uint32_t sm_share; /* 0 = not set */
     int device;
+    int cpu; /* enum pos_cpu_lever: its class's CPU lever, else [policy] cpu */
     char rule[POSD_NAME_MAX]; /* last rule that matched, "" if none */
 };
 
 /* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "pos", default class
  * "latency", classes realtime (0), latency (10), batch (20, no in-flight cap), tick 200 us,
- * credits 1024, guard period 200 ms, min share 0.01, stall 50 ms. */
+ * credits 1024, guard period 200 ms, min share 0.01, stall 50 ms, cpu off (cpu_nice 19,
+ * cpu_hold 1000 ms). */
 void posd_config_defaults(struct posd_config *c);
 
 /* Loads MAIN (a missing MAIN is not an error when MAIN_OPTIONAL) and then every *.conf in

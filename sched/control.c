@@ -73,6 +73,7 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
         pol.priority = cls->priority;
         pol.max_inflight = cls->max_inflight;
         pol.min_share = cls->min_share;
+        pol.cpu = cls->cpu ? cls->cpu - 1 : d->cfg.cpu;
     }
     if (q->flags & POS_CTL_HAS_PRIORITY)
         pol.priority = q->priority;

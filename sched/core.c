@@ -2,6 +2,7 @@
  * requests, stalls, guard periods, grant publication rules and the next decision time. Pure:
  * the clock is an argument, memory is the only resource it takes. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -49,6 +50,7 @@ struct core_client {
     uint64_t busy_ns;
     int64_t served_ns;
     struct pos_sched_request req;
+    int64_t req_end_ns; /* when its last request ended (0: none yet) */
     uint64_t requests, request_ops;
     struct core_hist lat, sync_lag;
     int64_t added_at;
@@ -90,6 +92,7 @@ void sched_params_defaults(struct sched_params *p)
     p->profile_min = 32;
     p->corun_budget = 1.2;
     p->schedule = NULL;
+    p->cpu_hold_ns = 1000000000;
 }
 
 /* ---- histograms ----------------------------------------------------------------------- */
@@ -567,6 +570,7 @@ static void request_maybe_end(struct core_client *c, int64_t when)
     c->req.active = 0;
     c->req.ended++;
     c->req.last_ns = when - c->req.start_ns;
+    c->req_end_ns = when;
     c->requests++;
     c->request_ops += c->req.ops;
     hist_add(&c->lat, c->req.last_ns);
@@ -638,6 +642,7 @@ static void fill_view(const struct core_client *c, struct pos_sched_client *v, i
     v->runq_delay_ns = c->runq_delay_ns;
     v->runq_ns_per_s = c->runq_ns_per_s;
     v->offcpu_ns_per_s = c->offcpu_ns_per_s;
+    v->cpu = c->conf.cpu;
 }
 
 /* Applies a decided grant: releases what it covers; a grant never goes back. */
@@ -696,8 +701,43 @@ static void hold_drained(struct sched_core *k, size_t n)
     }
 }
 
+/* Does client O hold the host's CPU for itself at NOW: a request under way, or one that ended
+ * less than cpu_hold ago (its next one starts with a wake-up that a busy CPU delays)? */
+static int holds_cpu(const struct sched_core *k, const struct core_client *o, int64_t now)
+{
+    return o->req.active || (o->req_end_ns && now - o->req_end_ns < k->p.cpu_hold_ns);
+}
+
+/* The CPU lever's rule, for every client at once: the most important priority among the
+ * clients that hold the CPU (INT_MAX: none); a client of a less important one with its lever
+ * on is lowered. *NEXT is brought forward to the end of the first hold that is not a request
+ * under way, when it may lift the lever for someone. */
+static int cpu_top(const struct sched_core *k, int64_t now, int64_t *next)
+{
+    int top = INT_MAX, lever_below = INT_MIN;
+    int64_t end = INT64_MAX;
+    for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
+        const struct core_client *o = &k->c[i];
+        if (!o->used)
+            continue;
+        if (o->conf.cpu != POS_CPU_OFF && o->conf.priority > lever_below)
+            lever_below = o->conf.priority;
+        if (!holds_cpu(k, o, now))
+            continue;
+        if (o->conf.priority < top)
+            top = o->conf.priority;
+        if (!o->req.active && o->req_end_ns + k->p.cpu_hold_ns < end)
+            end = o->req_end_ns + k->p.cpu_hold_ns;
+    }
+    if (top < lever_below && end < *next)
+        *next = end;
+    return top;
+}
+
 int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants)
 {
+    int64_t cpu_next = INT64_MAX;
+    int cpu_top_priority = cpu_top(k, now, &cpu_next);
     size_t n = 0;
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
         struct core_client *c = &k->c[i];
@@ -711,6 +751,7 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         }
         k->order[n] = i;
         fill_view(c, &k->view[n], i);
+        k->view[n].cpu_low = c->conf.priority > cpu_top_priority ? c->conf.cpu : POS_CPU_OFF;
         n++;
     }
     if (now - k->period_start >= k->p.guard_period_ns) {
@@ -734,10 +775,12 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .corun_budget = k->p.corun_budget,
         .schedule = k->p.schedule,
         .unmanaged = k->unmanaged,
+        .cpu_hold_ns = k->p.cpu_hold_ns,
     };
     int64_t next = k->policy->decide(k->pstate, &view);
     if (next <= now)
         next = now + k->p.tick_ns;
+    next = min64(next, cpu_next);
     k->decisions++;
     hold_drained(k, n);
     for (size_t j = 0; j < n; j++)
@@ -749,6 +792,9 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         g->granted = c->granted;
         g->held = c->held;
         g->window = c->window;
+        /* a lever the policy names that is none of them counts as off */
+        int low = k->view[j].cpu_low;
+        g->cpu_low = low == POS_CPU_IDLE || low == POS_CPU_NICE ? low : POS_CPU_OFF;
         g->changed = !c->published || c->pub_mode != c->mode || c->pub_granted != c->granted ||
                      c->pub_window != c->window;
         c->published = 1;

@@ -47,10 +47,13 @@ struct sched_params {
                               * while (0: profiles learn only from the markers there are) */
     const struct pos_schedule *schedule; /* what policies see as view->schedule (the adapter
                                           * owns it; it must outlive the core's use) */
+    int64_t cpu_hold_ns; /* the CPU lever: a client stays lowered this long after the last
+                          * request of one that outranks it ended */
 };
 
 /* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2, no schedule. */
+ * window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2, no schedule,
+ * cpu_hold 1 s. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */
@@ -94,6 +97,7 @@ struct sched_client_conf {
     double weight;
     double slo_ms;
     int device;
+    int cpu; /* enum pos_cpu_lever: how its threads are lowered when it is outranked */
 };
 
 /* What the adapter must publish for a client after a decision. */
@@ -105,6 +109,7 @@ struct sched_grant {
     int changed;      /* mode or granted differ from the last publication */
     uint32_t sample;  /* completion marker every N launches */
     int kick_on_done; /* the client must kick posd on completions and synchronisations */
+    int cpu_low;      /* enum pos_cpu_lever: its threads are to be lowered so; 0: not lowered */
 };
 
 /* Request latency histogram: 8 sub-buckets per power of two of microseconds. */

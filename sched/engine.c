@@ -38,6 +38,7 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
     p->idle_grace_ns = (int64_t)(cfg->idle_grace_us * 1e3);
     p->profile_min = cfg->profile_min;
     p->corun_budget = cfg->corun_budget;
+    p->cpu_hold_ns = (int64_t)(cfg->cpu_hold_ms * 1e6);
 }
 
 
@@ -142,6 +143,7 @@ static void client_conf(const struct posd_client *c, struct sched_client_conf *k
     k->weight = c->pol.weight;
     k->slo_ms = c->pol.slo_ms;
     k->device = c->pol.device;
+    k->cpu = c->pol.cpu;
 }
 
 int posd_engine_add(struct posd *d, struct posd_client *c)
@@ -373,8 +375,10 @@ int64_t posd_engine_tick(struct posd *d)
     posd_log_policy_note(d);
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
-        if (c->used && c->registered)
+        if (c->used && c->registered) {
             publish(c, &d->grants[i]);
+            posd_cpu_apply(d, c, d->grants[i].cpu_low, now);
+        }
     }
     if (d->recheck && next - now > POSD_RECHECK_NS)
         next = now + POSD_RECHECK_NS;
@@ -620,7 +624,10 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     snprintf(s->class_name, sizeof s->class_name, "%s", c->pol.class_name);
     s->priority = c->pol.priority;
     s->flags = (sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0) |
-               (c->overridden ? POS_CLIENT_OVERRIDE : 0);
+               (c->overridden ? POS_CLIENT_OVERRIDE : 0) |
+               (c->cpu.low == POS_CPU_IDLE ? POS_CLIENT_CPU_IDLE : 0) |
+               (c->cpu.low == POS_CPU_NICE ? POS_CLIENT_CPU_NICE : 0);
+    s->cpu_threads = (uint32_t)c->cpu.nthreads;
     s->submitted = k.submitted;
     s->granted = k.released;
     s->completed = k.completed;

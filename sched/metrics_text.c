@@ -117,6 +117,14 @@ static double cl_held(const struct pos_client_stats *c)
 {
     return (c->flags & POS_CLIENT_HELD) != 0;
 }
+static double cl_cpu_lowered(const struct pos_client_stats *c)
+{
+    return (c->flags & (POS_CLIENT_CPU_IDLE | POS_CLIENT_CPU_NICE)) != 0;
+}
+static double cl_cpu_threads(const struct pos_client_stats *c)
+{
+    return c->cpu_threads;
+}
 static double cl_override(const struct pos_client_stats *c)
 {
     return (c->flags & POS_CLIENT_OVERRIDE) != 0;
@@ -142,6 +150,10 @@ static const struct client_metric client_metrics[] = {
      "Times the client was found with work in flight and no completion for stall_ms.", cl_stalls},
     {"posd_client_held", "gauge", "1 when the policy held the client at the last decision.",
      cl_held},
+    {"posd_client_cpu_lowered", "gauge",
+     "1 when the CPU lever holds the client's threads lowered ([policy] cpu).", cl_cpu_lowered},
+    {"posd_client_cpu_lowered_threads", "gauge",
+     "The client's threads the CPU lever holds lowered now.", cl_cpu_threads},
     {"posd_client_override", "gauge", "1 when posctl set the client's class or priority.",
      cl_override},
     {"posd_client_priority", "gauge", "The client's priority (lower is more important).",

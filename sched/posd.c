@@ -190,6 +190,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int stale = posd_state_remove_stale(d->state_fd, POSD_PROFILES_NAME);
+    posd_cpu_start(d);
+    posd_cpu_recover(d); /* threads a killed posd left lowered: before any client registers */
     posd_lookup_stats_group(d);
     if (policy) {
         snprintf(d->policy_override, sizeof d->policy_override, "%s", policy);
@@ -250,6 +252,7 @@ int main(int argc, char **argv)
              d->policy->name, d->cfg.nrules, d->metrics ? ", metrics on " : "",
              d->metrics ? d->metrics_addr : "");
     int rc = posd_loop(d);
+    posd_cpu_restore_all(d);
     posd_metrics_stop(d);
     posd_saver_finish(d); /* a running save ended, the last one written here */
     posd_telemetry_stop(d);

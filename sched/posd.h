@@ -94,6 +94,28 @@ struct posd_tele_client {
     uint64_t ioctls_per_s, ioctl_mean_ns; /* last interval */
 };
 
+/* The CPU lever's account of a client (cpu.c): its threads posd lowered, each as it was. */
+#define POSD_CPU_THREADS   64
+#define POSD_CPU_RESCAN_NS 100000000LL   /* a lowered client's new threads are found this soon */
+#define POSD_CPU_FILE      "cpu-lowered" /* in the state directory: the threads lowered now */
+struct posd_cpu_thread {
+    int32_t tid;
+    uint64_t start;      /* its start time (/proc stat field 22): a reused tid is not it */
+    uint32_t policy;     /* what it had: SCHED_OTHER or SCHED_BATCH, */
+    int32_t nice;        /* its nice value */
+    uint64_t flags;      /* and its reset-on-fork flag */
+    uint32_t set_policy; /* what posd set */
+    int32_t set_nice;
+};
+struct posd_cpu_client {
+    int low; /* enum pos_cpu_lever applied now (POS_CPU_OFF: none) */
+    int nthreads;
+    struct posd_cpu_thread t[POSD_CPU_THREADS];
+    int64_t scan_at;      /* when /proc/PID/task is read again while it is lowered */
+    uint64_t since_ticks; /* when this lowering began (a thread's start-time clock) */
+    int said, full_said;  /* a failure, or too many threads, was logged for it */
+};
+
 struct posd_client {
     int used;
     uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
@@ -137,6 +159,7 @@ struct posd_client {
     uint64_t kick_mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
     int pending;          /* SQEs in flight for this slot */
     struct posd_tele_client tele;
+    struct posd_cpu_client cpu;
 };
 
 struct posd {
@@ -298,6 +321,21 @@ void posd_saver_abort(struct posd *d);
 int64_t posd_saver_periodic(struct posd *d);
 /* At exit: a running save ended, the profiles written in this thread, its askers answered. */
 void posd_saver_finish(struct posd *d);
+
+/* cpu.c: the CPU lever's hands (the core decides, sched_grant.cpu_low) */
+/* At start: the fatal signals' handler that restores lowered threads is installed, and what a
+ * posd killed before left lowered (STATE_DIR/cpu-lowered) is put back. */
+void posd_cpu_start(struct posd *d);
+void posd_cpu_recover(struct posd *d);
+/* After a decision: C's threads lowered as LOW (enum pos_cpu_lever) says, new ones found every
+ * POSD_CPU_RESCAN_NS, or put back when LOW is POS_CPU_OFF. Failures are logged once per client. */
+void posd_cpu_apply(struct posd *d, struct posd_client *c, int low, int64_t now);
+/* C leaves: its threads are put back. */
+void posd_cpu_client_remove(struct posd *d, struct posd_client *c);
+/* Whether some client is lowered now. */
+int posd_cpu_any_lowered(const struct posd *d);
+/* At exit: every lowered thread put back, the record removed. */
+void posd_cpu_restore_all(struct posd *d);
 
 /* device.c: what posd knows of the GPU */
 /* Fills DEV for device 0 from the CUDA driver the clients use (asked by a child process) and

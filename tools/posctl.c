@@ -93,10 +93,16 @@ static int sees_everyone(void)
     return getegid() == g->gr_gid;
 }
 
-static const char *state_of(const struct pos_client_stats *s)
+/* held, override and the CPU lever's cpu-idle or cpu-nice, as they apply, in BUF; "-" for none */
+static const char *state_of(const struct pos_client_stats *s, char *buf, size_t cap)
 {
-    int held = (s->flags & POS_CLIENT_HELD) != 0, over = (s->flags & POS_CLIENT_OVERRIDE) != 0;
-    return held && over ? "held,override" : held ? "held" : over ? "override" : "-";
+    snprintf(buf, cap, "%s%s%s%s", s->flags & POS_CLIENT_HELD ? ",held" : "",
+             s->flags & POS_CLIENT_OVERRIDE ? ",override" : "",
+             s->flags & POS_CLIENT_CPU_IDLE ? ",cpu-idle" : "",
+             s->flags & POS_CLIENT_CPU_NICE ? ",cpu-nice" : "");
+    if (!buf[0])
+        return "-";
+    return buf + 1;
 }
 
 static int cmd_list(int argc, char **argv)
@@ -109,8 +115,9 @@ static int cmd_list(int argc, char **argv)
            "state");
     for (uint32_t i = 0; i < snap.nclients; i++) {
         const struct pos_client_stats *s = &snap.clients[i];
+        char state[48];
         printf("  %-6u %8d %8u  %-20s %-12s %8d  %s\n", s->client_id, s->pid, s->uid, s->app,
-               s->class_name, s->priority, state_of(s));
+               s->class_name, s->priority, state_of(s, state, sizeof state));
     }
     if (snap.dev.clients > snap.nclients)
         fprintf(stderr, "posctl: %u more clients than posd's reply carries\n",
@@ -166,8 +173,10 @@ static int cmd_show(int argc, char **argv)
         {"op_ns", s->op_ns},
         {"connected_ns", s->connected_ns},
     };
+    char state[48];
     printf("id %u\npid %d\nuid %u\ngid %u\napp %s\nclass %s\npriority %d\nstate %s\n", s->client_id,
-           s->pid, s->uid, s->gid, s->app, s->class_name, s->priority, state_of(s));
+           s->pid, s->uid, s->gid, s->app, s->class_name, s->priority,
+           state_of(s, state, sizeof state));
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         printf("%s %llu\n", counters[i].name, counters[i].v);
     posstat_snapshot_free(&snap);

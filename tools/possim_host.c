@@ -116,6 +116,14 @@ static void find_next(struct possim_host *h)
     }
 }
 
+void possim_host_reweight(struct possim_host *h, size_t task, double weight, int64_t t)
+{
+    advance(h, t);
+    possim_host_set_weight(h, task, weight);
+    share(h);
+    find_next(h);
+}
+
 void possim_host_run(struct possim_host *h, size_t task, double work_ns, int64_t t)
 {
     advance(h, t);

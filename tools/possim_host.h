@@ -36,6 +36,8 @@ double possim_host_weight(int nice, int sched_idle);
 int possim_host_init(struct possim_host *h, int cores, size_t ntasks);
 void possim_host_free(struct possim_host *h);
 void possim_host_set_weight(struct possim_host *h, size_t task, double weight);
+/* The same at T while the host runs: what was served up to T at the old weight stays. */
+void possim_host_reweight(struct possim_host *h, size_t task, double weight, int64_t t);
 
 /* Task TASK becomes runnable at T with WORK_NS of CPU work (INFINITY: until stopped). */
 void possim_host_run(struct possim_host *h, size_t task, double work_ns, int64_t t);

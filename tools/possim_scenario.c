@@ -42,6 +42,11 @@ const char possim_scenario_help[] =
     "  profiles = FILE         ; kernel profiles to start from (docs/policy.md format)\n"
     "  corun_budget = 1.2      ; pos: co-run slowdown a more important kernel may show\n"
     "  schedule = FILE         ; a stage schedule (possim search -w) for policy staged\n"
+    "  cpu = off               ; the CPU lever (posd's [policy] cpu): off, idle or nice; with\n"
+    "                          ; a [host] model, an outranked client's threads run at\n"
+    "                          ; SCHED_IDLE's or cpu_nice's weight while the core says so\n"
+    "  cpu_nice = 19           ; the nice value of cpu = nice (1..19)\n"
+    "  cpu_hold_ms = 1000      ; lowered this long after the last outranking request ended\n"
     "  [posd]                  ; what posd learns, and when\n"
     "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
     "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
@@ -115,6 +120,9 @@ static const struct key_spec sched_keys[] = {
     {"corun_budget", V_DOUBLE, SC(corun_budget), 1, 100, 0},
     {"profiles", V_SPECIAL, 0, 0, 0, 0},
     {"schedule", V_SPECIAL, 0, 0, 0, 0},
+    {"cpu", V_SPECIAL, 0, 0, 0, 0},
+    {"cpu_nice", V_INT, SC(cpu_nice), 1, 19, 0},
+    {"cpu_hold_ms", V_DOUBLE, SC(cpu_hold_ms), 0, 60000, 0},
 };
 static const struct key_spec posd_keys[] = {
     {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
@@ -340,6 +348,15 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         snprintf(sc->policy, sizeof sc->policy, "%s", value);
         sc->no_core = strcmp(value, "none") == 0;
         return 0;
+    }
+    if (p->kind == SECT_SCHED && strcmp(key, "cpu") == 0) {
+        static const char *const words[] = {"off", "idle", "nice"}; /* enum pos_cpu_lever */
+        for (int i = 0; i < 3; i++)
+            if (strcmp(value, words[i]) == 0) {
+                sc->cpu = i;
+                return 0;
+            }
+        return refuse(p, "expected off, idle or nice");
     }
     if (p->kind == SECT_SCHED && strcmp(key, "profiles") == 0) {
         if (!*value || strlen(value) >= sizeof sc->profiles_in)
@@ -615,6 +632,9 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->idle_grace_us = 0;
     sc->profile_min = 32;
     sc->corun_budget = 1.2;
+    sc->cpu = 0; /* POS_CPU_OFF */
+    sc->cpu_nice = 19;
+    sc->cpu_hold_ms = 1000;
     /* the shim's own */
     sc->poll_us = POS_POLL_US_DEFAULT;
     sc->prompt_poll_us = POS_PROMPT_POLL_US_DEFAULT;

@@ -71,6 +71,9 @@ struct possim_scenario {
     uint32_t credits;
     uint32_t profile_min;                   /* the core's profile_min */
     double corun_budget;                    /* the core's corun_budget (pos) */
+    int cpu;                                /* the CPU lever, enum pos_cpu_lever */
+    int cpu_nice;                           /* its nice value for POS_CPU_NICE */
+    double cpu_hold_ms;                     /* the core's cpu_hold */
     char profiles_in[POSSIM_PATH_MAX];      /* kernel profiles loaded at start ("" none) */
     /* set by the command line, not the file */
     char profiles_out[POSSIM_PATH_MAX];     /* the profiles learnt, saved at the end */

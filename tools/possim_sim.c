@@ -199,6 +199,7 @@ struct vclient {
     uint64_t *keys; /* per op of the request */
     int owner, ctx, stream;
     int present; /* registered with posd (started, not left) */
+    int cpu_low; /* the CPU lever's state of its threads (enum pos_cpu_lever) in the host model */
     int killed;
     int64_t start_ns, stop_ns, slack_ns;
     int64_t issued_ns; /* when the request in flight was issued (its timeline slice) */
@@ -876,6 +877,21 @@ static void publish(struct sim *s, struct vclient *c, const struct sched_grant *
     }
 }
 
+/* The CPU lever in the host model: C's thread and collector weighted as posd would set them
+ * (SCHED_IDLE, or nice cpu_nice, never above what the scenario gave them) while the core says
+ * LOW, as the scenario gave them otherwise. */
+static void host_lever(struct sim *s, struct vclient *c, int low, int64_t t)
+{
+    if (!s->host || low == c->cpu_low)
+        return;
+    c->cpu_low = low;
+    const struct possim_client_spec *sp = c->spec;
+    int nice = low == POS_CPU_NICE && s->sc->cpu_nice > sp->nice ? s->sc->cpu_nice : sp->nice;
+    double w = possim_host_weight(nice, sp->sched_idle || low == POS_CPU_IDLE);
+    possim_host_reweight(s->host, thread_task(c), w, t);
+    possim_host_reweight(s->host, collector_task(c), w, t);
+}
+
 /* posd wakes at T (a kick, its tick, a client arriving or leaving): drain, decide, publish,
  * re-arm the tick. */
 static void posd_tick(struct sim *s, int64_t t)
@@ -894,8 +910,10 @@ static void posd_tick(struct sim *s, int64_t t)
     s->decide_real_ns += (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
     s->decisions++;
     for (size_t i = 0; i < s->n; i++)
-        if (s->c[i].present)
+        if (s->c[i].present) {
             publish(s, &s->c[i], &s->grants[i], t);
+            host_lever(s, &s->c[i], s->grants[i].cpu_low, t);
+        }
     if (next == INT64_MAX)
         return;
     int64_t at = next > t ? next : t;
@@ -967,6 +985,7 @@ static void client_start(struct sim *s, struct vclient *c, int64_t t)
             .weight = 1.0,
             .slo_ms = c->spec->slo_ms,
             .device = 0,
+            .cpu = s->sc->cpu,
         };
         if (sched_core_client_add(s->core, c->index, &conf, t) < 0) {
             sim_fail(s, -ENOMEM, "out of memory");
@@ -1355,6 +1374,7 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
         p.idle_grace_ns = us_ns(sc->idle_grace_us);
         p.profile_min = sc->profile_min;
         p.corun_budget = sc->corun_budget;
+        p.cpu_hold_ns = (int64_t)llround(sc->cpu_hold_ms * 1e6);
         if (sc->schedule[0]) {
             char msg[512];
             int rc = pos_schedule_load(sc->schedule, &s.schedule, msg, sizeof msg);

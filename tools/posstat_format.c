@@ -242,6 +242,10 @@ static void client_row(struct posstat_client_row *row, const struct pos_client_s
     row->op_us = c->op_ns ? (double)c->op_ns / 1e3 : NAN;
     row->stalls = (double)c->stalls;
     row->held = (c->flags & POS_CLIENT_HELD) != 0;
+    snprintf(row->cpu, sizeof row->cpu, "%s",
+             c->flags & POS_CLIENT_CPU_IDLE   ? "idle"
+             : c->flags & POS_CLIENT_CPU_NICE ? "nice"
+                                              : "no");
     int cpu = (telemetry & POS_TELE_CPU) != 0;
     row->runq_us = cpu ? (double)c->runq_delay_ns / 1e3 : NAN;
     row->runq_ms_per_s = cpu ? (double)c->runq_ns_per_s / 1e6 : NAN;
@@ -387,6 +391,7 @@ int posstat_average_report(struct posstat_report *r, const struct posstat_averag
             row->in_flight = l->in_flight / (double)l->samples;
         }
         row->held = -1; /* a state, not a quantity: no mean to give */
+        row->cpu[0] = '\0';
     }
     return 0;
 }
@@ -469,6 +474,7 @@ static const struct column client_columns[] = {
     {"req_p50", "ms", "req_p50_ms", 8, CELL_RATE, 1, CLI(req_p50_ms)},
     {"req_p99", "ms", "req_p99_ms", 8, CELL_RATE, 1, CLI(req_p99_ms)},
     {"held", "", "held", -4, CELL_BOOL, 0, CLI(held)},
+    {"cpu", "", "cpu", -4, CELL_NAME, 0, CLI(cpu)},
     {"runq", "us", "runq_us", 7, CELL_RATE, 1, TCLI(runq_us, POS_TELE_CPU)},
     {"runq", "ms/s", "runq_ms_per_s", 7, CELL_RATE, 1, TCLI(runq_ms_per_s, POS_TELE_CPU)},
     {"offcpu", "ms/s", "offcpu_ms_per_s", 7, CELL_RATE, 1, TCLI(offcpu_ms_per_s, POS_TELE_CPU)},

@@ -84,6 +84,7 @@ struct posstat_client_row {
     double op_us;                            /* posd's estimate of one operator's GPU time */
     double stalls;
     int held; /* 1 yes, 0 no, -1 not available */
+    char cpu[8]; /* the CPU lever on its threads now: "idle", "nice" or "no" */
     /* eBPF telemetry, posd's figures of the last second (NaN without it) */
     double runq_us;         /* mean wake-up to running delay of its launching threads */
     double runq_ms_per_s;   /* time its launching threads waited to run */

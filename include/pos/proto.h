@@ -126,7 +126,7 @@ struct pos_client_stats {
     uint64_t req_hist[POS_WAIT_BUCKETS];
     uint64_t req_sum_ns;
     int32_t device; /* the device its rules put it on */
-    uint32_t reserved;
+    uint32_t cpu_threads; /* its threads the CPU lever holds lowered now (POS_CLIENT_CPU_*) */
     /* eBPF telemetry over its last second (0 without POS_TELE_CPU) */
     uint64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
     uint64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
@@ -150,6 +150,8 @@ struct pos_unmanaged_stats {
 
 #define POS_CLIENT_HELD     0x1 /* held by policy at the last decision */
 #define POS_CLIENT_OVERRIDE 0x2 /* posctl set its class or priority (until exit or reload) */
+#define POS_CLIENT_CPU_IDLE 0x4 /* the CPU lever holds its threads at SCHED_IDLE now */
+#define POS_CLIENT_CPU_NICE 0x8 /* the CPU lever holds its threads at [policy] cpu_nice now */
 
 /* STATS reply: a pos_device_stats, then nclients pos_client_stats, then nunmanaged
  * pos_unmanaged_stats (only to root and the group posd: pids and commands of anyone). Root and members of the

@@ -42,6 +42,15 @@ struct pos_sched_device {
     int concurrent; /* contexts of different processes run at once (MPS); else time-sliced */
 };
 
+/* The CPU lever ([policy] cpu, docs/policy.md): how the threads of a client outranked by one
+ * with a request under way are lowered on the host's CPU (posd applies it; possim's host model
+ * weighs them so). */
+enum pos_cpu_lever {
+    POS_CPU_OFF = 0, /* left as they are */
+    POS_CPU_IDLE,    /* SCHED_IDLE */
+    POS_CPU_NICE,    /* a nice value (posd's [policy] cpu_nice) */
+};
+
 /* A client's current request, inferred from its synchronisations. */
 struct pos_sched_request {
     int active;
@@ -91,6 +100,12 @@ struct pos_sched_client {
     int64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
     int64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
     int64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
+    /* the host's CPU: its lever (enum pos_cpu_lever, from its class or [policy] cpu), and
+     * whether its threads are lowered, an output the core fills before decide by its rule (a
+     * client of a more important class has a request under way, or ended one less than
+     * cpu_hold_ns ago) and a policy may change */
+    int cpu;
+    int cpu_low;
 };
 
 struct pos_profiles; /* sched/profile.h: read with pos_sched_profile() */
@@ -110,6 +125,8 @@ struct pos_sched_view {
     const struct pos_schedule *schedule; /* a static schedule to follow (sched/schedule.h), or
                                           * NULL: posd.conf's [policy] schedule, loaded */
     uint32_t unmanaged; /* processes using this device without being clients (telemetry) */
+    int64_t cpu_hold_ns; /* the CPU lever holds a client lowered this long after the last
+                          * request of a client that outranks it ended */
 };
 
 static inline uint64_t pos_sched_inflight(const struct pos_sched_client *c)

@@ -2,6 +2,7 @@
  * policy.d, classes, rule matching, every error's exact "FILE:LINE: message", and the example
  * files in etc/. Writes its files under a mkdtemp directory; run from the repository root. */
 #include "sched/config.h"
+#include "sched/policy/policy.h"
 #include "sched/metrics_text.h"
 #include "tests/cunit_main.h"
 
@@ -225,11 +226,16 @@ static void test_every_global_key(void)
                  "[policy]\n"
                  "guard_period_ms = 60000\n"
                  "min_share = 0.25\n"
+                 "cpu = nice\n"
+                 "cpu_nice = 7\n"
+                 "cpu_hold_ms = 250\n"
                  "[metrics]\n"
                  "listen = [::1]:9464\n"
                  "labels = anonymous\n"
                  "[class latency]\n"
-                 "min_share = 0.5\n");
+                 "min_share = 0.5\n"
+                 "[class batch]\n"
+                 "cpu = idle\n");
     struct posd_config c;
     char err[512];
     CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
@@ -251,6 +257,18 @@ static void test_every_global_key(void)
     CU_ASSERT_DOUBLE_EQUAL(class_of(&c, "realtime")->min_share, 0.25, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(class_of(&c, "batch")->min_share, 0.25, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(class_of(&c, "latency")->min_share, 0.5, 1e-12);
+    /* the CPU lever: [policy]'s for every class but one that names its own */
+    CU_ASSERT_EQUAL(c.cpu, POS_CPU_NICE);
+    CU_ASSERT_EQUAL(c.cpu_nice, 7);
+    CU_ASSERT_DOUBLE_EQUAL(c.cpu_hold_ms, 250, 1e-9);
+    struct posd_identity id = {.pid = 1, .uid = 1000, .gid = 1000};
+    snprintf(id.app, sizeof id.app, "app");
+    struct posd_client_policy pol;
+    posd_config_match(&c, &id, &pol); /* the default class, batch */
+    CU_ASSERT_EQUAL(pol.cpu, POS_CPU_IDLE);
+    snprintf(c.default_class, sizeof c.default_class, "latency");
+    posd_config_match(&c, &id, &pol);
+    CU_ASSERT_EQUAL(pol.cpu, POS_CPU_NICE);
     posd_config_free(&c);
 }
 
@@ -674,6 +692,16 @@ static const struct error_case {
      "latency, batch)"},
     {"[policy]\nguard_period_ms = 0\n", NULL, 0, 2,
      "bad value '0' for 'guard_period_ms' in [policy]: expected a number >= 1 and <= 60000"},
+    {"[policy]\ncpu = on\n", NULL, 0, 2,
+     "bad value 'on' for 'cpu' in [policy]: expected off, idle or nice"},
+    {"[policy]\ncpu_nice = 20\n", NULL, 0, 2,
+     "bad value '20' for 'cpu_nice' in [policy]: expected an integer in 1..19"},
+    {"[policy]\ncpu_nice = 0\n", NULL, 0, 2,
+     "bad value '0' for 'cpu_nice' in [policy]: expected an integer in 1..19"},
+    {"[policy]\ncpu_hold_ms = -1\n", NULL, 0, 2,
+     "bad value '-1' for 'cpu_hold_ms' in [policy]: expected a number >= 0 and <= 60000"},
+    {"[class batch]\ncpu = high\n", NULL, 0, 2,
+     "bad value 'high' for 'cpu' in [class batch]: expected policy, off, idle or nice"},
     {"[policy]\nmin_share = 1.5\n", NULL, 0, 2,
      "bad value '1.5' for 'min_share' in [policy]: expected a number >= 0 and <= 1"},
     {"[policy]\nmin_share = nan\n", NULL, 0, 2,

@@ -5,7 +5,8 @@
  * others after the stall time, waiter counts with nothing queued hold nobody, a reused slot
  * keeps nothing, the window presumes its oldest operators complete, bad input is refused,
  * the report rate and kick requests follow the grant mode, telemetry reaches the policy's
- * view, and the core and policies import no I/O or clock symbols. */
+ * view, the CPU lever's rule (who is lowered, when it is lifted, and that the policy's view
+ * carries it), and the core and policies import no I/O or clock symbols. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -437,6 +438,93 @@ static void test_request_latency_reaches_the_policy_view(void)
     sched_core_free(k);
 }
 
+/* The CPU lever's rule: a client whose lever is on is lowered while a client of a more
+ * important class has a request under way, and cpu_hold after it ended; one of the same or a
+ * more important class, or with its lever off, never is; the decision wanted next is when the
+ * hold ends, and the client's leave lifts it at once. The policy's view carries the lever and
+ * the core's verdict. */
+static void test_cpu_lever_lowers_outranked_while_a_request_is_under_way(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_params p;
+    sched_params_defaults(&p);
+    p.cpu_hold_ns = 50 * MS;
+    struct sched_core *k = sched_core_new(&p, &dev, pos_policy_find("priority"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    struct sched_client_conf lat = {.id = 1, .priority = 10, .cpu = POS_CPU_IDLE};
+    struct sched_client_conf batch = {.id = 2, .priority = 20, .cpu = POS_CPU_IDLE};
+    struct sched_client_conf peer = {.id = 3, .priority = 10, .cpu = POS_CPU_NICE};
+    struct sched_client_conf exempt = {.id = 4, .priority = 20, .cpu = POS_CPU_OFF};
+    struct sched_client_conf nice = {.id = 5, .priority = 30, .cpu = POS_CPU_NICE};
+    sched_core_client_add(k, 0, &lat, 0);
+    sched_core_client_add(k, 1, &batch, 0);
+    sched_core_client_add(k, 2, &peer, 0);
+    sched_core_client_add(k, 3, &exempt, 0);
+    sched_core_client_add(k, 4, &nice, 0);
+    sched_core_decide(k, 1 * MS, g);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(g[i].cpu_low, POS_CPU_OFF); /* no request anywhere yet */
+    /* the latency client's request starts: the batch client and the nice one are lowered */
+    submit(k, 0, 3, 0x100, 1, 1, 2 * MS);
+    sched_core_decide(k, 2 * MS, g);
+    CU_ASSERT_EQUAL(g[0].cpu_low, POS_CPU_OFF);
+    CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_IDLE);
+    CU_ASSERT_EQUAL(g[2].cpu_low, POS_CPU_OFF); /* the same class */
+    CU_ASSERT_EQUAL(g[3].cpu_low, POS_CPU_OFF); /* its lever is off */
+    CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_NICE);
+    /* the batch client's work does not lower the nice one below it: only a request does */
+    submit(k, 1, 3, 0x200, 2, 1, 3 * MS);
+    /* the request ends at 4 ms: still lowered during the hold, lifted at 54 ms */
+    struct sched_sync s = stream_sync(0x100, next_seq[0], 4 * MS);
+    sched_core_sync(k, 0, &s, 4 * MS);
+    int64_t next = sched_core_decide(k, 10 * MS, g);
+    CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_IDLE);
+    CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_NICE);
+    CU_ASSERT(next <= 54 * MS);
+    sched_core_decide(k, 54 * MS, g);
+    CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_OFF);
+    CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_NICE); /* the batch client's request outranks it */
+    /* the batch client leaves: nobody outranks the nice one now */
+    sched_core_client_remove(k, 1, 55 * MS);
+    sched_core_decide(k, 55 * MS, g);
+    CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_OFF);
+    /* a new request of the latency client; then it leaves: lifted at once, hold or not */
+    submit(k, 0, 1, 0x100, 1, 1, 60 * MS);
+    sched_core_decide(k, 60 * MS, g);
+    CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_NICE);
+    sched_core_client_remove(k, 0, 61 * MS);
+    sched_core_decide(k, 61 * MS, g);
+    CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_OFF);
+    sched_core_free(k);
+    /* with nothing else to wait for, the next decision wanted is the hold's end, no later */
+    k = sched_core_new(&p, &dev, pos_policy_find("priority"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    memset(next_seq, 0, sizeof next_seq);
+    sched_core_client_add(k, 0, &lat, 0);
+    sched_core_client_add(k, 1, &batch, 0);
+    submit(k, 0, 2, 0x100, 1, 1, 20 * MS);
+    sched_core_decide(k, 20 * MS, g);
+    s = stream_sync(0x100, next_seq[0], 21 * MS);
+    sched_core_sync(k, 0, &s, 21 * MS);
+    CU_ASSERT_EQUAL(sched_core_decide(k, 22 * MS, g), 71 * MS);
+    CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_IDLE);
+    sched_core_decide(k, 71 * MS, g);
+    CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_OFF);
+    sched_core_free(k);
+    /* the view: the lever and the core's verdict reach the policy */
+    struct sched_core *r = sched_core_new(&p, &dev, &recorder, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_client_conf low = {.id = 1, .priority = 20, .cpu = POS_CPU_NICE};
+    sched_core_client_add(r, 0, &low, 0);
+    sched_core_client_add(r, 1, &lat, 0);
+    submit(r, 1, 1, 0x100, 1, 1, 1 * MS);
+    sched_core_decide(r, 1 * MS, g);
+    CU_ASSERT_EQUAL(seen_client.cpu, POS_CPU_NICE);
+    CU_ASSERT_EQUAL(seen_client.cpu_low, POS_CPU_NICE);
+    sched_core_free(r);
+}
+
 /* The resident size of this process, in KiB (/proc/self/statm). */
 static long rss_kib(void)
 {
@@ -484,6 +572,7 @@ void pos_test_register(void)
     CU_pSuite s = POS_ADD_SUITE("core", NULL, NULL);
     POS_ADD_TEST(s, test_telemetry_reaches_the_policy_view);
     POS_ADD_TEST(s, test_request_latency_reaches_the_policy_view);
+    POS_ADD_TEST(s, test_cpu_lever_lowers_outranked_while_a_request_is_under_way);
     POS_ADD_TEST(s, test_leaving_client_returns_its_table_memory);
     POS_ADD_TEST(s, test_counts_and_grants_never_go_back);
     POS_ADD_TEST(s, test_window_cap_moves_with_completions);

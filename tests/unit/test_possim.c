@@ -740,6 +740,39 @@ static void test_a_sched_idle_client_yields_the_core(void)
     possim_result_free(&res);
 }
 
+/* The CPU lever ([sched] cpu, posd's [policy] cpu): the core lowers the batch clients while
+ * the latency client has requests under way, and the host model weighs their threads as
+ * SCHED_IDLE ones: on one core the latency client's requests take much less than with the
+ * lever off, near what they take with the batch clients started at SCHED_IDLE. The key's
+ * words are checked. */
+static void test_the_cpu_lever_gives_the_core_to_a_latency_client(void)
+{
+    load_host_mix("fifo", "1", "10", "normal");
+    run(&res, 1);
+    double off = res.clients[0].p50_ms;
+    possim_result_free(&res);
+    load_host_mix("fifo\ncpu = idle", "1", "10", "normal");
+    run(&res, 1);
+    double lever = res.clients[0].p50_ms;
+    possim_result_free(&res);
+    load_host_mix("fifo", "1", "10", "idle");
+    run(&res, 1);
+    double idle = res.clients[0].p50_ms;
+    possim_result_free(&res);
+    CU_ASSERT(lever < 0.6 * off);
+    CU_ASSERT(lever < 1.2 * idle);
+    if (!(lever < 0.6 * off) || !(lever < 1.2 * idle))
+        fprintf(stderr, "\n  p50 %.3f ms lever off, %.3f ms on, %.3f ms chrt -i\n", off, lever,
+                idle);
+    char err[512];
+    CU_ASSERT_EQUAL(possim_scenario_parse("t.ini",
+                                          "[sched]\ncpu = on\n[client a]\nmodel = "
+                                          "resnet18\n",
+                                          &sc, err, sizeof err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected off, idle or nice"));
+}
+
 /* posd's wake-ups need a core too: with the batch clients' threads busy on one core, each
  * wake-up of posd waits for its share, so the grants it publishes come later and the batch
  * clients' grant waits are longer than when posd has a core of its own. */
@@ -934,6 +967,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_start_stop_and_notify);
     POS_ADD_TEST(s, test_busy_batch_threads_delay_a_latency_clients_launches_on_one_core);
     POS_ADD_TEST(s, test_a_sched_idle_client_yields_the_core);
+    POS_ADD_TEST(s, test_the_cpu_lever_gives_the_core_to_a_latency_client);
     POS_ADD_TEST(s, test_posd_decisions_wait_for_a_core_and_delay_grants);
     POS_ADD_TEST(s, test_a_thread_spinning_for_a_grant_takes_a_core);
     POS_ADD_TEST(s, test_collector_passes_take_a_core_from_the_launching_threads);

@@ -344,11 +344,11 @@ static void test_average(void)
         "#                                    op/s        op/s        op/s       %\n"
         "Average:  fifo            1.5       300.0         0.0         0.0    50.0\n"
         "# time        pid  app               class        launches   queued  inflight   wait_p50"
-        "   wait_p99      gpu      req   req_p50   req_p99  held\n"
+        "   wait_p99      gpu      req   req_p50   req_p99  held  cpu\n"
         "#                                                     op/s      ops       ops         us"
         "         us     ms/s       /s        ms        ms\n"
         "Average:       10  a                 default         250.0      3.0       1.5          2"
-        "        128      0.0      0.0         -         -  -\n");
+        "        128      0.0      0.0         -         -  -     -\n");
     free(text);
     char *json = render(posstat_render_json, &r);
     CU_ASSERT_STRING_EQUAL(
@@ -359,7 +359,7 @@ static void test_average(void)
         "\":0,\"completed\":0,\"unmanaged\":null,\"unmanaged_untracked\":null},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
         "t\",\"launches_per_s\":250.000,\"queued\":3.000,\"in_flight\":1.500,\"wait_p50_us\":2,\""
         "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
-        "req_p99_ms\":null,\"held\":null,\"runq_us\":null,\"runq_ms_per_s\":null,"
+        "req_p99_ms\":null,\"held\":null,\"cpu\":\"\",\"runq_us\":null,\"runq_ms_per_s\":null,"
         "\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
         "\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
         "s\":null,\"stalls\":0,\"span_s\":2.000}],\"unmanaged\":[]}\n");
@@ -408,7 +408,8 @@ static struct posstat_report known_report(struct pos_client_stats c[2])
     strcpy(c[0].class_name, "realtime");
     c[0].submitted = 30860, c[0].queued = 5, c[0].in_flight = 2, c[0].busy_ns = 21875 * MS_NS;
     c[0].wait_hist[1] = 50, c[0].wait_hist[9] = 49, c[0].wait_hist[12] = 1;
-    c[0].flags = POS_CLIENT_HELD;
+    c[0].flags = POS_CLIENT_HELD | POS_CLIENT_CPU_IDLE;
+    c[0].cpu_threads = 3;
     c[0].requests = 250, c[0].req_p50_ns = 5812000, c[0].req_p99_ns = 6400000;
     c[0].sync_lag_n = 250, c[0].sync_lag_p50_ns = 12500, c[0].sync_lag_p99_ns = 57000;
     c[0].op_ns = 221000, c[0].stalls = 1;
@@ -433,13 +434,13 @@ static void test_text_rendering(void)
         "#                                    op/s        op/s        op/s       %\n"
         "22:13:20  fifo              2      1234.5      1234.0      1230.0    87.5\n"
         "# time        pid  app               class        launches   queued  inflight   wait_p50"
-        "   wait_p99      gpu      req   req_p50   req_p99  held\n"
+        "   wait_p99      gpu      req   req_p50   req_p99  held  cpu\n"
         "#                                                     op/s      ops       ops         us"
         "         us     ms/s       /s        ms        ms\n"
         "22:13:20     4242  resnet18          realtime        617.2        5         2          4"
-        "       1024    437.5      5.0       5.8       6.4  yes\n"
+        "       1024    437.5      5.0       5.8       6.4  yes   idle\n"
         "22:13:20       77  a?very?long?appl  -                   -        0         0          -"
-        "          -        -        -         -         -  no\n");
+        "          -        -        -         -         -  no    no\n");
     free(text);
 
     /* posd counts more clients than its reply carries: say so. */
@@ -465,13 +466,13 @@ static void test_json_rendering(void)
         "granted\":123400,\"completed\":123000,\"unmanaged\":null,\"unmanaged_untracked\":null},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
         "net18\",\"class\":\"realtime\",\"launches_per_s\":617.200,\"queued\":5,\"in_flight\":2,"
         "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
-        ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"runq_us\":null,"
+        ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"cpu\":\"idle\",\"runq_us\":null,"
         "\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
         "\"sync_lag_p50_us\":12.500,\"sy"
         "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000},{\"id\":4,\"pid"
         "\":77,\"app\":\"a very long application name\",\"class\":\"\",\"launches_per_s\":null,\""
         "queued\":0,\"in_flight\":0,\"wait_p50_us\":null,\"wait_p99_us\":null,\"gpu_ms_per_s\":nu"
-        "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,"
+        "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,\"cpu\":\"no\","
         "\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,"
         "\"ioctl_us\":null,\"sync"
         "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000"
@@ -530,7 +531,7 @@ static void test_telemetry_rendering(void)
     CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
 
     char *text = render(posstat_render_text, &r);
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  held     runq     runq   offcpu\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  held  cpu      runq     runq   offcpu\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "           us     ms/s     ms/s\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "   2500.0    750.0    120.0\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "   unmgd\n"));
