@@ -409,18 +409,78 @@ static int64_t launched_at(const struct pos_sched_op *op)
     return op->release_ns > op->submit_ns ? op->release_ns : op->submit_ns;
 }
 
-/* Kernel profiles, from an exact completion of OP at WHEN. When the previous operator
- * (seq - 1) completed exactly too and OP was launched before that completion was seen, OP ran
- * back to back behind it on the client's stream: the time between the two completions is one
- * sample of OP's duration. Both times carry the collector's poll delay, which cancels on
- * average when each of the two was seen by a poll of its own; completions seen together (as
- * when the collector slept through a request's start and caught up) give no sample. A sample
- * is solo when no other client had work in flight since the previous completion, else it is a
- * co-run one. A kernel shape with too few samples (solo ones; co-run ones while other clients
- * have work) asks its client for a marker behind every launch, and for prompt polls, for the
- * next 256 launches, until it has been looked at 16 x profile_min times. */
+/* Operators on the same stream complete in order. The default stream of a per-thread entry
+ * point is the thread's own; the legacy default stream (0) is the context's. */
+static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
+{
+    if (s->scope == SCHED_SYNC_CTX)
+        return op->ctx == s->ctx;
+    if (op->stream != s->stream)
+        return 0;
+    if (s->stream == 0 || s->stream == 2 /* CU_STREAM_PER_THREAD */) {
+        int po = op->ptsz || op->stream == 2, ps = s->ptsz || s->stream == 2;
+        return po == ps && op->ctx == s->ctx && (!po || op->tid == s->tid);
+    }
+    return 1;
+}
+
+/* How far back the core looks for an operator's predecessor on its stream. */
+#define PRED_LOOK 64
+
+/* When OP began to occupy its stream, for a sample of its device time: the later of its launch
+ * (launched_at: its start of eligibility) and its predecessor's end on its stream. The
+ * predecessor's end counts when the device gave it (POS_SCHED_OP_DEVICE_END), or when any
+ * completion of it came no later than OP's launch (the launch is the later then). -1 when it is
+ * not known: the predecessor is not complete yet, ended at a time only bounded after OP's
+ * launch, or is further back than the window holds. */
+static int64_t device_start(struct core_client *c, const struct pos_sched_op *op)
+{
+    int64_t launch = launched_at(op);
+    struct sched_sync probe = {.scope = SCHED_SYNC_STREAM,
+                               .tid = op->tid,
+                               .ptsz = op->ptsz,
+                               .stream = op->stream,
+                               .ctx = op->ctx};
+    for (uint64_t back = 1; back <= PRED_LOOK && back < op->seq; back++) {
+        const struct pos_sched_op *p = op_at(c, op->seq - back);
+        if (p->seq != op->seq - back)
+            return -1; /* out of the window */
+        if (!on_scope(p, &probe))
+            continue;
+        if (!(p->state & POS_SCHED_OP_DONE))
+            return -1;
+        if (p->state & POS_SCHED_OP_DEVICE_END)
+            return p->done_ns > launch ? p->done_ns : launch;
+        return p->done_ns <= launch ? launch : -1;
+    }
+    return op->seq <= PRED_LOOK ? launch : -1; /* the first on its stream */
+}
+
+/* One sample D of PR's duration, of a run that began at SINCE: solo when no other client had
+ * work in flight since then, else a co-run one. */
+static void add_sample(struct sched_core *k, struct pos_kprof *pr, double d, int64_t since)
+{
+    if (k->nbusy <= 1 && k->multi_end <= since)
+        pos_prof_add_solo(k->prof, pr, d);
+    else
+        pos_prof_add_corun(pr, d);
+}
+
+/* Kernel profiles, from an exact completion of OP at WHEN.
+ * - With the device's end time (DEVICE), a sample is WHEN minus the later of OP's launch and its
+ *   predecessor's end on its stream (device_start): what the device spent on OP alone when
+ *   nothing else ran.
+ * - With a poll time, when the previous operator (seq - 1) completed exactly too and OP was
+ *   launched before that completion was seen, OP ran back to back behind it on the client's
+ *   stream: the time between the two completions is one sample of OP's duration. Both times
+ *   carry the collector's poll delay, which cancels on average when each of the two was seen by
+ *   a poll of its own; completions seen together (as when the collector slept through a
+ *   request's start and caught up) give no sample.
+ * A kernel shape with too few samples (solo ones; co-run ones while other clients have work)
+ * asks its client for a marker behind every launch, and for prompt polls, for the next 256
+ * launches, until it has been looked at 16 x profile_min times. */
 static void learn_kernel(struct sched_core *k, struct core_client *c, const struct pos_sched_op *op,
-                         int64_t when)
+                         int64_t when, int device)
 {
     uint64_t prev_seq = c->prof_seq;
     int64_t prev_ns = c->prof_ns, prev_ns2 = c->prof_ns2;
@@ -433,13 +493,13 @@ static void learn_kernel(struct sched_core *k, struct core_client *c, const stru
     if (!pr)
         return;
     pr->tries++;
-    if (prev_seq && op->seq == prev_seq + 1 && when > prev_ns && prev_ns > prev_ns2 &&
-        launched_at(op) <= prev_ns) {
-        double d = (double)(when - prev_ns);
-        if (k->nbusy <= 1 && k->multi_end <= prev_ns)
-            pos_prof_add_solo(k->prof, pr, d);
-        else
-            pos_prof_add_corun(pr, d);
+    if (device) {
+        int64_t start = device_start(c, op);
+        if (start >= 0 && when > start)
+            add_sample(k, pr, (double)(when - start), start);
+    } else if (prev_seq && op->seq == prev_seq + 1 && when > prev_ns && prev_ns > prev_ns2 &&
+               launched_at(op) <= prev_ns) {
+        add_sample(k, pr, (double)(when - prev_ns), prev_ns);
     }
     /* too few solo samples, or too few co-run ones while others run beside it */
     uint32_t min = k->p.profile_min;
@@ -531,11 +591,13 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     int was = inflight(c) > 0;
     struct pos_sched_op *op = op_at(c, seq);
     int64_t when = done_ns > 0 && done_ns <= now ? done_ns : now;
-    if (how == SCHED_DONE_EXACT) {
-        learn_kernel(k, c, op, when);
+    if (how == SCHED_DONE_EXACT || how == SCHED_DONE_DEVICE) {
+        learn_kernel(k, c, op, when, how == SCHED_DONE_DEVICE);
         learn_op_time(c, op, when);
     }
     finish_op(k, c, op, when, how == SCHED_DONE_PRESUMED);
+    if (how == SCHED_DONE_DEVICE && op->done_ns == when)
+        op->state |= POS_SCHED_OP_DEVICE_END;
     advance_prefixes(c);
     release_window(c, now);
     advance_prefixes(c);
@@ -543,21 +605,6 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
         progress(c, now);
     busy_changed(k, c, was, now);
     return 0;
-}
-
-/* Operators on the same stream complete in order. The default stream of a per-thread entry
- * point is the thread's own; the legacy default stream (0) is the context's. */
-static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
-{
-    if (s->scope == SCHED_SYNC_CTX)
-        return op->ctx == s->ctx;
-    if (op->stream != s->stream)
-        return 0;
-    if (s->stream == 0 || s->stream == 2 /* CU_STREAM_PER_THREAD */) {
-        int po = op->ptsz || op->stream == 2, ps = s->ptsz || s->stream == 2;
-        return po == ps && op->ctx == s->ctx && (!po || op->tid == s->tid);
-    }
-    return 1;
 }
 
 static void request_maybe_end(struct core_client *c, int64_t when)

@@ -59,16 +59,18 @@ enum sched_done_how {
     SCHED_DONE_EXACT,    /* its own completion marker */
     SCHED_DONE_BOUND,    /* a later marker on its stream or a synchronisation covered it */
     SCHED_DONE_PRESUMED, /* never heard of: a hole, a failed launch, or out of the window */
+    SCHED_DONE_DEVICE,   /* its own marker, with the device's time of its end: exact */
 };
 
 /* How the core counts a completion a client reported as HOW (enum pos_completion): its own
- * marker is exact, a bound a bound; one it never learnt (a failed launch, one that timed out)
- * is presumed. */
+ * marker is exact (with the device's end time when the client had one), a bound a bound; one
+ * it never learnt (a failed launch, one that timed out) is presumed. */
 static inline int sched_done_of(uint32_t how)
 {
-    return how == POS_DONE_MARKER  ? SCHED_DONE_EXACT
-           : how == POS_DONE_BOUND ? SCHED_DONE_BOUND
-                                   : SCHED_DONE_PRESUMED;
+    return how == POS_DONE_MARKER   ? SCHED_DONE_EXACT
+           : how == POS_DONE_DEVICE ? SCHED_DONE_DEVICE
+           : how == POS_DONE_BOUND  ? SCHED_DONE_BOUND
+                                    : SCHED_DONE_PRESUMED;
 }
 
 /* A synchronisation the client reports: every operator with seq <= covers on SCOPE (a stream

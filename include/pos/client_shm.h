@@ -14,7 +14,7 @@
 #include "pos/rules.h"
 
 #define POS_SHM_MAGIC   UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
-#define POS_SHM_VERSION 2
+#define POS_SHM_VERSION 3
 #define POS_SUB_RING    8192 /* submissions in flight between a client and posd */
 #define POS_DONE_RING   8192 /* completions likewise */
 #define POS_SYNC_RING   1024 /* synchronisations reported by launching threads */
@@ -47,7 +47,8 @@ struct pos_submission {
 struct pos_completion_rec {
     _Atomic uint64_t stamp; /* = index + 1 once written */
     uint64_t seq;
-    uint64_t complete_ns; /* CLOCK_MONOTONIC; 0 when the launch failed (never ran) */
+    uint64_t complete_ns; /* CLOCK_MONOTONIC (the device's end, for POS_DONE_DEVICE); 0 when
+                           * the launch failed (never ran) */
     uint32_t how;         /* enum pos_completion */
     int32_t result;       /* CUresult of the launch */
 };

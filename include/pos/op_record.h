@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define POS_OP_RECORD_VERSION 1
+#define POS_OP_RECORD_VERSION 2
 
 enum pos_op_kind {
     POS_OP_KERNEL = 1,  /* cuLaunchKernel */
@@ -28,6 +28,8 @@ enum pos_completion {
     POS_DONE_MARKER, /* its own GPU-side completion write was seen: exact to the poll interval */
     POS_DONE_BOUND,  /* a later marker on its stream, or a synchronisation covering it, was
                         seen: an upper bound */
+    POS_DONE_DEVICE, /* its own marker landed, and complete_ns is the device's time of its end
+                        (a timing event behind it, on the host's clock): exact */
 };
 
 struct pos_op_record {
@@ -50,7 +52,7 @@ struct pos_op_record {
     uint64_t complete_ns; /* CLOCK_MONOTONIC of completion (see done_how), 0 if unknown */
     uint64_t sched_seq;   /* the client's sequence number at posd, 0 if not submitted to one */
     uint32_t session;     /* which posd session sched_seq belongs to */
-    uint32_t reserved;
+    uint32_t devtime;     /* the shim's timing event behind it (shim/devtime.c), 0 if none */
 };
 
 #endif
