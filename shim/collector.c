@@ -1,6 +1,6 @@
 /* The collector: a background thread that drains the per-thread record rings, learns when
- * operators completed (completion markers landing in host memory, synchronisations that
- * covered them), resolves kernel names the launch path did not know, and writes the trace.
+ * operators completed (completion markers landing in host memory, with the device's end from
+ * the timing event behind each (shim/devtime.c); synchronisations that covered them), resolves kernel names the launch path did not know, and writes the trace.
  * Everything slow happens here, never on the launch path. */
 #include "shim/shim.h"
 
@@ -106,7 +106,7 @@ static void trace_open(void)
 
 static void trace_write(const struct pos_op_record *r)
 {
-    static const char *const how[] = {"-", "marker", "bound"};
+    static const char *const how[] = {"-", "marker", "bound", "device"};
     const char *name = r->kind == POS_OP_GRAPH    ? "graph"
                        : r->kind == POS_OP_HOSTFN ? "hostfn"
                                                   : shim_ident_name(r->kernel_id);
@@ -117,7 +117,7 @@ static void trace_write(const struct pos_op_record *r)
             (unsigned long long)r->seq, r->tid, kind_name(r->kind), name, r->grid[0], r->grid[1],
             r->grid[2], r->block[0], r->block[1], r->block[2], r->smem,
             (unsigned long long)r->stream, (unsigned long long)r->ctx,
-            (unsigned long long)r->submit_ns, done, how[r->done_how <= 2 ? r->done_how : 0]);
+            (unsigned long long)r->submit_ns, done, how[r->done_how <= 3 ? r->done_how : 0]);
 }
 
 /* ---- completion ----------------------------------------------------------------------------- */
@@ -155,13 +155,19 @@ static void poll_markers(void)
         if (atomic_load_explicit(&shim_marker_slots[r->marker % SHIM_MARKER_SLOTS],
                                  memory_order_acquire) != want)
             continue;
-        complete(r, now, POS_DONE_MARKER);
+        /* its timing event, if it has one, says when the device ended it */
+        uint64_t end = now;
+        if (r->devtime && shim_devtime_read(r->devtime, &end) == 0)
+            complete(r, end = end < now ? end : now, POS_DONE_DEVICE);
+        else
+            complete(r, end = now, POS_DONE_MARKER);
+        r->devtime = 0;
         /* everything earlier on its stream is done too */
         for (size_t k = 0; k < C.npend; k++) {
             struct pos_op_record *o = &C.pend[k].r;
             if (o != r && o->submit_ns <= r->submit_ns &&
                 pos_done_takes(o->done_how, POS_DONE_BOUND) && same_stream(o, r))
-                complete(o, now, POS_DONE_BOUND);
+                complete(o, end, POS_DONE_BOUND);
         }
     }
 }
@@ -232,6 +238,10 @@ static size_t drain(void)
             if (r.flags & (POS_OPF_CAPTURED | POS_OPF_FAILED))
                 continue; /* not operators */
             r.seq = C.next_seq++;
+            if (!(r.flags & POS_OPF_MARKED))
+                r.devtime = 0; /* the launch path writes it only with a marker */
+            else if (!r.devtime && shim_cfg.devtime)
+                shim_devtime_setup(r.ctx); /* its context's first marker: timing events */
             if (pend_push(&r) < 0)
                 C.dropped++; /* out of memory here: the ring's own count is its thread's */
         }
@@ -303,6 +313,8 @@ static size_t emit(int final)
             continue;
         }
         reported += r->sched_seq != 0;
+        if (r->devtime)
+            shim_devtime_release(r->devtime); /* its marker never landed */
         if (r->done_how == POS_DONE_UNKNOWN)
             C.timed_out++;
         if (C.trace)
@@ -385,6 +397,7 @@ static void *collector_main(void *arg)
     uint64_t last_flush = shim_now_ns();
     while (!atomic_load(&C.stop)) {
         shim_session_poll();
+        shim_devtime_tick();
         size_t reported;
         pthread_mutex_lock(&C.work);
         shim_session_reclaim();
@@ -451,15 +464,18 @@ static void write_summary(void)
             add_counts(&c, t);
     }
     uint64_t dropped = c.dropped + C.dropped, unrecorded = atomic_load(&shim_unrecorded);
+    uint64_t dev_read, dev_fallbacks;
+    shim_devtime_counts(&dev_read, &dev_fallbacks);
     if (C.trace)
         fprintf(C.trace,
                 "# summary operators %llu launches %llu captured %llu failed %llu dropped %llu "
-                "markers %llu marker_failures %llu no_completion %llu syncs %llu sync_ms %.3f "
-                "unrecorded %llu\n",
+                "markers %llu marker_failures %llu device_times %llu poll_times %llu "
+                "no_completion %llu syncs %llu sync_ms %.3f unrecorded %llu\n",
                 (unsigned long long)C.written, (unsigned long long)c.launches,
                 (unsigned long long)c.captured, (unsigned long long)c.failed,
                 (unsigned long long)dropped, (unsigned long long)c.markers,
-                (unsigned long long)c.mfail, (unsigned long long)C.timed_out,
+                (unsigned long long)c.mfail, (unsigned long long)dev_read,
+                (unsigned long long)dev_fallbacks, (unsigned long long)C.timed_out,
                 (unsigned long long)c.syncs, c.sync_ns / 1e6, (unsigned long long)unrecorded);
     if (shim_cfg.debug)
         shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu "
@@ -483,7 +499,7 @@ void shim_collector_stop(void)
         poll_markers();
         int waiting = 0;
         for (size_t k = 0; k < C.npend && !waiting; k++)
-            waiting = C.pend[k].r.marker && C.pend[k].r.done_how != POS_DONE_MARKER;
+            waiting = C.pend[k].r.marker && !pos_done_exact(C.pend[k].r.done_how);
         pthread_mutex_unlock(&C.work);
         if (!waiting)
             break;

@@ -1,7 +1,8 @@
 /* The launch path: wrappers of every way work is launched (kernels, Ex, cooperative, graphs,
  * host functions, each with its per-thread-stream form). Each takes its submit time, calls the
  * one submit point (which returns at once in passthrough), calls the driver, and leaves an
- * operator record in its thread's ring, with a completion marker every POS_SAMPLE launches.
+ * operator record in its thread's ring, with a completion marker every POS_SAMPLE launches (and
+ * a timing event before it, shim/devtime.c).
  * No lock, syscall, allocation, getenv or formatting here once a thread has its ring. */
 #include "shim/shim.h"
 
@@ -146,8 +147,10 @@ static int stream_capturing(struct launch *L)
     return L->captured;
 }
 
-/* Puts a GPU-side write of a fresh token behind the op; the collector sees it land. */
-static uint64_t place_marker(const struct launch *L)
+/* Puts a GPU-side write of a fresh token behind the op; the collector sees it land. Before
+ * it, a timing event of the shim's (*DEVTIME, 0 if none), which gives the op's end on the
+ * device: complete once the marker has landed, since the stream runs them in order. */
+static uint64_t place_marker(const struct launch *L, uint32_t *devtime)
 {
     uint64_t dptr = atomic_load_explicit(&shim_marker_dptr, memory_order_acquire);
     if (unlikely(!dptr) && L->sched_seq) {
@@ -160,11 +163,16 @@ static uint64_t place_marker(const struct launch *L)
     uint32_t value = (uint32_t)token ? (uint32_t)token : 1;
     CUdeviceptr slot = dptr + (token % SHIM_MARKER_SLOTS) * sizeof(uint32_t);
     CUstream s = (CUstream)(uintptr_t)L->stream;
-    CUresult rc = (L->flags & POS_OPF_PTSZ)
-                      ? shim_real_cuStreamWriteValue32_v2_ptsz(s, slot, value, 0)
-                      : shim_real_cuStreamWriteValue32_v2(s, slot, value, 0);
+    int ptsz = (L->flags & POS_OPF_PTSZ) != 0;
+    if (shim_cfg.devtime)
+        *devtime = shim_devtime_record(L->ctx, L->stream, ptsz);
+    CUresult rc = ptsz ? shim_real_cuStreamWriteValue32_v2_ptsz(s, slot, value, 0)
+                       : shim_real_cuStreamWriteValue32_v2(s, slot, value, 0);
     if (rc != CUDA_SUCCESS) {
         shim_count(&L->t->marker_failures, 1);
+        if (*devtime)
+            shim_devtime_release(*devtime);
+        *devtime = 0;
         return 0;
     }
     shim_count(&L->t->markers, 1);
@@ -176,6 +184,7 @@ static void launch_end(struct launch *L, CUresult rc)
     struct shim_thread *t = L->t;
     uint16_t flags = L->flags;
     uint64_t marker = 0;
+    uint32_t devtime = 0;
     if (unlikely(rc != CUDA_SUCCESS)) {
         flags |= POS_OPF_FAILED;
         shim_count(&t->failed, 1);
@@ -186,7 +195,7 @@ static void launch_end(struct launch *L, CUresult rc)
         shim_count(&t->launches, 1);
         uint32_t sample = atomic_load_explicit(&shim_sample, memory_order_relaxed);
         if (pos_marker_due(&t->until_marker, sample) || unlikely(L->windowed)) {
-            marker = place_marker(L);
+            marker = place_marker(L, &devtime);
             if (marker)
                 flags |= POS_OPF_MARKED;
         }
@@ -217,6 +226,7 @@ static void launch_end(struct launch *L, CUresult rc)
     r->complete_ns = 0;
     r->sched_seq = L->sched_seq;
     r->session = L->session;
+    r->devtime = devtime;
     /* the record is complete before the collector may see it */
     atomic_store_explicit(&t->tail, tail + 1, memory_order_release);
 }

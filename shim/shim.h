@@ -32,6 +32,7 @@ struct shim_config {
     uint32_t poll_us;        /* POS_POLL_US: collector poll interval while work is pending */
     uint32_t prompt_poll_us; /* POS_PROMPT_POLL_US: the same while posd waits on completions */
     uint32_t help_when_us;   /* POS_HELP_WHEN_US: a window-step wait helps below this average */
+    int devtime;             /* POS_DEVTIME: sampled markers carry the device's end time (1) */
     int debug;               /* POS_DEBUG */
 };
 
@@ -182,6 +183,28 @@ extern _Atomic uint64_t shim_marker_next;
 
 /* Registers the marker memory in CTX (NULL: the caller's current context). */
 void shim_markers_setup(CUcontext ctx);
+
+/* ---- device times of sampled operators (devtime.c) ------------------------------------------ */
+
+/* Records a timing event of CTX's pool on STREAM behind a sampled launch (before its marker);
+ * returns its token for the record, 0 when there is none (no pool yet, the pool empty, the
+ * record refused: noted, said once by shim_devtime_tick). Sampled launches only. */
+uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz);
+/* The collector, for a marker of CTX: creates CTX's pool and reference if it has none (once;
+ * a refusal is said once, and CTX keeps poll times). */
+void shim_devtime_setup(uint64_t ctx);
+/* The collector, once TOKEN's marker has landed: *END_NS, the device's end of the operator on
+ * CLOCK_MONOTONIC. 0, or -1 (the poll time stands). Gives the event back either way. */
+int shim_devtime_read(uint32_t token, uint64_t *end_ns);
+/* Gives back TOKEN's event unread (its marker never landed). */
+void shim_devtime_release(uint32_t token);
+/* The collector, every pass: says what the launch path noted; takes anchors again. */
+void shim_devtime_tick(void);
+/* CTX (0: every context) is about to be destroyed or released: its pool goes first. */
+void shim_devtime_forget(uint64_t ctx);
+void shim_devtime_forked(void); /* a child: no pools */
+/* Operators whose device time was read, and sampled ones that kept their poll time. */
+void shim_devtime_counts(uint64_t *read, uint64_t *fallbacks);
 
 /* ---- posd (session.c) -------------------------------------------------------------------- */
 

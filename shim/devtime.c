@@ -1,0 +1,387 @@
+/* Device times of sampled operators: a timing event recorded behind each marked launch (before
+ * its marker write), read by the collector once the marker has landed against a reference
+ * event of the same context whose host time (CLOCK_MONOTONIC) is known, so that posd learns
+ * when the device ended the operator, not when the collector saw its marker. Each context has
+ * a bounded pool of events, a stream of the shim's own (empty, non-blocking: a reference
+ * recorded there completes at once) and two references that take turns as the anchor is taken
+ * again every second (device and host clocks drift). The collector creates a context's pool
+ * the first time it sees one of its markers; the launch path only takes an event from the pool
+ * and records it. The shim's events never pass through its own wrappers (shim_real_*), so
+ * shim/events.c never mistakes them for the application's. Whatever fails (events refused,
+ * the pool empty, a record or a reading refused) leaves that operator with its poll time, and
+ * is said once. */
+#include "shim/shim.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DT_CTXS          8    /* contexts with a pool */
+#define DT_EVENTS        1024 /* events per context: sampled operators in flight with one */
+#define DT_TRIES         4    /* busy events the launch path steps over before giving up */
+#define DT_ANCHOR_NS     1000000000ull /* take the anchor again after this long */
+#define DT_ANCHOR_TRIES  8    /* the reference and its probes */
+
+/* a token: generation (18 bits), reference (1), context slot (3), event (10); never 0 */
+#define TOK_EVENT_BITS 10
+#define TOK_SLOT_BITS  3
+#define TOK_GEN_SHIFT  (TOK_EVENT_BITS + TOK_SLOT_BITS + 1)
+#define TOK_GEN_MASK   ((1u << (32 - TOK_GEN_SHIFT)) - 1)
+
+_Static_assert(DT_EVENTS == 1u << TOK_EVENT_BITS, "a token holds an event index");
+_Static_assert(DT_CTXS == 1u << TOK_SLOT_BITS, "a token holds a context slot");
+
+enum dt_state { DT_FREE = 0, DT_SETTING_UP, DT_READY, DT_FAILED };
+
+struct dt_ctx {
+    _Atomic uint64_t ctx;     /* the context; 0: the slot is free */
+    _Atomic uint32_t state;   /* enum dt_state */
+    _Atomic uint32_t gen;     /* bumped when the pool goes: tokens of before are stale */
+    _Atomic uint32_t ref_cur; /* the reference new records are read against */
+    _Atomic uint32_t next;    /* where the launch path looks for a free event */
+    _Atomic uint8_t busy[DT_EVENTS];
+    CUevent ev[DT_EVENTS];
+    CUevent ref[2];
+    CUevent probe; /* for taking an anchor */
+    int64_t ref_ns[2]; /* host time of each reference's device time (under dt_lock) */
+    uint64_t anchored_ns;
+    CUstream stream;
+};
+
+static struct dt_ctx dt[DT_CTXS];
+/* the collector's setting up, readings and re-anchoring against a context's teardown */
+static pthread_mutex_t dt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What to say once, noted where saying is not allowed (the launch path) */
+enum { SAY_EMPTY = 1, SAY_RECORD = 2, SAY_CREATE = 4, SAY_READ = 8 };
+static _Atomic uint32_t dt_note, dt_said;
+static _Atomic int dt_record_rc;
+static _Atomic uint64_t dt_read_ok, dt_fallbacks;
+
+static uint32_t token_of(uint32_t gen, uint32_t ref, uint32_t slot, uint32_t ev)
+{
+    return (gen & TOK_GEN_MASK) << TOK_GEN_SHIFT | ref << (TOK_EVENT_BITS + TOK_SLOT_BITS) |
+           slot << TOK_EVENT_BITS | ev;
+}
+
+static int functions_there(void)
+{
+    return shim_real_cuEventCreate && shim_real_cuEventDestroy_v2 && shim_real_cuEventRecord &&
+           shim_real_cuEventRecord_ptsz && shim_real_cuEventQuery && shim_real_cuStreamCreate &&
+           shim_real_cuStreamDestroy_v2 && shim_real_cuCtxPushCurrent_v2 &&
+           shim_real_cuCtxPopCurrent_v2 &&
+           (shim_real_cuEventElapsedTime_v2 || shim_real_cuEventElapsedTime);
+}
+
+static void say_once(uint32_t what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say_once(uint32_t what, const char *fmt, ...)
+{
+    if (atomic_fetch_or(&dt_said, what) & what)
+        return;
+    char buf[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    shim_log("%s", buf);
+}
+
+/* ---- the launch path (sampled launches only) --------------------------------------------- */
+
+uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
+{
+    for (uint32_t i = 0; i < DT_CTXS; i++) {
+        struct dt_ctx *d = &dt[i];
+        if (atomic_load_explicit(&d->ctx, memory_order_relaxed) != ctx)
+            continue;
+        /* READY publishes the pool's events */
+        if (atomic_load_explicit(&d->state, memory_order_acquire) != DT_READY)
+            return 0;
+        uint32_t gen = atomic_load_explicit(&d->gen, memory_order_relaxed);
+        uint32_t ref = atomic_load_explicit(&d->ref_cur, memory_order_relaxed);
+        for (int k = 0; k < DT_TRIES; k++) {
+            uint32_t e = atomic_fetch_add_explicit(&d->next, 1, memory_order_relaxed) % DT_EVENTS;
+            uint8_t free_ = 0;
+            if (!atomic_compare_exchange_strong_explicit(&d->busy[e], &free_, 1,
+                                                         memory_order_acquire, memory_order_relaxed))
+                continue;
+            CUstream s = (CUstream)(uintptr_t)stream;
+            CUresult rc = ptsz ? shim_real_cuEventRecord_ptsz(d->ev[e], s)
+                               : shim_real_cuEventRecord(d->ev[e], s);
+            if (rc != CUDA_SUCCESS) {
+                atomic_store_explicit(&d->busy[e], 0, memory_order_release);
+                atomic_store_explicit(&dt_record_rc, (int)rc, memory_order_relaxed);
+                atomic_fetch_or_explicit(&dt_note, SAY_RECORD, memory_order_relaxed);
+                return 0;
+            }
+            return token_of(gen, ref, i, e);
+        }
+        atomic_fetch_or_explicit(&dt_note, SAY_EMPTY, memory_order_relaxed);
+        return 0;
+    }
+    return 0; /* no pool yet: the collector makes one when it sees this context's marker */
+}
+
+/* ---- the collector -------------------------------------------------------------------------- */
+
+static CUresult elapsed(float *ms, CUevent a, CUevent b)
+{
+    return shim_real_cuEventElapsedTime_v2 ? shim_real_cuEventElapsedTime_v2(ms, a, b)
+                                           : shim_real_cuEventElapsedTime(ms, a, b);
+}
+
+/* Records EV on the shim's own stream and waits for it (a few us; at most about 100 ms):
+ * *T0 and *T1 bracket the record call, *DONE is when it was seen complete. The stream is empty,
+ * so the event completes as soon as the device takes it. */
+static CUresult record_and_wait(struct dt_ctx *d, CUevent ev, uint64_t *t0, uint64_t *t1,
+                                uint64_t *done)
+{
+    *t0 = shim_now_ns();
+    CUresult rc = shim_real_cuEventRecord(ev, d->stream);
+    *t1 = shim_now_ns();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (int i = 0; (rc = shim_real_cuEventQuery(ev)) == CUDA_ERROR_NOT_READY; i++) {
+        if (i >= 10000)
+            return rc;
+        usleep(10);
+    }
+    *done = shim_now_ns();
+    return rc;
+}
+
+/* Records reference REF of D and takes its host time. An event's device time comes after its
+ * record call began (the device takes it within microseconds on a real GPU; the simulated one
+ * stamps it during the call), so the start of each call, less the device's time from the
+ * reference to that event, is a lower bound of the reference's host time. The reference is
+ * followed by probes and the highest bound wins (the call least delayed before the device
+ * took it); none may be later than a probe was seen complete. In D's context (pushed). */
+static CUresult anchor(struct dt_ctx *d, uint32_t ref)
+{
+    uint64_t t0, t1, done;
+    CUresult rc = record_and_wait(d, d->ref[ref], &t0, &t1, &done);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int64_t best = (int64_t)t0, upper = (int64_t)done;
+    for (int i = 1; i < DT_ANCHOR_TRIES; i++) {
+        float ms;
+        if ((rc = record_and_wait(d, d->probe, &t0, &t1, &done)) != CUDA_SUCCESS ||
+            (rc = elapsed(&ms, d->ref[ref], d->probe)) != CUDA_SUCCESS)
+            return rc;
+        int64_t e = (int64_t)((double)ms * 1e6);
+        int64_t low = (int64_t)t0 - e, up = (int64_t)done - e;
+        best = low > best ? low : best;
+        upper = up < upper ? up : upper;
+    }
+    d->ref_ns[ref] = best < upper ? best : upper;
+    d->anchored_ns = shim_now_ns();
+    return CUDA_SUCCESS;
+}
+
+static void destroy_pool(struct dt_ctx *d, int nev)
+{
+    for (int e = 0; e < nev; e++)
+        shim_real_cuEventDestroy_v2(d->ev[e]);
+    for (int r = 0; r < 2; r++)
+        if (d->ref[r])
+            shim_real_cuEventDestroy_v2(d->ref[r]);
+    if (d->probe)
+        shim_real_cuEventDestroy_v2(d->probe);
+    d->probe = NULL;
+    if (d->stream)
+        shim_real_cuStreamDestroy_v2(d->stream);
+    d->ref[0] = d->ref[1] = NULL;
+    d->stream = NULL;
+}
+
+/* Creates D's pool in its context (pushed); CUDA_SUCCESS or the driver's refusal. */
+static CUresult create_pool(struct dt_ctx *d, const char **what)
+{
+    int nev = 0;
+    CUresult rc;
+    *what = "its stream";
+    if ((rc = shim_real_cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+        d->stream = NULL;
+        return rc;
+    }
+    *what = "a timing event";
+    for (int r = 0; r < 2 && rc == CUDA_SUCCESS; r++)
+        if ((rc = shim_real_cuEventCreate(&d->ref[r], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+            d->ref[r] = NULL;
+    if (rc == CUDA_SUCCESS && (rc = shim_real_cuEventCreate(&d->probe, CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+        d->probe = NULL;
+    for (; nev < DT_EVENTS && rc == CUDA_SUCCESS; nev++)
+        if ((rc = shim_real_cuEventCreate(&d->ev[nev], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+            break;
+    if (rc == CUDA_SUCCESS) {
+        *what = "the reference event";
+        rc = anchor(d, 0);
+    }
+    if (rc != CUDA_SUCCESS)
+        destroy_pool(d, nev);
+    return rc;
+}
+
+void shim_devtime_setup(uint64_t ctx)
+{
+    if (!ctx || !shim_cfg.devtime)
+        return;
+    struct dt_ctx *d = NULL;
+    for (uint32_t i = 0; i < DT_CTXS; i++) {
+        uint64_t c = atomic_load_explicit(&dt[i].ctx, memory_order_relaxed);
+        if (c == ctx)
+            return; /* set up, failed, or being set up */
+        if (!c && !d)
+            d = &dt[i];
+    }
+    if (!functions_there()) {
+        say_once(SAY_CREATE, "the driver has no timing events: completion times are the "
+                             "collector's poll times");
+        return;
+    }
+    if (!d) {
+        say_once(SAY_EMPTY, "timing events in more than %d contexts: completions in context %p "
+                            "keep the collector's poll times",
+                 DT_CTXS, (void *)(uintptr_t)ctx);
+        return;
+    }
+    pthread_mutex_lock(&dt_lock);
+    uint64_t none = 0;
+    if (!atomic_compare_exchange_strong(&d->ctx, &none, ctx)) {
+        pthread_mutex_unlock(&dt_lock);
+        return; /* taken meanwhile: the next marker tries again */
+    }
+    atomic_store(&d->state, DT_SETTING_UP);
+    const char *what = "the context";
+    CUresult rc = shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)ctx);
+    if (rc == CUDA_SUCCESS) {
+        rc = create_pool(d, &what);
+        CUcontext popped;
+        shim_real_cuCtxPopCurrent_v2(&popped);
+    }
+    if (rc != CUDA_SUCCESS) {
+        atomic_store(&d->state, DT_FAILED); /* the context stays listed: not tried again */
+        say_once(SAY_CREATE, "timing events unavailable in context %p (%s: driver error %d): its "
+                    "completion times are the collector's poll times",
+                 (void *)(uintptr_t)ctx, what, (int)rc);
+    } else {
+        memset((void *)d->busy, 0, sizeof d->busy);
+        atomic_store(&d->ref_cur, 0);
+        atomic_store_explicit(&d->state, DT_READY, memory_order_release);
+        if (shim_cfg.debug)
+            shim_log("device times in context %p: %d timing events", (void *)(uintptr_t)ctx,
+                     DT_EVENTS);
+    }
+    pthread_mutex_unlock(&dt_lock);
+}
+
+int shim_devtime_read(uint32_t token, uint64_t *end_ns)
+{
+    uint32_t e = token & (DT_EVENTS - 1), slot = (token >> TOK_EVENT_BITS) & (DT_CTXS - 1);
+    uint32_t ref = (token >> (TOK_EVENT_BITS + TOK_SLOT_BITS)) & 1, gen = token >> TOK_GEN_SHIFT;
+    struct dt_ctx *d = &dt[slot];
+    int ok = -1;
+    pthread_mutex_lock(&dt_lock);
+    if (atomic_load(&d->state) == DT_READY && (atomic_load(&d->gen) & TOK_GEN_MASK) == gen) {
+        float ms;
+        /* the marker behind the event has landed: the event is complete, this never waits */
+        CUresult rc = elapsed(&ms, d->ref[ref], d->ev[e]);
+        if (rc == CUDA_SUCCESS) {
+            int64_t t = d->ref_ns[ref] + (int64_t)((double)ms * 1e6);
+            *end_ns = t > 0 ? (uint64_t)t : 0;
+            ok = *end_ns ? 0 : -1;
+        } else {
+            say_once(SAY_READ, "reading a timing event failed (driver error %d): completion times "
+                        "are the collector's poll times where it fails",
+                     (int)rc);
+        }
+        atomic_store_explicit(&d->busy[e], 0, memory_order_release);
+    }
+    pthread_mutex_unlock(&dt_lock);
+    atomic_fetch_add_explicit(ok == 0 ? &dt_read_ok : &dt_fallbacks, 1, memory_order_relaxed);
+    return ok;
+}
+
+void shim_devtime_release(uint32_t token)
+{
+    uint32_t e = token & (DT_EVENTS - 1), slot = (token >> TOK_EVENT_BITS) & (DT_CTXS - 1);
+    struct dt_ctx *d = &dt[slot];
+    /* no lock: the launch path calls it when its marker write fails */
+    if ((atomic_load(&d->gen) & TOK_GEN_MASK) == token >> TOK_GEN_SHIFT)
+        atomic_store_explicit(&d->busy[e], 0, memory_order_release);
+    atomic_fetch_add_explicit(&dt_fallbacks, 1, memory_order_relaxed);
+}
+
+void shim_devtime_tick(void)
+{
+    uint32_t note = atomic_exchange_explicit(&dt_note, 0, memory_order_relaxed);
+    if (note & SAY_EMPTY)
+        say_once(SAY_EMPTY, "out of timing events (%d per context in flight): some completion "
+                            "times are the collector's poll times",
+                 DT_EVENTS);
+    if (note & SAY_RECORD)
+        say_once(SAY_RECORD, "recording a timing event failed (driver error %d): completion "
+                             "times are the collector's poll times where it fails",
+                 atomic_load(&dt_record_rc));
+    uint64_t now = shim_now_ns();
+    for (uint32_t i = 0; i < DT_CTXS; i++) {
+        struct dt_ctx *d = &dt[i];
+        if (atomic_load_explicit(&d->state, memory_order_acquire) != DT_READY ||
+            now - d->anchored_ns < DT_ANCHOR_NS)
+            continue;
+        pthread_mutex_lock(&dt_lock);
+        if (atomic_load(&d->state) == DT_READY &&
+            shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)atomic_load(&d->ctx)) ==
+                CUDA_SUCCESS) {
+            /* the other reference: records already made keep the one they were made with */
+            uint32_t next = atomic_load(&d->ref_cur) ^ 1;
+            if (anchor(d, next) == CUDA_SUCCESS)
+                atomic_store_explicit(&d->ref_cur, next, memory_order_relaxed);
+            else
+                d->anchored_ns = now; /* try again in a second */
+            CUcontext popped;
+            shim_real_cuCtxPopCurrent_v2(&popped);
+        }
+        pthread_mutex_unlock(&dt_lock);
+    }
+}
+
+void shim_devtime_forget(uint64_t ctx)
+{
+    pthread_mutex_lock(&dt_lock);
+    for (uint32_t i = 0; i < DT_CTXS; i++) {
+        struct dt_ctx *d = &dt[i];
+        uint64_t c = atomic_load(&d->ctx);
+        if (!c || (ctx && c != ctx))
+            continue;
+        if (atomic_load(&d->state) == DT_READY &&
+            shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)c) == CUDA_SUCCESS) {
+            destroy_pool(d, DT_EVENTS);
+            CUcontext popped;
+            shim_real_cuCtxPopCurrent_v2(&popped);
+        }
+        atomic_fetch_add(&d->gen, 1);
+        atomic_store(&d->state, DT_FREE);
+        atomic_store(&d->ctx, 0);
+    }
+    pthread_mutex_unlock(&dt_lock);
+}
+
+void shim_devtime_forked(void)
+{
+    /* the child has no CUDA of the parent's: its pools are gone with it */
+    pthread_mutex_init(&dt_lock, NULL);
+    for (uint32_t i = 0; i < DT_CTXS; i++) {
+        atomic_fetch_add(&dt[i].gen, 1);
+        atomic_store(&dt[i].state, DT_FREE);
+        atomic_store(&dt[i].ctx, 0);
+    }
+}
+
+void shim_devtime_counts(uint64_t *read, uint64_t *fallbacks)
+{
+    *read = atomic_load(&dt_read_ok);
+    *fallbacks = atomic_load(&dt_fallbacks);
+}
