@@ -44,6 +44,7 @@ struct core_client {
     uint64_t prof_seq;   /* the last exact completion: its seq and time, */
     int64_t prof_ns;     /* for kernel samples, */
     int64_t prof_ns2;    /* and the time of the one before it */
+    int prof_device;     /* prof_ns is a device time (a poll time is not compared with it) */
     int stalled;
     uint64_t stalls;
     uint64_t busy_ns;
@@ -427,15 +428,17 @@ static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
 /* How far back the core looks for an operator's predecessor on its stream. */
 #define PRED_LOOK 64
 
-/* When OP began to occupy its stream, for a sample of its device time: the later of its launch
- * (launched_at: its start of eligibility) and its predecessor's end on its stream. The
- * predecessor's end counts when the device gave it (POS_SCHED_OP_DEVICE_END), or when any
- * completion of it came no later than OP's launch (the launch is the later then). -1 when it is
- * not known: the predecessor is not complete yet, ended at a time only bounded after OP's
- * launch, or is further back than the window holds. */
-static int64_t device_start(struct core_client *c, const struct pos_sched_op *op)
+/* When OP's device time began, for a sample of it: its predecessor's end on its stream, when
+ * the device gave that end (POS_SCHED_OP_DEVICE_END) and it came after OP's start of
+ * eligibility (launched_at, and CALL_NS: when the client says the launch reached the driver, 0 if
+ * not known), so that OP was queued behind it and began as it ended. -1 otherwise: an operator
+ * that found its stream idle began some time after its launch, by the launch's own latency (a
+ * few us on a real GPU; the simulated device process's lag, up to milliseconds on a loaded
+ * host), which is not the kernel's: its end minus its launch is only a bound. Also -1 when the
+ * predecessor is not complete yet, or is further back than the window holds. */
+static int64_t device_start(struct core_client *c, const struct pos_sched_op *op, int64_t call_ns)
 {
-    int64_t launch = launched_at(op);
+    int64_t launch = launched_at(op) > call_ns ? launched_at(op) : call_ns;
     struct sched_sync probe = {.scope = SCHED_SYNC_STREAM,
                                .tid = op->tid,
                                .ptsz = op->ptsz,
@@ -447,13 +450,10 @@ static int64_t device_start(struct core_client *c, const struct pos_sched_op *op
             return -1; /* out of the window */
         if (!on_scope(p, &probe))
             continue;
-        if (!(p->state & POS_SCHED_OP_DONE))
-            return -1;
-        if (p->state & POS_SCHED_OP_DEVICE_END)
-            return p->done_ns > launch ? p->done_ns : launch;
-        return p->done_ns <= launch ? launch : -1;
+        int exact = (p->state & POS_SCHED_OP_DONE) && (p->state & POS_SCHED_OP_DEVICE_END);
+        return exact && p->done_ns > launch ? p->done_ns : -1;
     }
-    return op->seq <= PRED_LOOK ? launch : -1; /* the first on its stream */
+    return -1; /* the first on its stream: it found the stream idle */
 }
 
 /* One sample D of PR's duration, of a run that began at SINCE: solo when no other client had
@@ -467,38 +467,42 @@ static void add_sample(struct sched_core *k, struct pos_kprof *pr, double d, int
 }
 
 /* Kernel profiles, from an exact completion of OP at WHEN.
- * - With the device's end time (DEVICE), a sample is WHEN minus the later of OP's launch and its
- *   predecessor's end on its stream (device_start): what the device spent on OP alone when
- *   nothing else ran.
+ * - With the device's end time (CALL_NS >= 0: the client's call of the driver, 0 if not known),
+ *   a sample is WHEN minus the later of OP's start of eligibility and its predecessor's end on
+ *   its stream, taken when the predecessor's end is the later (device_start): what the device
+ *   spent on OP alone when nothing else ran.
  * - With a poll time, when the previous operator (seq - 1) completed exactly too and OP was
  *   launched before that completion was seen, OP ran back to back behind it on the client's
  *   stream: the time between the two completions is one sample of OP's duration. Both times
  *   carry the collector's poll delay, which cancels on average when each of the two was seen by
  *   a poll of its own; completions seen together (as when the collector slept through a
- *   request's start and caught up) give no sample.
+ *   request's start and caught up) give no sample, and neither does a poll time after a device
+ *   time.
  * A kernel shape with too few samples (solo ones; co-run ones while other clients have work)
  * asks its client for a marker behind every launch, and for prompt polls, for the next 256
  * launches, until it has been looked at 16 x profile_min times. */
 static void learn_kernel(struct sched_core *k, struct core_client *c, const struct pos_sched_op *op,
-                         int64_t when, int device)
+                         int64_t when, int64_t call_ns)
 {
     uint64_t prev_seq = c->prof_seq;
     int64_t prev_ns = c->prof_ns, prev_ns2 = c->prof_ns2;
+    int prev_device = c->prof_device;
     c->prof_seq = op->seq;
     c->prof_ns2 = prev_ns;
     c->prof_ns = when;
+    c->prof_device = call_ns >= 0;
     if (!k->prof || !is_kernel(op) || !op->key)
         return;
     struct pos_kprof *pr = pos_prof_get(k->prof, c->conf.uid, op->key, op->grid, op->block, 1);
     if (!pr)
         return;
     pr->tries++;
-    if (device) {
-        int64_t start = device_start(c, op);
+    if (call_ns >= 0) {
+        int64_t start = device_start(c, op, call_ns < when ? call_ns : 0);
         if (start >= 0 && when > start)
             add_sample(k, pr, (double)(when - start), start);
-    } else if (prev_seq && op->seq == prev_seq + 1 && when > prev_ns && prev_ns > prev_ns2 &&
-               launched_at(op) <= prev_ns) {
+    } else if (prev_seq && op->seq == prev_seq + 1 && !prev_device && when > prev_ns &&
+               prev_ns > prev_ns2 && launched_at(op) <= prev_ns) {
         add_sample(k, pr, (double)(when - prev_ns), prev_ns);
     }
     /* too few solo samples, or too few co-run ones while others run beside it */
@@ -580,7 +584,7 @@ int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now)
 }
 
 int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
-                        int64_t now)
+                        int64_t call_ns, int64_t now)
 {
     struct core_client *c = client(k, slot);
     if (!c || seq == 0 || seq > c->submitted)
@@ -592,7 +596,7 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     struct pos_sched_op *op = op_at(c, seq);
     int64_t when = done_ns > 0 && done_ns <= now ? done_ns : now;
     if (how == SCHED_DONE_EXACT || how == SCHED_DONE_DEVICE) {
-        learn_kernel(k, c, op, when, how == SCHED_DONE_DEVICE);
+        learn_kernel(k, c, op, when, how == SCHED_DONE_DEVICE ? call_ns : -1);
         learn_op_time(c, op, when);
     }
     finish_op(k, c, op, when, how == SCHED_DONE_PRESUMED);

@@ -164,9 +164,10 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
 /* A submission slot that was reserved but never written (its thread died mid-launch). */
 int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now);
 /* Operator SEQ completed at DONE_NS, learnt as HOW (enum sched_done_how): a time in the future,
- * or none (0), counts as NOW. */
+ * or none (0), counts as NOW. CALL_NS: when the client's launch called the driver, as it says
+ * (0: not known): a device time (SCHED_DONE_DEVICE) did not begin before it. */
 int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
-                        int64_t now);
+                        int64_t call_ns, int64_t now);
 /* A synchronisation that returned at S->end_ns: it also counts in the client's report lag
  * (NOW minus its end). */
 int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now);

@@ -157,8 +157,9 @@ static void poll_markers(void)
             continue;
         /* its timing event, if it has one, says when the device ended it */
         uint64_t end = now;
+        /* (not bounded by NOW: a marker that landed while this pass ran is seen too) */
         if (r->devtime && shim_devtime_read(r->devtime, &end) == 0)
-            complete(r, end = end < now ? end : now, POS_DONE_DEVICE);
+            complete(r, end, POS_DONE_DEVICE);
         else
             complete(r, end = now, POS_DONE_MARKER);
         r->devtime = 0;
@@ -234,7 +235,7 @@ static size_t drain(void)
             struct pos_op_record r = t->ring[head % SHIM_RING];
             if ((r.flags & POS_OPF_FAILED) && r.sched_seq)
                 /* it never ran: posd must not count it in flight */
-                shim_session_complete(r.session, r.sched_seq, 0, POS_DONE_UNKNOWN, r.result);
+                shim_session_complete(r.session, r.sched_seq, 0, 0, POS_DONE_UNKNOWN, r.result);
             if (r.flags & (POS_OPF_CAPTURED | POS_OPF_FAILED))
                 continue; /* not operators */
             r.seq = C.next_seq++;
@@ -306,7 +307,8 @@ static size_t emit(int final)
             continue;
         }
         if (r->sched_seq &&
-            shim_session_complete(r->session, r->sched_seq, r->complete_ns, r->done_how,
+            shim_session_complete(r->session, r->sched_seq, r->complete_ns,
+                                  r->done_how == POS_DONE_DEVICE ? r->submit_ns : 0, r->done_how,
                                   r->result) < 0 &&
             !final) {
             C.pend[keep++] = C.pend[i]; /* posd's channel is full: next cycle */
@@ -464,18 +466,19 @@ static void write_summary(void)
             add_counts(&c, t);
     }
     uint64_t dropped = c.dropped + C.dropped, unrecorded = atomic_load(&shim_unrecorded);
-    uint64_t dev_read, dev_fallbacks;
-    shim_devtime_counts(&dev_read, &dev_fallbacks);
+    uint64_t dev_read, dev_fallbacks, dev_late;
+    shim_devtime_counts(&dev_read, &dev_fallbacks, &dev_late);
     if (C.trace)
         fprintf(C.trace,
                 "# summary operators %llu launches %llu captured %llu failed %llu dropped %llu "
                 "markers %llu marker_failures %llu device_times %llu poll_times %llu "
-                "no_completion %llu syncs %llu sync_ms %.3f unrecorded %llu\n",
+                "recorded_late %llu no_completion %llu syncs %llu sync_ms %.3f unrecorded %llu\n",
                 (unsigned long long)C.written, (unsigned long long)c.launches,
                 (unsigned long long)c.captured, (unsigned long long)c.failed,
                 (unsigned long long)dropped, (unsigned long long)c.markers,
                 (unsigned long long)c.mfail, (unsigned long long)dev_read,
-                (unsigned long long)dev_fallbacks, (unsigned long long)C.timed_out,
+                (unsigned long long)dev_fallbacks, (unsigned long long)dev_late,
+                (unsigned long long)C.timed_out,
                 (unsigned long long)c.syncs, c.sync_ns / 1e6, (unsigned long long)unrecorded);
     if (shim_cfg.debug)
         shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu "

@@ -23,6 +23,7 @@
 #define DT_TRIES         4    /* busy events the launch path steps over before giving up */
 #define DT_ANCHOR_NS     1000000000ull /* take the anchor again after this long */
 #define DT_ANCHOR_TRIES  8    /* the reference and its probes */
+#define DT_RECORD_SLACK_NS 2000 /* an event's time this soon after its record: its own */
 
 /* a token: generation (18 bits), reference (1), context slot (3), event (10); never 0 */
 #define TOK_EVENT_BITS 10
@@ -43,6 +44,8 @@ struct dt_ctx {
     _Atomic uint32_t next;    /* where the launch path looks for a free event */
     _Atomic uint8_t busy[DT_EVENTS];
     CUevent ev[DT_EVENTS];
+    uint64_t rec_ns[DT_EVENTS]; /* when each was recorded (the launch path, published by its
+                                 * record: the ring's tail store) */
     CUevent ref[2];
     CUevent probe; /* for taking an anchor */
     int64_t ref_ns[2]; /* host time of each reference's device time (under dt_lock) */
@@ -58,7 +61,7 @@ static pthread_mutex_t dt_lock = PTHREAD_MUTEX_INITIALIZER;
 enum { SAY_EMPTY = 1, SAY_RECORD = 2, SAY_CREATE = 4, SAY_READ = 8 };
 static _Atomic uint32_t dt_note, dt_said;
 static _Atomic int dt_record_rc;
-static _Atomic uint64_t dt_read_ok, dt_fallbacks;
+static _Atomic uint64_t dt_read_ok, dt_fallbacks, dt_late;
 
 static uint32_t token_of(uint32_t gen, uint32_t ref, uint32_t slot, uint32_t ev)
 {
@@ -116,6 +119,7 @@ uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
                 atomic_fetch_or_explicit(&dt_note, SAY_RECORD, memory_order_relaxed);
                 return 0;
             }
+            d->rec_ns[e] = shim_now_ns();
             return token_of(gen, ref, i, e);
         }
         atomic_fetch_or_explicit(&dt_note, SAY_EMPTY, memory_order_relaxed);
@@ -291,7 +295,12 @@ int shim_devtime_read(uint32_t token, uint64_t *end_ns)
         if (rc == CUDA_SUCCESS) {
             int64_t t = d->ref_ns[ref] + (int64_t)((double)ms * 1e6);
             *end_ns = t > 0 ? (uint64_t)t : 0;
-            ok = *end_ns ? 0 : -1;
+            /* An event recorded after its operator had ended carries its own time, not the
+             * operator's: one that ended no later than its record call returned (and a
+             * little after, what taking it costs the device) says nothing exact. */
+            ok = t > 0 && (uint64_t)t > d->rec_ns[e] + DT_RECORD_SLACK_NS ? 0 : -1;
+            if (ok < 0)
+                atomic_fetch_add_explicit(&dt_late, 1, memory_order_relaxed);
         } else {
             say_once(SAY_READ, "reading a timing event failed (driver error %d): completion times "
                         "are the collector's poll times where it fails",
@@ -380,8 +389,9 @@ void shim_devtime_forked(void)
     }
 }
 
-void shim_devtime_counts(uint64_t *read, uint64_t *fallbacks)
+void shim_devtime_counts(uint64_t *read, uint64_t *fallbacks, uint64_t *late)
 {
     *read = atomic_load(&dt_read_ok);
     *fallbacks = atomic_load(&dt_fallbacks);
+    *late = atomic_load(&dt_late);
 }

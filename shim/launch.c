@@ -108,6 +108,9 @@ static inline void submit_point(struct launch *L)
     L->sched_seq = shim_session_submit(s, &sub, &L->windowed);
     L->session = s->gen;
     shim_session_leave(L->t);
+    /* from here the record's submit time is when the launch goes to the driver, after any
+     * wait for its grant: where its device time may begin (posd's profiles) */
+    L->submit_ns = shim_now_ns();
 }
 
 static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64_t function,

@@ -203,8 +203,9 @@ void shim_devtime_tick(void);
 /* CTX (0: every context) is about to be destroyed or released: its pool goes first. */
 void shim_devtime_forget(uint64_t ctx);
 void shim_devtime_forked(void); /* a child: no pools */
-/* Operators whose device time was read, and sampled ones that kept their poll time. */
-void shim_devtime_counts(uint64_t *read, uint64_t *fallbacks);
+/* Operators whose device time was read, sampled ones that kept their poll time, and of those
+ * the ones whose event was recorded after they had ended (no device time to have). */
+void shim_devtime_counts(uint64_t *read, uint64_t *fallbacks, uint64_t *late);
 
 /* ---- posd (session.c) -------------------------------------------------------------------- */
 
@@ -313,8 +314,10 @@ void shim_event_recorded(uint64_t event, const struct shim_event_mark *m);
 void shim_event_forget(uint64_t event);
 /* What EVENT's last record covers; 0 when unknown. */
 int shim_event_lookup(uint64_t event, struct shim_event_mark *m);
-/* Reports a completion to the session GEN; -1 when the channel is full (retry later). */
-int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
+/* Reports a completion to the session GEN (CALL_NS: when the launch called the driver, for a
+ * device time; 0 otherwise); -1 when the channel is full (retry later). */
+int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint64_t call_ns,
+                          uint16_t how,
                           int32_t result);
 void shim_session_poll(void); /* collector: liveness and re-attaching */
 /* The first cuInit, before the driver's: registers with posd and puts its SM share in place

@@ -838,7 +838,8 @@ static int drain_completions(void *arg)
     struct vclient *c = w->c;
     for (; c->posts.head < c->posts.n; c->posts.head++) {
         const struct post *p = &c->posts.v[c->posts.head];
-        if (sched_core_complete(w->s->core, c->index, p->seq, p->done_ns, sched_done_of(p->how),
+        /* the launch's call is the core's own submit time in possim: 0 */
+        if (sched_core_complete(w->s->core, c->index, p->seq, p->done_ns, sched_done_of(p->how), 0,
                                 w->t) < 0)
             sim_fail(w->s, -EPROTO, "client %s: the core refused completion %llu", c->spec->name,
                      (unsigned long long)p->seq);

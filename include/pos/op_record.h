@@ -48,7 +48,8 @@ struct pos_op_record {
     uint64_t stream;      /* CUstream handle value as passed (0 = default stream) */
     uint64_t ctx;         /* current CUcontext at launch */
     uint64_t marker;      /* completion marker token, 0 if none */
-    uint64_t submit_ns;   /* CLOCK_MONOTONIC when the launch was called */
+    uint64_t submit_ns;   /* CLOCK_MONOTONIC when the launch was called; under posd, when it
+                           * went to the driver (after any wait for its grant) */
     uint64_t complete_ns; /* CLOCK_MONOTONIC of completion (see done_how), 0 if unknown */
     uint64_t sched_seq;   /* the client's sequence number at posd, 0 if not submitted to one */
     uint32_t session;     /* which posd session sched_seq belongs to */

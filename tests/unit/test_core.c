@@ -87,7 +87,7 @@ static void test_counts_and_grants_never_go_back(void)
     CU_ASSERT_EQUAL(g[1].kick_on_done, 0);
     /* the latency client launches: batch held, its grant of 2 stays */
     submit(k, 0, 3, 0x200, 8, 1, 4);
-    CU_ASSERT_EQUAL(sched_core_complete(k, 1, 1, 5, SCHED_DONE_EXACT, 5), 0);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 1, 1, 5, SCHED_DONE_EXACT, 0, 5), 0);
     sched_core_decide(k, 6, g);
     CU_ASSERT_EQUAL(g[1].held, 1);
     CU_ASSERT_EQUAL(g[1].granted, 2);
@@ -124,8 +124,8 @@ static void test_window_cap_moves_with_completions(void)
     sched_core_decide(k, 3, g);
     CU_ASSERT_EQUAL(g[1].window, 2);
     CU_ASSERT_EQUAL(stats(k, 1, 3).released, 2);
-    sched_core_complete(k, 1, 1, 4, SCHED_DONE_EXACT, 4);
-    sched_core_complete(k, 1, 2, 5, SCHED_DONE_EXACT, 5);
+    sched_core_complete(k, 1, 1, 4, SCHED_DONE_EXACT, 0, 4);
+    sched_core_complete(k, 1, 2, 5, SCHED_DONE_EXACT, 0, 5);
     struct sched_client_stats s = stats(k, 1, 5);
     CU_ASSERT_EQUAL(s.released, 4); /* 3 and 4 went without a decision */
     CU_ASSERT_EQUAL(s.in_flight, 2);
@@ -174,7 +174,7 @@ static void test_requests_inferred_from_syncs(void)
         int64_t t0 = (r + 1) * 100 * MS;
         submit(k, 0, 20, 0x100, 1, 1, t0);
         /* a marker mid-request does not end it */
-        sched_core_complete(k, 0, next_seq[0] - 10, t0 + 1 * MS, SCHED_DONE_EXACT, t0 + 1 * MS);
+        sched_core_complete(k, 0, next_seq[0] - 10, t0 + 1 * MS, SCHED_DONE_EXACT, 0, t0 + 1 * MS);
         struct sched_sync s = stream_sync(0x100, next_seq[0], t0 + (r < 9 ? 4 : 8) * MS);
         sched_core_sync(k, 0, &s, t0 + 9 * MS);
     }
@@ -216,7 +216,7 @@ static void test_stalled_client_stops_holding_others(void)
     CU_ASSERT_EQUAL(g[1].granted, 2);
     CU_ASSERT_EQUAL(stats(k, 0, 52 * MS).stalls, 1);
     /* it completes something again: it outranks again */
-    sched_core_complete(k, 0, 1, 53 * MS, SCHED_DONE_EXACT, 53 * MS);
+    sched_core_complete(k, 0, 1, 53 * MS, SCHED_DONE_EXACT, 0, 53 * MS);
     sched_core_decide(k, 53 * MS, g);
     CU_ASSERT_EQUAL(g[1].held, 1);
     sched_core_free(k);
@@ -283,8 +283,8 @@ static void test_bad_input_refused(void)
     submit(k, 0, 3, 0x100, 1, 1, 1);
     struct pos_sched_op op = {.seq = 7};
     CU_ASSERT_EQUAL(sched_core_submit(k, 0, &op, 1, 2), -EPROTO); /* out of order */
-    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 2, SCHED_DONE_EXACT, 2), -EPROTO);
-    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 0, 2, SCHED_DONE_EXACT, 2), -EPROTO);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 2, SCHED_DONE_EXACT, 0, 2), -EPROTO);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 0, 2, SCHED_DONE_EXACT, 0, 2), -EPROTO);
     struct sched_sync s = stream_sync(0x100, 9, 2);
     CU_ASSERT_EQUAL(sched_core_sync(k, 0, &s, 2), -EPROTO);
     s.covers = 3;
