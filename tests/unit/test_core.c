@@ -5,7 +5,8 @@
  * others after the stall time, waiter counts with nothing queued hold nobody, a reused slot
  * keeps nothing, the window presumes its oldest operators complete, bad input is refused,
  * the report rate and kick requests follow the grant mode, telemetry reaches the policy's
- * view, and the core and policies import no I/O or clock symbols. */
+ * view, kernel profiles learn device times (end minus the predecessor's end on the stream), and
+ * the core and policies import no I/O or clock symbols. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "pos/client_shm.h"
 #include "sched/core.h"
+#include "sched/profile.h"
 #include "tests/cunit_main.h"
 
 #define MS 1000000LL
@@ -64,6 +66,66 @@ static struct sched_sync stream_sync(uint64_t stream, uint64_t covers, int64_t e
     struct sched_sync s = {
         .scope = SCHED_SYNC_STREAM, .stream = stream, .ctx = 0x10, .covers = covers, .end_ns = end};
     return s;
+}
+
+/* Submits one kernel of KEY on STREAM at NOW, launched freely (at its call). */
+static void submit_kernel(struct sched_core *k, int slot, uint64_t key, uint64_t stream, int64_t now)
+{
+    struct pos_sched_op op = {.seq = ++next_seq[slot],
+                              .key = key,
+                              .kind = POS_OP_KERNEL,
+                              .grid = {1, 1, 1},
+                              .block = {32, 1, 1},
+                              .stream = stream,
+                              .tid = 7,
+                              .ctx = 0x10,
+                              .submit_ns = now};
+    CU_ASSERT_EQUAL(sched_core_submit(k, slot, &op, 1, now), 0);
+}
+
+/* With the device's end times, a kernel's sample is its end minus its predecessor's end on its
+ * stream when it was queued behind it (launched before that end); one that found its stream
+ * idle gives none (its end minus its launch would carry the launch's latency); and a
+ * predecessor on another stream is not its predecessor. */
+static void test_device_times_learn_end_minus_predecessor_end(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
+    struct sched_core *k = core("fifo");
+    sched_core_set_profiles(k, &prof);
+    add(k, 0, 10, 0, 0);
+    const uint64_t A = 0xa, B = 0xb, C = 0xc;
+    /* A then B queued on stream 1 at 1 ms; C on stream 2 at 1 ms */
+    submit_kernel(k, 0, A, 0x100, 1 * MS);
+    submit_kernel(k, 0, B, 0x100, 1 * MS);
+    submit_kernel(k, 0, C, 0x200, 1 * MS);
+    /* A ends at 2 ms, B at 2.3 ms (its device time: 0.3 ms), C at 2.5 ms (stream 2: C's
+     * predecessor is none, so no sample, though A and B ended before it) */
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 1, 2 * MS, SCHED_DONE_DEVICE, 1 * MS, 3 * MS), 0);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 2, 2300000, SCHED_DONE_DEVICE, 1 * MS, 3 * MS), 0);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 3, 2500000, SCHED_DONE_DEVICE, 1 * MS, 3 * MS), 0);
+    /* B again at 4 ms: its stream idle since 2.3 ms, ends at 4.4 ms: no sample */
+    submit_kernel(k, 0, B, 0x100, 4 * MS);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 4400000, SCHED_DONE_DEVICE, 4 * MS, 5 * MS), 0);
+    /* B once more, queued behind the last (launched at 4.1 ms), ends at 4.7 ms: 0.3 ms */
+    submit_kernel(k, 0, B, 0x100, 4100000);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 5, 4700000, SCHED_DONE_DEVICE, 4100000, 5 * MS), 0);
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    const struct pos_kprof *pb = pos_prof_find(&prof, 0, B, grid, block);
+    const struct pos_kprof *pc = pos_prof_find(&prof, 0, C, grid, block);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pb);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
+    CU_ASSERT_EQUAL(pb->n, 2);
+    CU_ASSERT_DOUBLE_EQUAL(pb->mean_ns, 300000.0, 1.0);
+    CU_ASSERT_EQUAL(pc->n, 0);
+    /* a launch submitted before its predecessor ended (4.6 ms) that reached the driver after
+     * (CALL_NS 4.9 ms) found its stream idle too: no sample */
+    submit_kernel(k, 0, B, 0x100, 4600000);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 6, 5400000, SCHED_DONE_DEVICE, 4900000, 6 * MS), 0);
+    CU_ASSERT_EQUAL(pb->n, 2);
+    sched_core_free(k);
+    pos_prof_free(&prof);
 }
 
 static void test_counts_and_grants_never_go_back(void)
@@ -495,5 +557,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_window_presumes_oldest_complete);
     POS_ADD_TEST(s, test_bad_input_refused);
     POS_ADD_TEST(s, test_idle_core_wants_no_tick);
+    POS_ADD_TEST(s, test_device_times_learn_end_minus_predecessor_end);
     POS_ADD_TEST(s, test_core_and_policies_are_pure);
 }
