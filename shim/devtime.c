@@ -2,14 +2,15 @@
  * its marker write), read by the collector once the marker has landed against a reference
  * event of the same context whose host time (CLOCK_MONOTONIC) is known, so that posd learns
  * when the device ended the operator, not when the collector saw its marker. Each context has
- * a bounded pool of events, a stream of the shim's own (empty, non-blocking: a reference
- * recorded there completes at once) and two references that take turns as the anchor is taken
- * again every second (device and host clocks drift). The collector creates a context's pool
- * the first time it sees one of its markers; the launch path only takes an event from the pool
- * and records it. The shim's events never pass through its own wrappers (shim_real_*), so
- * shim/events.c never mistakes them for the application's. Whatever fails (events refused,
- * the pool empty, a record or a reading refused) leaves that operator with its poll time, and
- * is said once. */
+ * a bounded pool of events, a stream of the shim's own (empty, non-blocking: an event recorded
+ * there completes as soon as the device takes it) and two references that take turns as the
+ * anchor is taken again every second (device and host clocks drift). The collector sets a
+ * context up the first time it sees one of its markers, a step per pass so that it never waits
+ * on the device (events in chunks; each anchor's probes looked at with cuEventQuery); the
+ * launch path only takes an event from the pool and records it. The shim's events never pass
+ * through its own wrappers (shim_real_*), so shim/events.c never mistakes them for the
+ * application's. Whatever fails (events refused, the pool empty, a record or a reading
+ * refused) leaves that operator with its poll time, and is said once. */
 #include "shim/shim.h"
 
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #define DT_CTXS          8    /* contexts with a pool */
 #define DT_EVENTS        1024 /* events per context: sampled operators in flight with one */
 #define DT_TRIES         4    /* busy events the launch path steps over before giving up */
+#define DT_CHUNK         64   /* events the collector creates in one pass */
 #define DT_ANCHOR_NS     1000000000ull /* take the anchor again after this long */
 #define DT_ANCHOR_TRIES  8    /* the reference and its probes */
 #define DT_RECORD_SLACK_NS 2000 /* an event's time this soon after its record: its own */
@@ -42,6 +44,7 @@ struct dt_ctx {
     _Atomic uint32_t gen;     /* bumped when the pool goes: tokens of before are stale */
     _Atomic uint32_t ref_cur; /* the reference new records are read against */
     _Atomic uint32_t next;    /* where the launch path looks for a free event */
+    _Atomic uint32_t nev;     /* events created so far (published before READY) */
     _Atomic uint8_t busy[DT_EVENTS];
     CUevent ev[DT_EVENTS];
     uint64_t rec_ns[DT_EVENTS]; /* when each was recorded (the launch path, published by its
@@ -51,6 +54,13 @@ struct dt_ctx {
     int64_t ref_ns[2]; /* host time of each reference's device time (under dt_lock) */
     uint64_t anchored_ns;
     CUstream stream;
+    int full; /* no more events will be created (all there, or the driver refused more) */
+    /* an anchor under way (under dt_lock): the step (0: none; 1: the reference recorded; k > 1:
+     * probe k - 1 recorded), its reference, when the record call began, the bounds so far */
+    int a_step;
+    uint32_t a_ref;
+    uint64_t a_t0;
+    int64_t a_best, a_upper;
 };
 
 static struct dt_ctx dt[DT_CTXS];
@@ -104,8 +114,9 @@ uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
             return 0;
         uint32_t gen = atomic_load_explicit(&d->gen, memory_order_relaxed);
         uint32_t ref = atomic_load_explicit(&d->ref_cur, memory_order_relaxed);
-        for (int k = 0; k < DT_TRIES; k++) {
-            uint32_t e = atomic_fetch_add_explicit(&d->next, 1, memory_order_relaxed) % DT_EVENTS;
+        uint32_t nev = atomic_load_explicit(&d->nev, memory_order_acquire);
+        for (int k = 0; nev && k < DT_TRIES; k++) {
+            uint32_t e = atomic_fetch_add_explicit(&d->next, 1, memory_order_relaxed) % nev;
             uint8_t free_ = 0;
             if (!atomic_compare_exchange_strong_explicit(&d->busy[e], &free_, 1,
                                                          memory_order_acquire, memory_order_relaxed))
@@ -136,96 +147,109 @@ static CUresult elapsed(float *ms, CUevent a, CUevent b)
                                            : shim_real_cuEventElapsedTime(ms, a, b);
 }
 
-/* Records EV on the shim's own stream and waits for it (a few us; at most about 100 ms):
- * *T0 and *T1 bracket the record call, *DONE is when it was seen complete. The stream is empty,
- * so the event completes as soon as the device takes it. */
-static CUresult record_and_wait(struct dt_ctx *d, CUevent ev, uint64_t *t0, uint64_t *t1,
-                                uint64_t *done)
+static void destroy_pool(struct dt_ctx *d)
 {
-    *t0 = shim_now_ns();
-    CUresult rc = shim_real_cuEventRecord(ev, d->stream);
-    *t1 = shim_now_ns();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    for (int i = 0; (rc = shim_real_cuEventQuery(ev)) == CUDA_ERROR_NOT_READY; i++) {
-        if (i >= 10000)
-            return rc;
-        usleep(10);
-    }
-    *done = shim_now_ns();
-    return rc;
-}
-
-/* Records reference REF of D and takes its host time. An event's device time comes after its
- * record call began (the device takes it within microseconds on a real GPU; the simulated one
- * stamps it during the call), so the start of each call, less the device's time from the
- * reference to that event, is a lower bound of the reference's host time. The reference is
- * followed by probes and the highest bound wins (the call least delayed before the device
- * took it); none may be later than a probe was seen complete. In D's context (pushed). */
-static CUresult anchor(struct dt_ctx *d, uint32_t ref)
-{
-    uint64_t t0, t1, done;
-    CUresult rc = record_and_wait(d, d->ref[ref], &t0, &t1, &done);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    int64_t best = (int64_t)t0, upper = (int64_t)done;
-    for (int i = 1; i < DT_ANCHOR_TRIES; i++) {
-        float ms;
-        if ((rc = record_and_wait(d, d->probe, &t0, &t1, &done)) != CUDA_SUCCESS ||
-            (rc = elapsed(&ms, d->ref[ref], d->probe)) != CUDA_SUCCESS)
-            return rc;
-        int64_t e = (int64_t)((double)ms * 1e6);
-        int64_t low = (int64_t)t0 - e, up = (int64_t)done - e;
-        best = low > best ? low : best;
-        upper = up < upper ? up : upper;
-    }
-    d->ref_ns[ref] = best < upper ? best : upper;
-    d->anchored_ns = shim_now_ns();
-    return CUDA_SUCCESS;
-}
-
-static void destroy_pool(struct dt_ctx *d, int nev)
-{
-    for (int e = 0; e < nev; e++)
+    uint32_t nev = atomic_load(&d->nev);
+    for (uint32_t e = 0; e < nev; e++)
         shim_real_cuEventDestroy_v2(d->ev[e]);
     for (int r = 0; r < 2; r++)
         if (d->ref[r])
             shim_real_cuEventDestroy_v2(d->ref[r]);
     if (d->probe)
         shim_real_cuEventDestroy_v2(d->probe);
-    d->probe = NULL;
     if (d->stream)
         shim_real_cuStreamDestroy_v2(d->stream);
-    d->ref[0] = d->ref[1] = NULL;
+    d->ref[0] = d->ref[1] = d->probe = NULL;
     d->stream = NULL;
+    atomic_store(&d->nev, 0);
+    d->full = 0;
+    d->a_step = 0;
 }
 
-/* Creates D's pool in its context (pushed); CUDA_SUCCESS or the driver's refusal. */
-static CUresult create_pool(struct dt_ctx *d, const char **what)
+/* Empties slot D (under dt_lock): its tokens go stale. */
+static void free_slot(struct dt_ctx *d)
 {
-    int nev = 0;
-    CUresult rc;
-    *what = "its stream";
-    if ((rc = shim_real_cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
-        d->stream = NULL;
+    atomic_fetch_add(&d->gen, 1);
+    atomic_store(&d->state, DT_FREE);
+    atomic_store(&d->ctx, 0);
+}
+
+/* Starts an anchor of reference REF: records it on the shim's own stream. (Anchors, below.) */
+static CUresult anchor_start(struct dt_ctx *d, uint32_t ref)
+{
+    d->a_ref = ref;
+    d->a_t0 = shim_now_ns();
+    CUresult rc = shim_real_cuEventRecord(d->ref[ref], d->stream);
+    d->a_step = rc == CUDA_SUCCESS ? 1 : 0;
+    return rc;
+}
+
+/* Moves the anchor under way one step if its last record has completed (never waits).
+ * An event's device time comes after its record call began (the device takes it within
+ * microseconds on a real GPU; the simulated one stamps it during the call), so the start of
+ * each call, less the device's time from the reference to that event, is a lower bound of the
+ * reference's host time. The reference is followed by probes and the highest bound wins (the
+ * call least delayed before the device took it); none may be later than a probe was seen
+ * complete. Returns CUDA_SUCCESS (*DONE set once it is taken), CUDA_ERROR_NOT_READY (still
+ * under way), or the driver's error. */
+static CUresult anchor_step(struct dt_ctx *d, int *done)
+{
+    *done = 0;
+    CUevent last = d->a_step == 1 ? d->ref[d->a_ref] : d->probe;
+    CUresult rc = shim_real_cuEventQuery(last);
+    if (rc != CUDA_SUCCESS)
         return rc;
+    int64_t seen = (int64_t)shim_now_ns(), e = 0;
+    if (d->a_step > 1) {
+        float ms;
+        if ((rc = elapsed(&ms, d->ref[d->a_ref], d->probe)) != CUDA_SUCCESS)
+            return rc;
+        e = (int64_t)((double)ms * 1e6);
     }
-    *what = "a timing event";
-    for (int r = 0; r < 2 && rc == CUDA_SUCCESS; r++)
-        if ((rc = shim_real_cuEventCreate(&d->ref[r], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
-            d->ref[r] = NULL;
-    if (rc == CUDA_SUCCESS && (rc = shim_real_cuEventCreate(&d->probe, CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
-        d->probe = NULL;
-    for (; nev < DT_EVENTS && rc == CUDA_SUCCESS; nev++)
+    int64_t low = (int64_t)d->a_t0 - e, up = seen - e;
+    if (d->a_step == 1 || low > d->a_best)
+        d->a_best = low;
+    if (d->a_step == 1 || up < d->a_upper)
+        d->a_upper = up;
+    if (d->a_step < DT_ANCHOR_TRIES) {
+        d->a_t0 = shim_now_ns();
+        if ((rc = shim_real_cuEventRecord(d->probe, d->stream)) != CUDA_SUCCESS)
+            return rc;
+        d->a_step++;
+        return CUDA_ERROR_NOT_READY;
+    }
+    d->ref_ns[d->a_ref] = d->a_best < d->a_upper ? d->a_best : d->a_upper;
+    d->anchored_ns = shim_now_ns();
+    d->a_step = 0;
+    *done = 1;
+    return CUDA_SUCCESS;
+}
+
+/* Creates up to DT_CHUNK more of D's events. A refusal after the first chunk only ends the
+ * pool's growth; before it, it is the context's failure. */
+static CUresult grow_pool(struct dt_ctx *d)
+{
+    uint32_t nev = atomic_load(&d->nev), end = nev + DT_CHUNK;
+    CUresult rc = CUDA_SUCCESS;
+    for (; nev < end && nev < DT_EVENTS; nev++)
         if ((rc = shim_real_cuEventCreate(&d->ev[nev], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
             break;
-    if (rc == CUDA_SUCCESS) {
-        *what = "the reference event";
-        rc = anchor(d, 0);
-    }
-    if (rc != CUDA_SUCCESS)
-        destroy_pool(d, nev);
-    return rc;
+    /* the handles are written before the count that shows them */
+    atomic_store_explicit(&d->nev, nev, memory_order_release);
+    if (nev == DT_EVENTS || (rc != CUDA_SUCCESS && nev >= DT_CHUNK))
+        d->full = 1;
+    return nev >= DT_CHUNK ? CUDA_SUCCESS : rc;
+}
+
+/* The context's set-up failed at WHAT with RC: its pool goes, it keeps poll times (listed, so
+ * it is not tried again), said once. In its context (pushed), under dt_lock. */
+static void setup_failed(struct dt_ctx *d, const char *what, CUresult rc)
+{
+    destroy_pool(d);
+    atomic_store(&d->state, DT_FAILED);
+    say_once(SAY_CREATE, "timing events unavailable in context %p (%s: driver error %d): its "
+                         "completion times are the collector's poll times",
+             (void *)(uintptr_t)atomic_load(&d->ctx), what, (int)rc);
 }
 
 void shim_devtime_setup(uint64_t ctx)
@@ -258,27 +282,72 @@ void shim_devtime_setup(uint64_t ctx)
         return; /* taken meanwhile: the next marker tries again */
     }
     atomic_store(&d->state, DT_SETTING_UP);
-    const char *what = "the context";
-    CUresult rc = shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)ctx);
-    if (rc == CUDA_SUCCESS) {
-        rc = create_pool(d, &what);
-        CUcontext popped;
-        shim_real_cuCtxPopCurrent_v2(&popped);
+    memset((void *)d->busy, 0, sizeof d->busy);
+    d->anchored_ns = 0;
+    if (shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS) {
+        /* the context is gone (destroyed after its launches): nothing to say, nothing kept */
+        free_slot(d);
+        pthread_mutex_unlock(&dt_lock);
+        return;
     }
-    if (rc != CUDA_SUCCESS) {
-        atomic_store(&d->state, DT_FAILED); /* the context stays listed: not tried again */
-        say_once(SAY_CREATE, "timing events unavailable in context %p (%s: driver error %d): its "
-                    "completion times are the collector's poll times",
-                 (void *)(uintptr_t)ctx, what, (int)rc);
-    } else {
-        memset((void *)d->busy, 0, sizeof d->busy);
+    CUresult rc;
+    const char *what = "its stream";
+    if ((rc = shim_real_cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+        d->stream = NULL;
+    if (rc == CUDA_SUCCESS)
+        what = "a timing event";
+    for (int r = 0; r < 2 && rc == CUDA_SUCCESS; r++)
+        if ((rc = shim_real_cuEventCreate(&d->ref[r], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+            d->ref[r] = NULL;
+    if (rc == CUDA_SUCCESS && (rc = shim_real_cuEventCreate(&d->probe, CU_EVENT_DEFAULT)) !=
+                                  CUDA_SUCCESS)
+        d->probe = NULL;
+    if (rc == CUDA_SUCCESS) {
+        what = "the reference event";
+        rc = anchor_start(d, 0);
+    }
+    if (rc != CUDA_SUCCESS)
+        setup_failed(d, what, rc);
+    CUcontext popped;
+    shim_real_cuCtxPopCurrent_v2(&popped);
+    pthread_mutex_unlock(&dt_lock);
+}
+
+/* One step of slot D (under dt_lock, its context pushed): more events, the anchor under way,
+ * a new anchor when the last is a second old. */
+static void step_slot(struct dt_ctx *d, uint64_t now)
+{
+    int setting_up = atomic_load(&d->state) == DT_SETTING_UP;
+    CUresult rc;
+    if (!d->full && (rc = grow_pool(d)) != CUDA_SUCCESS) {
+        setup_failed(d, "a timing event", rc);
+        return;
+    }
+    int done = 0;
+    if (d->a_step) {
+        rc = anchor_step(d, &done);
+        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_NOT_READY) {
+            if (setting_up) {
+                setup_failed(d, "the reference event", rc);
+                return;
+            }
+            d->a_step = 0;
+            d->anchored_ns = now; /* the last anchor stays; try again in a second */
+        }
+    } else if (!setting_up && now - d->anchored_ns >= DT_ANCHOR_NS) {
+        /* the other reference: records already made keep the one they were made with */
+        if (anchor_start(d, atomic_load(&d->ref_cur) ^ 1) != CUDA_SUCCESS)
+            d->anchored_ns = now;
+    }
+    if (done && !setting_up)
+        atomic_store_explicit(&d->ref_cur, d->a_ref, memory_order_relaxed);
+    if (setting_up && !d->a_step && d->anchored_ns && atomic_load(&d->nev) >= DT_CHUNK) {
         atomic_store(&d->ref_cur, 0);
+        /* READY publishes the pool's events and the reference's time */
         atomic_store_explicit(&d->state, DT_READY, memory_order_release);
         if (shim_cfg.debug)
-            shim_log("device times in context %p: %d timing events", (void *)(uintptr_t)ctx,
-                     DT_EVENTS);
+            shim_log("device times in context %p", (void *)(uintptr_t)atomic_load(&d->ctx));
     }
-    pthread_mutex_unlock(&dt_lock);
 }
 
 int shim_devtime_read(uint32_t token, uint64_t *end_ns)
@@ -337,19 +406,16 @@ void shim_devtime_tick(void)
     uint64_t now = shim_now_ns();
     for (uint32_t i = 0; i < DT_CTXS; i++) {
         struct dt_ctx *d = &dt[i];
-        if (atomic_load_explicit(&d->state, memory_order_acquire) != DT_READY ||
-            now - d->anchored_ns < DT_ANCHOR_NS)
-            continue;
+        uint32_t st = atomic_load_explicit(&d->state, memory_order_acquire);
+        if ((st != DT_READY && st != DT_SETTING_UP) ||
+            (st == DT_READY && d->full && !d->a_step && now - d->anchored_ns < DT_ANCHOR_NS))
+            continue; /* nothing to do: no lock, no driver call */
         pthread_mutex_lock(&dt_lock);
-        if (atomic_load(&d->state) == DT_READY &&
+        st = atomic_load(&d->state);
+        if ((st == DT_READY || st == DT_SETTING_UP) &&
             shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)atomic_load(&d->ctx)) ==
                 CUDA_SUCCESS) {
-            /* the other reference: records already made keep the one they were made with */
-            uint32_t next = atomic_load(&d->ref_cur) ^ 1;
-            if (anchor(d, next) == CUDA_SUCCESS)
-                atomic_store_explicit(&d->ref_cur, next, memory_order_relaxed);
-            else
-                d->anchored_ns = now; /* try again in a second */
+            step_slot(d, now);
             CUcontext popped;
             shim_real_cuCtxPopCurrent_v2(&popped);
         }
@@ -365,15 +431,13 @@ void shim_devtime_forget(uint64_t ctx)
         uint64_t c = atomic_load(&d->ctx);
         if (!c || (ctx && c != ctx))
             continue;
-        if (atomic_load(&d->state) == DT_READY &&
+        if (atomic_load(&d->state) != DT_FAILED &&
             shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)c) == CUDA_SUCCESS) {
-            destroy_pool(d, DT_EVENTS);
+            destroy_pool(d);
             CUcontext popped;
             shim_real_cuCtxPopCurrent_v2(&popped);
         }
-        atomic_fetch_add(&d->gen, 1);
-        atomic_store(&d->state, DT_FREE);
-        atomic_store(&d->ctx, 0);
+        free_slot(d);
     }
     pthread_mutex_unlock(&dt_lock);
 }
