@@ -427,6 +427,8 @@ static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
 
 /* How far back the core looks for an operator's predecessor on its stream. */
 #define PRED_LOOK 64
+/* A device sample this many times a kernel's mean is not the kernel's. */
+#define DEVICE_OUTLIER 4.0
 
 /* When OP's device time began, for a sample of it: its predecessor's end on its stream, when
  * the device gave that end (POS_SCHED_OP_DEVICE_END) and it came after OP's start of
@@ -499,8 +501,17 @@ static void learn_kernel(struct sched_core *k, struct core_client *c, const stru
     pr->tries++;
     if (call_ns >= 0) {
         int64_t start = device_start(c, op, call_ns < when ? call_ns : 0);
-        if (start >= 0 && when > start)
-            add_sample(k, pr, (double)(when - start), start);
+        double d = (double)(when - start);
+        /* A kernel's device time does not vary fourfold alone: such a sample is the host's
+         * doing (an event the device took late). Rejected from the third sample on (not the
+         * 16th, as poll times are), and the first two give way to a sample a quarter theirs. */
+        if (start >= 0 && when > start && pr->n >= 1 && pr->n < 3 &&
+            d * DEVICE_OUTLIER < pr->mean_ns) {
+            pr->n = 0;
+            pr->mean_ns = pr->m2 = 0;
+        }
+        if (start >= 0 && when > start && !(pr->n >= 3 && d > DEVICE_OUTLIER * pr->mean_ns))
+            add_sample(k, pr, d, start);
     } else if (prev_seq && op->seq == prev_seq + 1 && !prev_device && when > prev_ns &&
                prev_ns > prev_ns2 && launched_at(op) <= prev_ns) {
         add_sample(k, pr, (double)(when - prev_ns), prev_ns);
