@@ -128,6 +128,35 @@ static void test_device_times_learn_end_minus_predecessor_end(void)
     pos_prof_free(&prof);
 }
 
+/* A device sample four times a kernel's mean, or a quarter of it, comes from the host (an event
+ * the device took late), not the kernel: a first outlier gives way to the samples after it,
+ * and one after three samples is rejected. */
+static void test_device_outliers_are_not_the_kernels(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
+    struct sched_core *k = core("fifo");
+    sched_core_set_profiles(k, &prof);
+    add(k, 0, 10, 0, 0);
+    /* seven kernels queued at 1 ms; ends: the first (no sample), then 3 ms late, then 0.3 ms
+     * apart three times, then 3 ms again, then 0.3 ms */
+    static const int64_t ends[] = {2000000, 5000000, 5300000, 5600000, 5900000, 8900000, 9200000};
+    for (int i = 0; i < 7; i++)
+        submit_kernel(k, 0, 0xb, 0x100, 1 * MS);
+    for (int i = 0; i < 7; i++)
+        CU_ASSERT_EQUAL(sched_core_complete(k, 0, (uint64_t)i + 1, ends[i], SCHED_DONE_DEVICE,
+                                            1 * MS, 10 * MS),
+                        0);
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    const struct pos_kprof *pb = pos_prof_find(&prof, 0, 0xb, grid, block);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pb);
+    CU_ASSERT_EQUAL(pb->n, 4);
+    CU_ASSERT_DOUBLE_EQUAL(pb->mean_ns, 300000.0, 1.0);
+    sched_core_free(k);
+    pos_prof_free(&prof);
+}
+
 static void test_counts_and_grants_never_go_back(void)
 {
     memset(next_seq, 0, sizeof next_seq);
@@ -558,5 +587,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_bad_input_refused);
     POS_ADD_TEST(s, test_idle_core_wants_no_tick);
     POS_ADD_TEST(s, test_device_times_learn_end_minus_predecessor_end);
+    POS_ADD_TEST(s, test_device_outliers_are_not_the_kernels);
     POS_ADD_TEST(s, test_core_and_policies_are_pure);
 }
