@@ -136,6 +136,12 @@ static int same_stream(const struct pos_op_record *a, const struct pos_op_record
     return 1;
 }
 
+/* The token of R's timing event, in its marker's high half (shim/launch.c place_marker). */
+static uint32_t devtime_of(const struct pos_op_record *r)
+{
+    return (uint32_t)(r->marker >> 32);
+}
+
 static void complete(struct pos_op_record *r, uint64_t when, uint16_t how)
 {
     r->complete_ns = when;
@@ -151,18 +157,18 @@ static void poll_markers(void)
         struct pos_op_record *r = &C.pend[i].r;
         if (!r->marker || !pos_done_takes(r->done_how, POS_DONE_MARKER))
             continue;
-        uint32_t want = (uint32_t)r->marker ? (uint32_t)r->marker : 1;
-        if (atomic_load_explicit(&shim_marker_slots[r->marker % SHIM_MARKER_SLOTS],
+        uint32_t want = (uint32_t)r->marker; /* the value; its timing event in the high half */
+        if (atomic_load_explicit(&shim_marker_slots[want % SHIM_MARKER_SLOTS],
                                  memory_order_acquire) != want)
             continue;
         /* its timing event, if it has one, says when the device ended it */
         uint64_t end = now;
         /* (not bounded by NOW: a marker that landed while this pass ran is seen too) */
-        if (r->devtime && shim_devtime_read(r->devtime, &end) == 0)
+        if (devtime_of(r) && shim_devtime_read(devtime_of(r), &end) == 0)
             complete(r, end, POS_DONE_DEVICE);
         else
             complete(r, end = now, POS_DONE_MARKER);
-        r->devtime = 0;
+        r->marker = want; /* its event is given back */
         /* everything earlier on its stream is done too */
         for (size_t k = 0; k < C.npend; k++) {
             struct pos_op_record *o = &C.pend[k].r;
@@ -239,9 +245,7 @@ static size_t drain(void)
             if (r.flags & (POS_OPF_CAPTURED | POS_OPF_FAILED))
                 continue; /* not operators */
             r.seq = C.next_seq++;
-            if (!(r.flags & POS_OPF_MARKED))
-                r.devtime = 0; /* the launch path writes it only with a marker */
-            else if (!r.devtime && shim_cfg.devtime)
+            if (r.marker && !devtime_of(&r) && shim_cfg.devtime)
                 shim_devtime_setup(r.ctx); /* its context's first marker: timing events */
             if (pend_push(&r) < 0)
                 C.dropped++; /* out of memory here: the ring's own count is its thread's */
@@ -315,8 +319,8 @@ static size_t emit(int final)
             continue;
         }
         reported += r->sched_seq != 0;
-        if (r->devtime)
-            shim_devtime_release(r->devtime); /* its marker never landed */
+        if (devtime_of(r))
+            shim_devtime_release(devtime_of(r)); /* its marker never landed */
         if (r->done_how == POS_DONE_UNKNOWN)
             C.timed_out++;
         if (C.trace)

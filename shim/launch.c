@@ -77,17 +77,10 @@ struct launch {
 
 static int stream_capturing(struct launch *L);
 
-/* The submit/wait point of the scheduler. In passthrough it lets every launch go at once;
- * attached to posd it submits the launch and waits for its grant when posd holds it. A launch
- * into a capturing stream is never submitted, so never held. */
-static inline void submit_point(struct launch *L)
+/* Submits L to posd's session and waits for its grant when posd holds it (submit_point).
+ * Out of line: the passthrough path never meets it. */
+static __attribute__((noinline)) void submit_scheduled(struct launch *L)
 {
-    L->sched_seq = 0;
-    L->session = 0; /* copied into the record even when nothing was submitted */
-    L->windowed = 0;
-    if (likely(atomic_load_explicit(&shim_session, memory_order_relaxed) == NULL) ||
-        stream_capturing(L))
-        return;
     struct shim_session *s = shim_session_enter(L->t);
     if (!s)
         return;
@@ -111,6 +104,20 @@ static inline void submit_point(struct launch *L)
     /* from here the record's submit time is when the launch goes to the driver, after any
      * wait for its grant: where its device time may begin (posd's profiles) */
     L->submit_ns = shim_now_ns();
+}
+
+/* The submit/wait point of the scheduler. In passthrough it lets every launch go at once;
+ * attached to posd it submits the launch and waits for its grant when posd holds it. A launch
+ * into a capturing stream is never submitted, so never held. */
+static inline void submit_point(struct launch *L)
+{
+    L->sched_seq = 0;
+    L->session = 0; /* copied into the record even when nothing was submitted */
+    L->windowed = 0;
+    if (likely(atomic_load_explicit(&shim_session, memory_order_relaxed) == NULL) ||
+        stream_capturing(L))
+        return;
+    submit_scheduled(L);
 }
 
 static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64_t function,
@@ -150,10 +157,12 @@ static int stream_capturing(struct launch *L)
     return L->captured;
 }
 
-/* Puts a GPU-side write of a fresh token behind the op; the collector sees it land. Before
- * it, a timing event of the shim's (*DEVTIME, 0 if none), which gives the op's end on the
- * device: complete once the marker has landed, since the stream runs them in order. */
-static uint64_t place_marker(const struct launch *L, uint32_t *devtime)
+/* Puts a GPU-side write of a fresh value behind the op; the collector sees it land. Before
+ * it, a timing event of the shim's, which gives the op's end on the device: complete once the
+ * marker has landed, since the stream runs them in order. Returns the record's marker (the
+ * value, and the event's token in the high half: no field of its own, so that an unsampled
+ * launch writes nothing more), 0 if none. */
+static uint64_t place_marker(const struct launch *L)
 {
     uint64_t dptr = atomic_load_explicit(&shim_marker_dptr, memory_order_acquire);
     if (unlikely(!dptr) && L->sched_seq) {
@@ -164,22 +173,20 @@ static uint64_t place_marker(const struct launch *L, uint32_t *devtime)
         return 0;
     uint64_t token = atomic_fetch_add_explicit(&shim_marker_next, 1, memory_order_relaxed);
     uint32_t value = (uint32_t)token ? (uint32_t)token : 1;
-    CUdeviceptr slot = dptr + (token % SHIM_MARKER_SLOTS) * sizeof(uint32_t);
+    CUdeviceptr slot = dptr + (value % SHIM_MARKER_SLOTS) * sizeof(uint32_t);
     CUstream s = (CUstream)(uintptr_t)L->stream;
     int ptsz = (L->flags & POS_OPF_PTSZ) != 0;
-    if (shim_cfg.devtime)
-        *devtime = shim_devtime_record(L->ctx, L->stream, ptsz);
+    uint32_t devtime = shim_cfg.devtime ? shim_devtime_record(L->ctx, L->stream, ptsz) : 0;
     CUresult rc = ptsz ? shim_real_cuStreamWriteValue32_v2_ptsz(s, slot, value, 0)
                        : shim_real_cuStreamWriteValue32_v2(s, slot, value, 0);
     if (rc != CUDA_SUCCESS) {
         shim_count(&L->t->marker_failures, 1);
-        if (*devtime)
-            shim_devtime_release(*devtime);
-        *devtime = 0;
+        if (devtime)
+            shim_devtime_release(devtime);
         return 0;
     }
     shim_count(&L->t->markers, 1);
-    return token;
+    return (uint64_t)devtime << 32 | value;
 }
 
 static void launch_end(struct launch *L, CUresult rc)
@@ -187,7 +194,6 @@ static void launch_end(struct launch *L, CUresult rc)
     struct shim_thread *t = L->t;
     uint16_t flags = L->flags;
     uint64_t marker = 0;
-    uint32_t devtime = 0;
     if (unlikely(rc != CUDA_SUCCESS)) {
         flags |= POS_OPF_FAILED;
         shim_count(&t->failed, 1);
@@ -198,7 +204,7 @@ static void launch_end(struct launch *L, CUresult rc)
         shim_count(&t->launches, 1);
         uint32_t sample = atomic_load_explicit(&shim_sample, memory_order_relaxed);
         if (pos_marker_due(&t->until_marker, sample) || unlikely(L->windowed)) {
-            marker = place_marker(L, &devtime);
+            marker = place_marker(L);
             if (marker)
                 flags |= POS_OPF_MARKED;
         }
@@ -229,7 +235,6 @@ static void launch_end(struct launch *L, CUresult rc)
     r->complete_ns = 0;
     r->sched_seq = L->sched_seq;
     r->session = L->session;
-    r->devtime = devtime;
     /* the record is complete before the collector may see it */
     atomic_store_explicit(&t->tail, tail + 1, memory_order_release);
 }

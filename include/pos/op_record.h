@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define POS_OP_RECORD_VERSION 2
+#define POS_OP_RECORD_VERSION 1
 
 enum pos_op_kind {
     POS_OP_KERNEL = 1,  /* cuLaunchKernel */
@@ -47,13 +47,15 @@ struct pos_op_record {
     uint64_t function;    /* CUfunction / CUkernel / CUgraphExec handle value */
     uint64_t stream;      /* CUstream handle value as passed (0 = default stream) */
     uint64_t ctx;         /* current CUcontext at launch */
-    uint64_t marker;      /* completion marker token, 0 if none */
+    uint64_t marker;      /* completion marker: its value (low 32 bits, never 0) and the shim's
+                           * timing event behind it (high 32 bits, shim/devtime.c; 0 if none);
+                           * 0 if none */
     uint64_t submit_ns;   /* CLOCK_MONOTONIC when the launch was called; under posd, when it
                            * went to the driver (after any wait for its grant) */
     uint64_t complete_ns; /* CLOCK_MONOTONIC of completion (see done_how), 0 if unknown */
     uint64_t sched_seq;   /* the client's sequence number at posd, 0 if not submitted to one */
     uint32_t session;     /* which posd session sched_seq belongs to */
-    uint32_t devtime;     /* the shim's timing event behind it (shim/devtime.c), 0 if none */
+    uint32_t reserved;
 };
 
 #endif
