@@ -15,6 +15,8 @@
 #   make bench-saves [BASELINE=DIR]  grant waits during profile saves (docs/results/saves.md)
 #   make bench-simisolation  whether a stopped or SCHED_IDLE process moves the others' p99 (docs/results/simisolation.md)
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
+#   make bench-profiles  kernel profiles end to end, device times against poll times
+#                       (docs/results/profiles.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make bench-metricsattack  the metrics endpoint under 1,000 slow or idle connections of one
 #                       user (docs/results/reliability.md)
@@ -473,6 +475,11 @@ bench-e2e: all
 bench-pos: all
 	@bash bench/pos.sh
 
+# kernel profiles end to end on the four presets, device times against poll times
+# (docs/results/profiles.md)
+bench-profiles: all
+	@bash bench/profiles.sh
+
 # scrapes and a latency client's p99 under 1,000 slow or idle metrics connections of one user
 # (docs/results/reliability.md)
 bench-metricsattack: all $(METRICSATTACK)
@@ -534,7 +541,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
