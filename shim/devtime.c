@@ -357,7 +357,10 @@ int shim_devtime_read(uint32_t token, uint64_t *end_ns)
     struct dt_ctx *d = &dt[slot];
     int ok = -1;
     pthread_mutex_lock(&dt_lock);
-    if (atomic_load(&d->state) == DT_READY && (atomic_load(&d->gen) & TOK_GEN_MASK) == gen) {
+    /* a reference being anchored again (its event recorded anew, its host time not yet) reads
+     * nothing: only an operator pending for a second meets it */
+    if (atomic_load(&d->state) == DT_READY && (atomic_load(&d->gen) & TOK_GEN_MASK) == gen &&
+        !(d->a_step && d->a_ref == ref)) {
         float ms;
         /* the marker behind the event has landed: the event is complete, this never waits */
         CUresult rc = elapsed(&ms, d->ref[ref], d->ev[e]);
@@ -371,12 +374,14 @@ int shim_devtime_read(uint32_t token, uint64_t *end_ns)
             if (ok < 0)
                 atomic_fetch_add_explicit(&dt_late, 1, memory_order_relaxed);
         } else {
-            say_once(SAY_READ, "reading a timing event failed (driver error %d): completion times "
-                        "are the collector's poll times where it fails",
+            say_once(SAY_READ,
+                     "reading a timing event failed (driver error %d): completion times are "
+                     "the collector's poll times where it fails",
                      (int)rc);
         }
-        atomic_store_explicit(&d->busy[e], 0, memory_order_release);
     }
+    if ((atomic_load(&d->gen) & TOK_GEN_MASK) == gen)
+        atomic_store_explicit(&d->busy[e], 0, memory_order_release);
     pthread_mutex_unlock(&dt_lock);
     atomic_fetch_add_explicit(ok == 0 ? &dt_read_ok : &dt_fallbacks, 1, memory_order_relaxed);
     return ok;
