@@ -8,7 +8,8 @@
  * context up the first time it sees one of its markers, a step per pass so that it never waits
  * on the device (events in chunks; each anchor's probes looked at with cuEventQuery); the
  * launch path only takes an event from the pool and records it. The shim's events never pass
- * through its own wrappers (shim_real_*), so shim/events.c never mistakes them for the
+ * through its own wrappers (the driver's own functions, given by init.c), so shim/events.c never
+ * mistakes them for the
  * application's. Whatever fails (events refused, the pool empty, a record or a reading
  * refused) leaves that operator with its poll time, and is said once. */
 #include "shim/shim.h"
@@ -64,6 +65,11 @@ struct dt_ctx {
 };
 
 static struct dt_ctx dt[DT_CTXS];
+/* what init.c gives (shim_devtime_configure): the driver's functions, the settings, the log;
+ * this file uses nothing of init.c's itself, so it stays out of the shim's circle of files */
+static struct shim_devtime_driver drv;
+static int dt_enabled, dt_debug;
+static void (*dt_log)(const char *fmt, ...);
 /* the collector's setting up, readings and re-anchoring against a context's teardown */
 static pthread_mutex_t dt_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -79,13 +85,22 @@ static uint32_t token_of(uint32_t gen, uint32_t ref, uint32_t slot, uint32_t ev)
            slot << TOK_EVENT_BITS | ev;
 }
 
+void shim_devtime_configure(const struct shim_devtime_driver *d, int enabled, int debug,
+                            void (*log)(const char *fmt, ...))
+{
+    drv = *d;
+    dt_enabled = enabled;
+    dt_debug = debug;
+    dt_log = log;
+}
+
 static int functions_there(void)
 {
-    return shim_real_cuEventCreate && shim_real_cuEventDestroy_v2 && shim_real_cuEventRecord &&
-           shim_real_cuEventRecord_ptsz && shim_real_cuEventQuery && shim_real_cuStreamCreate &&
-           shim_real_cuStreamDestroy_v2 && shim_real_cuCtxPushCurrent_v2 &&
-           shim_real_cuCtxPopCurrent_v2 &&
-           (shim_real_cuEventElapsedTime_v2 || shim_real_cuEventElapsedTime);
+    return drv.cuEventCreate && drv.cuEventDestroy_v2 && drv.cuEventRecord &&
+           drv.cuEventRecord_ptsz && drv.cuEventQuery && drv.cuStreamCreate &&
+           drv.cuStreamDestroy_v2 && drv.cuCtxPushCurrent_v2 &&
+           drv.cuCtxPopCurrent_v2 &&
+           (drv.cuEventElapsedTime_v2 || drv.cuEventElapsedTime);
 }
 
 static void say_once(uint32_t what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -98,7 +113,8 @@ static void say_once(uint32_t what, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    shim_log("%s", buf);
+    if (dt_log)
+        dt_log("%s", buf);
 }
 
 /* ---- the launch path (sampled launches only) --------------------------------------------- */
@@ -122,8 +138,8 @@ uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
                                                          memory_order_acquire, memory_order_relaxed))
                 continue;
             CUstream s = (CUstream)(uintptr_t)stream;
-            CUresult rc = ptsz ? shim_real_cuEventRecord_ptsz(d->ev[e], s)
-                               : shim_real_cuEventRecord(d->ev[e], s);
+            CUresult rc = ptsz ? drv.cuEventRecord_ptsz(d->ev[e], s)
+                               : drv.cuEventRecord(d->ev[e], s);
             if (rc != CUDA_SUCCESS) {
                 atomic_store_explicit(&d->busy[e], 0, memory_order_release);
                 atomic_store_explicit(&dt_record_rc, (int)rc, memory_order_relaxed);
@@ -143,22 +159,22 @@ uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
 
 static CUresult elapsed(float *ms, CUevent a, CUevent b)
 {
-    return shim_real_cuEventElapsedTime_v2 ? shim_real_cuEventElapsedTime_v2(ms, a, b)
-                                           : shim_real_cuEventElapsedTime(ms, a, b);
+    return drv.cuEventElapsedTime_v2 ? drv.cuEventElapsedTime_v2(ms, a, b)
+                                           : drv.cuEventElapsedTime(ms, a, b);
 }
 
 static void destroy_pool(struct dt_ctx *d)
 {
     uint32_t nev = atomic_load(&d->nev);
     for (uint32_t e = 0; e < nev; e++)
-        shim_real_cuEventDestroy_v2(d->ev[e]);
+        drv.cuEventDestroy_v2(d->ev[e]);
     for (int r = 0; r < 2; r++)
         if (d->ref[r])
-            shim_real_cuEventDestroy_v2(d->ref[r]);
+            drv.cuEventDestroy_v2(d->ref[r]);
     if (d->probe)
-        shim_real_cuEventDestroy_v2(d->probe);
+        drv.cuEventDestroy_v2(d->probe);
     if (d->stream)
-        shim_real_cuStreamDestroy_v2(d->stream);
+        drv.cuStreamDestroy_v2(d->stream);
     d->ref[0] = d->ref[1] = d->probe = NULL;
     d->stream = NULL;
     atomic_store(&d->nev, 0);
@@ -179,7 +195,7 @@ static CUresult anchor_start(struct dt_ctx *d, uint32_t ref)
 {
     d->a_ref = ref;
     d->a_t0 = shim_now_ns();
-    CUresult rc = shim_real_cuEventRecord(d->ref[ref], d->stream);
+    CUresult rc = drv.cuEventRecord(d->ref[ref], d->stream);
     d->a_step = rc == CUDA_SUCCESS ? 1 : 0;
     return rc;
 }
@@ -196,7 +212,7 @@ static CUresult anchor_step(struct dt_ctx *d, int *done)
 {
     *done = 0;
     CUevent last = d->a_step == 1 ? d->ref[d->a_ref] : d->probe;
-    CUresult rc = shim_real_cuEventQuery(last);
+    CUresult rc = drv.cuEventQuery(last);
     if (rc != CUDA_SUCCESS)
         return rc;
     int64_t seen = (int64_t)shim_now_ns(), e = 0;
@@ -213,7 +229,7 @@ static CUresult anchor_step(struct dt_ctx *d, int *done)
         d->a_upper = up;
     if (d->a_step < DT_ANCHOR_TRIES) {
         d->a_t0 = shim_now_ns();
-        if ((rc = shim_real_cuEventRecord(d->probe, d->stream)) != CUDA_SUCCESS)
+        if ((rc = drv.cuEventRecord(d->probe, d->stream)) != CUDA_SUCCESS)
             return rc;
         d->a_step++;
         return CUDA_ERROR_NOT_READY;
@@ -232,7 +248,7 @@ static CUresult grow_pool(struct dt_ctx *d)
     uint32_t nev = atomic_load(&d->nev), end = nev + DT_CHUNK;
     CUresult rc = CUDA_SUCCESS;
     for (; nev < end && nev < DT_EVENTS; nev++)
-        if ((rc = shim_real_cuEventCreate(&d->ev[nev], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+        if ((rc = drv.cuEventCreate(&d->ev[nev], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
             break;
     /* the handles are written before the count that shows them */
     atomic_store_explicit(&d->nev, nev, memory_order_release);
@@ -254,7 +270,7 @@ static void setup_failed(struct dt_ctx *d, const char *what, CUresult rc)
 
 void shim_devtime_setup(uint64_t ctx)
 {
-    if (!ctx || !shim_cfg.devtime)
+    if (!ctx || !dt_enabled)
         return;
     struct dt_ctx *d = NULL;
     for (uint32_t i = 0; i < DT_CTXS; i++) {
@@ -284,7 +300,7 @@ void shim_devtime_setup(uint64_t ctx)
     atomic_store(&d->state, DT_SETTING_UP);
     memset((void *)d->busy, 0, sizeof d->busy);
     d->anchored_ns = 0;
-    if (shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS) {
+    if (drv.cuCtxPushCurrent_v2((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS) {
         /* the context is gone (destroyed after its launches): nothing to say, nothing kept */
         free_slot(d);
         pthread_mutex_unlock(&dt_lock);
@@ -292,14 +308,14 @@ void shim_devtime_setup(uint64_t ctx)
     }
     CUresult rc;
     const char *what = "its stream";
-    if ((rc = shim_real_cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+    if ((rc = drv.cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
         d->stream = NULL;
     if (rc == CUDA_SUCCESS)
         what = "a timing event";
     for (int r = 0; r < 2 && rc == CUDA_SUCCESS; r++)
-        if ((rc = shim_real_cuEventCreate(&d->ref[r], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+        if ((rc = drv.cuEventCreate(&d->ref[r], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
             d->ref[r] = NULL;
-    if (rc == CUDA_SUCCESS && (rc = shim_real_cuEventCreate(&d->probe, CU_EVENT_DEFAULT)) !=
+    if (rc == CUDA_SUCCESS && (rc = drv.cuEventCreate(&d->probe, CU_EVENT_DEFAULT)) !=
                                   CUDA_SUCCESS)
         d->probe = NULL;
     if (rc == CUDA_SUCCESS) {
@@ -309,7 +325,7 @@ void shim_devtime_setup(uint64_t ctx)
     if (rc != CUDA_SUCCESS)
         setup_failed(d, what, rc);
     CUcontext popped;
-    shim_real_cuCtxPopCurrent_v2(&popped);
+    drv.cuCtxPopCurrent_v2(&popped);
     pthread_mutex_unlock(&dt_lock);
 }
 
@@ -345,8 +361,8 @@ static void step_slot(struct dt_ctx *d, uint64_t now)
         atomic_store(&d->ref_cur, 0);
         /* READY publishes the pool's events and the reference's time */
         atomic_store_explicit(&d->state, DT_READY, memory_order_release);
-        if (shim_cfg.debug)
-            shim_log("device times in context %p", (void *)(uintptr_t)atomic_load(&d->ctx));
+        if (dt_debug && dt_log)
+            dt_log("device times in context %p", (void *)(uintptr_t)atomic_load(&d->ctx));
     }
 }
 
@@ -418,11 +434,11 @@ void shim_devtime_tick(void)
         pthread_mutex_lock(&dt_lock);
         st = atomic_load(&d->state);
         if ((st == DT_READY || st == DT_SETTING_UP) &&
-            shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)atomic_load(&d->ctx)) ==
+            drv.cuCtxPushCurrent_v2((CUcontext)(uintptr_t)atomic_load(&d->ctx)) ==
                 CUDA_SUCCESS) {
             step_slot(d, now);
             CUcontext popped;
-            shim_real_cuCtxPopCurrent_v2(&popped);
+            drv.cuCtxPopCurrent_v2(&popped);
         }
         pthread_mutex_unlock(&dt_lock);
     }
@@ -437,10 +453,10 @@ void shim_devtime_forget(uint64_t ctx)
         if (!c || (ctx && c != ctx))
             continue;
         if (atomic_load(&d->state) != DT_FAILED &&
-            shim_real_cuCtxPushCurrent_v2((CUcontext)(uintptr_t)c) == CUDA_SUCCESS) {
+            drv.cuCtxPushCurrent_v2((CUcontext)(uintptr_t)c) == CUDA_SUCCESS) {
             destroy_pool(d);
             CUcontext popped;
-            shim_real_cuCtxPopCurrent_v2(&popped);
+            drv.cuCtxPopCurrent_v2(&popped);
         }
         free_slot(d);
     }

@@ -163,6 +163,11 @@ static void do_resolve(void)
     __atomic_store_n((void **)&shim_real_##sym, shim_real_dlsym(h, #sym), __ATOMIC_RELEASE);
     SHIM_HELPERS(SHIM_RESOLVE_HELPER)
 #undef SHIM_RESOLVE_HELPER
+    struct shim_devtime_driver dt;
+#define SHIM_DEVTIME_GIVE(sym) dt.sym = shim_real_##sym;
+    SHIM_DEVTIME_FNS(SHIM_DEVTIME_GIVE)
+#undef SHIM_DEVTIME_GIVE
+    shim_devtime_configure(&dt, shim_cfg.devtime, shim_cfg.debug, shim_log);
 }
 
 void shim_resolve(void)

@@ -16,6 +16,20 @@
 #include "pos/rules.h"
 #include "shim/symbols.h"
 
+/* The driver functions shim/devtime.c calls. */
+#define SHIM_DEVTIME_FNS(X)                                                                        \
+    X(cuEventCreate)                                                                               \
+    X(cuEventDestroy_v2)                                                                           \
+    X(cuEventRecord)                                                                               \
+    X(cuEventRecord_ptsz)                                                                          \
+    X(cuEventQuery)                                                                                \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuEventElapsedTime_v2)                                                                       \
+    X(cuStreamCreate)                                                                              \
+    X(cuStreamDestroy_v2)                                                                          \
+    X(cuCtxPushCurrent_v2)                                                                         \
+    X(cuCtxPopCurrent_v2)
+
 #define SHIM_API    __attribute__((visibility("default")))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -185,6 +199,16 @@ extern _Atomic uint64_t shim_marker_next;
 void shim_markers_setup(CUcontext ctx);
 
 /* ---- device times of sampled operators (devtime.c) ------------------------------------------ */
+
+/* The driver's functions devtime.c calls (never the shim's wrappers), given by init.c once
+ * they are resolved, with POS_DEVTIME, POS_DEBUG and the shim's log. */
+struct shim_devtime_driver {
+#define SHIM_DEVTIME_FN(sym) __typeof__(&sym) sym;
+    SHIM_DEVTIME_FNS(SHIM_DEVTIME_FN)
+#undef SHIM_DEVTIME_FN
+};
+void shim_devtime_configure(const struct shim_devtime_driver *drv, int enabled, int debug,
+                            void (*log)(const char *fmt, ...));
 
 /* Records a timing event of CTX's pool on STREAM behind a sampled launch (before its marker);
  * returns its token for the record, 0 when there is none (no pool yet, the pool empty, the
