@@ -1,7 +1,8 @@
 /* The collector: a background thread that drains the per-thread record rings, learns when
  * operators completed (completion markers landing in host memory, with the device's end from
- * the timing event behind each (shim/devtime.c); synchronisations that covered them), resolves kernel names the launch path did not know, and writes the trace.
- * Everything slow happens here, never on the launch path. */
+ * the timing event behind each (shim/devtime.c); synchronisations that covered them), resolves
+ * kernel names the launch path did not know, and writes the trace. Everything slow happens here,
+ * never on the launch path. */
 #include "shim/shim.h"
 
 #include <errno.h>
@@ -482,8 +483,8 @@ static void write_summary(void)
                 (unsigned long long)dropped, (unsigned long long)c.markers,
                 (unsigned long long)c.mfail, (unsigned long long)dev_read,
                 (unsigned long long)dev_fallbacks, (unsigned long long)dev_late,
-                (unsigned long long)C.timed_out,
-                (unsigned long long)c.syncs, c.sync_ns / 1e6, (unsigned long long)unrecorded);
+                (unsigned long long)C.timed_out, (unsigned long long)c.syncs, c.sync_ns / 1e6,
+                (unsigned long long)unrecorded);
     if (shim_cfg.debug)
         shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu "
                  "unrecorded %llu",

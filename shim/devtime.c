@@ -20,13 +20,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DT_CTXS          8    /* contexts with a pool */
-#define DT_EVENTS        1024 /* events per context: sampled operators in flight with one */
-#define DT_TRIES         4    /* busy events the launch path steps over before giving up */
-#define DT_CHUNK         64   /* events the collector creates in one pass */
-#define DT_ANCHOR_NS     1000000000ull /* take the anchor again after this long */
-#define DT_ANCHOR_TRIES  8    /* the reference and its probes */
-#define DT_RECORD_SLACK_NS 2000 /* an event's time this soon after its record: its own */
+#define DT_CTXS            8    /* contexts with a pool */
+#define DT_EVENTS          1024 /* events per context: sampled operators in flight with one */
+#define DT_TRIES           4    /* busy events the launch path steps over before giving up */
+#define DT_CHUNK           64   /* events the collector creates in one pass */
+#define DT_ANCHOR_NS       1000000000ull /* take the anchor again after this long */
+#define DT_ANCHOR_TRIES    8             /* the reference and its probes */
+#define DT_RECORD_SLACK_NS 2000          /* an event's time this soon after its record: its own */
 
 /* a token: generation (18 bits), reference (1), context slot (3), event (10); never 0 */
 #define TOK_EVENT_BITS 10
@@ -51,7 +51,7 @@ struct dt_ctx {
     uint64_t rec_ns[DT_EVENTS]; /* when each was recorded (the launch path, published by its
                                  * record: the ring's tail store) */
     CUevent ref[2];
-    CUevent probe; /* for taking an anchor */
+    CUevent probe;     /* for taking an anchor */
     int64_t ref_ns[2]; /* host time of each reference's device time (under dt_lock) */
     uint64_t anchored_ns;
     CUstream stream;
@@ -98,8 +98,7 @@ static int functions_there(void)
 {
     return drv.cuEventCreate && drv.cuEventDestroy_v2 && drv.cuEventRecord &&
            drv.cuEventRecord_ptsz && drv.cuEventQuery && drv.cuStreamCreate &&
-           drv.cuStreamDestroy_v2 && drv.cuCtxPushCurrent_v2 &&
-           drv.cuCtxPopCurrent_v2 &&
+           drv.cuStreamDestroy_v2 && drv.cuCtxPushCurrent_v2 && drv.cuCtxPopCurrent_v2 &&
            (drv.cuEventElapsedTime_v2 || drv.cuEventElapsedTime);
 }
 
@@ -134,12 +133,12 @@ uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
         for (int k = 0; nev && k < DT_TRIES; k++) {
             uint32_t e = atomic_fetch_add_explicit(&d->next, 1, memory_order_relaxed) % nev;
             uint8_t free_ = 0;
-            if (!atomic_compare_exchange_strong_explicit(&d->busy[e], &free_, 1,
-                                                         memory_order_acquire, memory_order_relaxed))
+            if (!atomic_compare_exchange_strong_explicit(
+                    &d->busy[e], &free_, 1, memory_order_acquire, memory_order_relaxed))
                 continue;
             CUstream s = (CUstream)(uintptr_t)stream;
-            CUresult rc = ptsz ? drv.cuEventRecord_ptsz(d->ev[e], s)
-                               : drv.cuEventRecord(d->ev[e], s);
+            CUresult rc =
+                ptsz ? drv.cuEventRecord_ptsz(d->ev[e], s) : drv.cuEventRecord(d->ev[e], s);
             if (rc != CUDA_SUCCESS) {
                 atomic_store_explicit(&d->busy[e], 0, memory_order_release);
                 atomic_store_explicit(&dt_record_rc, (int)rc, memory_order_relaxed);
@@ -160,7 +159,7 @@ uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
 static CUresult elapsed(float *ms, CUevent a, CUevent b)
 {
     return drv.cuEventElapsedTime_v2 ? drv.cuEventElapsedTime_v2(ms, a, b)
-                                           : drv.cuEventElapsedTime(ms, a, b);
+                                     : drv.cuEventElapsedTime(ms, a, b);
 }
 
 static void destroy_pool(struct dt_ctx *d)
@@ -263,8 +262,9 @@ static void setup_failed(struct dt_ctx *d, const char *what, CUresult rc)
 {
     destroy_pool(d);
     atomic_store(&d->state, DT_FAILED);
-    say_once(SAY_CREATE, "timing events unavailable in context %p (%s: driver error %d): its "
-                         "completion times are the collector's poll times",
+    say_once(SAY_CREATE,
+             "timing events unavailable in context %p (%s: driver error %d): its "
+             "completion times are the collector's poll times",
              (void *)(uintptr_t)atomic_load(&d->ctx), what, (int)rc);
 }
 
@@ -286,8 +286,9 @@ void shim_devtime_setup(uint64_t ctx)
         return;
     }
     if (!d) {
-        say_once(SAY_EMPTY, "timing events in more than %d contexts: completions in context %p "
-                            "keep the collector's poll times",
+        say_once(SAY_EMPTY,
+                 "timing events in more than %d contexts: completions in context %p "
+                 "keep the collector's poll times",
                  DT_CTXS, (void *)(uintptr_t)ctx);
         return;
     }
@@ -315,8 +316,7 @@ void shim_devtime_setup(uint64_t ctx)
     for (int r = 0; r < 2 && rc == CUDA_SUCCESS; r++)
         if ((rc = drv.cuEventCreate(&d->ref[r], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
             d->ref[r] = NULL;
-    if (rc == CUDA_SUCCESS && (rc = drv.cuEventCreate(&d->probe, CU_EVENT_DEFAULT)) !=
-                                  CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && (rc = drv.cuEventCreate(&d->probe, CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
         d->probe = NULL;
     if (rc == CUDA_SUCCESS) {
         what = "the reference event";
@@ -417,12 +417,14 @@ void shim_devtime_tick(void)
 {
     uint32_t note = atomic_exchange_explicit(&dt_note, 0, memory_order_relaxed);
     if (note & SAY_EMPTY)
-        say_once(SAY_EMPTY, "out of timing events (%d per context in flight): some completion "
-                            "times are the collector's poll times",
+        say_once(SAY_EMPTY,
+                 "out of timing events (%d per context in flight): some completion "
+                 "times are the collector's poll times",
                  DT_EVENTS);
     if (note & SAY_RECORD)
-        say_once(SAY_RECORD, "recording a timing event failed (driver error %d): completion "
-                             "times are the collector's poll times where it fails",
+        say_once(SAY_RECORD,
+                 "recording a timing event failed (driver error %d): completion "
+                 "times are the collector's poll times where it fails",
                  atomic_load(&dt_record_rc));
     uint64_t now = shim_now_ns();
     for (uint32_t i = 0; i < DT_CTXS; i++) {
@@ -434,8 +436,7 @@ void shim_devtime_tick(void)
         pthread_mutex_lock(&dt_lock);
         st = atomic_load(&d->state);
         if ((st == DT_READY || st == DT_SETTING_UP) &&
-            drv.cuCtxPushCurrent_v2((CUcontext)(uintptr_t)atomic_load(&d->ctx)) ==
-                CUDA_SUCCESS) {
+            drv.cuCtxPushCurrent_v2((CUcontext)(uintptr_t)atomic_load(&d->ctx)) == CUDA_SUCCESS) {
             step_slot(d, now);
             CUcontext popped;
             drv.cuCtxPopCurrent_v2(&popped);

@@ -475,8 +475,7 @@ static void note_local_done(struct shim_session *s, uint64_t seq)
 }
 
 int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint64_t call_ns,
-                          uint16_t how,
-                          int32_t result)
+                          uint16_t how, int32_t result)
 {
     struct shim_session *s = atomic_load(&shim_session);
     if (!s || s->gen != gen || !seq)

@@ -341,8 +341,7 @@ int shim_event_lookup(uint64_t event, struct shim_event_mark *m);
 /* Reports a completion to the session GEN (CALL_NS: when the launch called the driver, for a
  * device time; 0 otherwise); -1 when the channel is full (retry later). */
 int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint64_t call_ns,
-                          uint16_t how,
-                          int32_t result);
+                          uint16_t how, int32_t result);
 void shim_session_poll(void); /* collector: liveness and re-attaching */
 /* The first cuInit, before the driver's: registers with posd and puts its SM share in place
  * (the driver reads CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when it creates a context). */

@@ -154,9 +154,8 @@ static void device_time_errors(const char *trace, const char *sim, long *device,
     unsigned long long seq, complete;
     *device = *marker = *exact = 0;
     while (fgets(line, sizeof line, f)) {
-        if (line[0] == '#' ||
-            sscanf(line, "%llu %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %15s", &seq, &complete,
-                   done) != 3)
+        if (line[0] == '#' || sscanf(line, "%llu %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %15s",
+                                     &seq, &complete, done) != 3)
             continue;
         if (strcmp(done, "marker") == 0)
             (*marker)++;
@@ -192,8 +191,8 @@ static void test_marked_completions_carry_the_devices_end_time(void)
         snprintf(sim_env, sizeof sim_env, "POS_SIM_TRACE=%s", simpath);
         char inst[128];
         snprintf(inst, sizeof inst, "POS_SIM_INSTANCE=%s-dt%zu", instance, i);
-        const char *env[] = {util_shim_preload_env(), trace_env, sim_env, cases[i][0],
-                             cases[i][1], inst, NULL};
+        const char *env[] = {
+            util_shim_preload_env(), trace_env, sim_env, cases[i][0], cases[i][1], inst, NULL};
         struct result r;
         run(env, argv, &r);
         CU_ASSERT_EQUAL(exit_code(&r), 0);

@@ -69,7 +69,8 @@ static struct sched_sync stream_sync(uint64_t stream, uint64_t covers, int64_t e
 }
 
 /* Submits one kernel of KEY on STREAM at NOW, launched freely (at its call). */
-static void submit_kernel(struct sched_core *k, int slot, uint64_t key, uint64_t stream, int64_t now)
+static void submit_kernel(struct sched_core *k, int slot, uint64_t key, uint64_t stream,
+                          int64_t now)
 {
     struct pos_sched_op op = {.seq = ++next_seq[slot],
                               .key = key,
@@ -145,9 +146,9 @@ static void test_device_outliers_are_not_the_kernels(void)
     for (int i = 0; i < 7; i++)
         submit_kernel(k, 0, 0xb, 0x100, 1 * MS);
     for (int i = 0; i < 7; i++)
-        CU_ASSERT_EQUAL(sched_core_complete(k, 0, (uint64_t)i + 1, ends[i], SCHED_DONE_DEVICE,
-                                            1 * MS, 10 * MS),
-                        0);
+        CU_ASSERT_EQUAL(
+            sched_core_complete(k, 0, (uint64_t)i + 1, ends[i], SCHED_DONE_DEVICE, 1 * MS, 10 * MS),
+            0);
     const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
     const struct pos_kprof *pb = pos_prof_find(&prof, 0, 0xb, grid, block);
     CU_ASSERT_PTR_NOT_NULL_FATAL(pb);
