@@ -113,6 +113,13 @@ poll times. *sampled*: kernels posd has a solo profile of; a kernel never queued
 predecessor (the first of a request, launched after the previous request ended) has none with
 device times, and counts as outside 10%.
 
+A row whose kernels none were sampled in either mode (the two runs of the model, with device
+times and with poll times, both 0) is a run in which posd learnt no profile at all, not one of
+inaccurate samples: its saved profile file holds no kernel. Seen with mobilenet_v2 on orin-agx
+(50 requests, about 60 ms): the client came and left without posd knowing its kernels' names
+(the collector sends them as it runs), so none of its operators had a kernel key to learn
+under; it is counted here as outside 10%.
+
 $TABLE
 EOM
 echo "bench: wrote $OUT" >&2
