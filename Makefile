@@ -18,6 +18,8 @@
 #   make bench-isolation  a latency client beside steady and churning batch work, end to end and
 #                       in possim (docs/results/isolation.md)
 #   make bench-cpu  the CPU lever ([policy] cpu) on make demo's mix, off/idle/nice (docs/results/cpu.md)
+#   make bench-profiles  kernel profiles end to end, device times against poll times
+#                       (docs/results/profiles.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
 #   make bench-metricsattack  the metrics endpoint under 1,000 slow or idle connections of one
 #                       user (docs/results/reliability.md)
@@ -486,6 +488,10 @@ bench-isolation: all
 # the CPU lever on make demo's mix: off, SCHED_IDLE, nice, and static references (docs/results/cpu.md)
 bench-cpu: all
 	@bash bench/cpu.sh
+# kernel profiles end to end on the four presets, device times against poll times
+# (docs/results/profiles.md)
+bench-profiles: all
+	@bash bench/profiles.sh
 
 # scrapes and a latency client's p99 under 1,000 slow or idle metrics connections of one user
 # (docs/results/reliability.md)
@@ -548,7 +554,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Shim benchmark (simulated driver): what libposshim.so adds to each launch in passthrough,
 # in time (median of per-launch medians, with and without the shim alternating in one run)
-# and in instructions (callgrind, deterministic), what completion markers cost, and the
-# shim's memory. Writes docs/results/shim.md.
+# and in instructions (callgrind, deterministic), what completion markers and the timing events
+# behind them (device times) cost, and the shim's memory. Writes docs/results/shim.md.
 #
 #   bash bench/shim.sh                 (make bench runs it)
 #   REPS=9 OUT=/tmp/s.md bash bench/shim.sh
@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 REPS=${REPS:-11}
 OUT=${OUT:-docs/results/shim.md}
 N=${N:-5000} # launches per microbench run: below the simulated queue's 8192, so none waits
+# launches of the runs with a marker behind every launch: long enough that the shim's timing
+# events are set up (a few ms after the first marker) for nearly all of them
+N_SAMPLED=${N_SAMPLED:-50000}
 APP=build/posapp
 SHIM=build/libposshim.so
 export LD_LIBRARY_PATH=build/sim POS_SIM_INSTANCE=bench-shim-$$
@@ -20,12 +23,13 @@ field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 declare -A p50 mean
-configs=(plain shim shim_sample1 shim_nomarkers shim_off)
+configs=(plain shim shim_sample1 shim_sample1_nodevtime shim_nomarkers shim_off)
 run_config() { # config -> JSON of one microbench run
     case $1 in
     plain) "$APP" --microbench "$N" ;;
     shim) LD_PRELOAD=$SHIM "$APP" --microbench "$N" ;;
-    shim_sample1) LD_PRELOAD=$SHIM POS_SAMPLE=1 "$APP" --microbench "$N" ;;
+    shim_sample1) LD_PRELOAD=$SHIM POS_SAMPLE=1 "$APP" --microbench "$N_SAMPLED" ;;
+    shim_sample1_nodevtime) LD_PRELOAD=$SHIM POS_SAMPLE=1 POS_DEVTIME=0 "$APP" --microbench "$N_SAMPLED" ;;
     shim_nomarkers) LD_PRELOAD=$SHIM POS_SAMPLE=0 "$APP" --microbench "$N" ;;
     shim_off) LD_PRELOAD=$SHIM POS_MODE=off "$APP" --microbench "$N" ;;
     esac
@@ -67,8 +71,8 @@ callgrind() { # out-file, then the command
         exit 1
     fi
 }
-ir_added() { # POS_SAMPLE value -> instructions the shim adds per launch
-    LD_PRELOAD=$SHIM POS_SAMPLE=$1 callgrind "$CG/s$1" "$APP" --microbench "$N"
+ir_added() { # POS_SAMPLE value [POS_DEVTIME] -> instructions the shim adds per launch
+    LD_PRELOAD=$SHIM POS_SAMPLE=$1 POS_DEVTIME=${2:-1} callgrind "$CG/s$1" "$APP" --microbench "$N"
     local a b
     a=$(cg "$CG/s$1" "shim/launch.c:cuLaunchKernel")
     b=$(cg "$CG/s$1" "sim/driver/api_launch.c:cuLaunchKernel [")
@@ -114,18 +118,28 @@ gives the median of the runs' medians (and of their means).
 |---|---|---|---|
 | no shim | ${med[plain]} | | ${medmean[plain]} |
 | shim, passthrough (marker every 32nd launch, the default) | ${med[shim]} | **$(added shim)** | ${medmean[shim]} |
-| shim, a marker after every launch (POS_SAMPLE=1, the default with POS_TRACE) | ${med[shim_sample1]} | $(added shim_sample1) | ${medmean[shim_sample1]} |
+| shim, a marker and its timing event after every launch (POS_SAMPLE=1, the default with POS_TRACE; $N_SAMPLED launches) | ${med[shim_sample1]} | $(added shim_sample1) | ${medmean[shim_sample1]} |
+| shim, a marker after every launch without its timing event (POS_SAMPLE=1 POS_DEVTIME=0; $N_SAMPLED launches) | ${med[shim_sample1_nodevtime]} | $(added shim_sample1_nodevtime) | ${medmean[shim_sample1_nodevtime]} |
 | shim, no completion markers (POS_SAMPLE=0) | ${med[shim_nomarkers]} | $(added shim_nomarkers) | ${medmean[shim_nomarkers]} |
 | shim, POS_MODE=off | ${med[shim_off]} | $(added shim_off) | ${medmean[shim_off]} |
 
 Per-run medians (ns): no shim ${p50[plain]}; shim ${p50[shim]}; POS_SAMPLE=1 ${p50[shim_sample1]};
-POS_SAMPLE=0 ${p50[shim_nomarkers]}; off ${p50[shim_off]}.
+POS_SAMPLE=1 POS_DEVTIME=0 ${p50[shim_sample1_nodevtime]}; POS_SAMPLE=0 ${p50[shim_nomarkers]};
+off ${p50[shim_off]}.
 
 Target: at most 100 ns added median per launch in passthrough.
 
-A completion marker is one more driver call (\`cuStreamWriteValue32\`) behind the launch: with
-the default sampling it leaves the median alone and adds about 1/32 of a driver call to the
-mean; with a marker after every launch it adds a driver call to every launch.
+A completion marker is one more driver call (\`cuStreamWriteValue32\`) behind the launch, and
+its timing event (device times, shim/devtime.c) one more (\`cuEventRecord\`) before it: with
+the default sampling they leave the median alone and add about 1/32 of two driver calls to the
+mean; with a marker after every launch they add two driver calls to every launch. A sampled
+launch's timing event costs $(awk -v a="${med[shim_sample1]}" -v b="${med[shim_sample1_nodevtime]}" 'BEGIN {printf "%+.0f", a - b}') ns median (POS_SAMPLE=1 against POS_SAMPLE=1 POS_DEVTIME=0,
+side by side, $N_SAMPLED launches each, so that the events are set up for nearly all: in a run
+of $N launches they are not yet, and under callgrind never, so the instruction counts below
+hold no timing event; with every launch sampled the microbench also runs its 1,024 events per
+context out, said once, and the launches beyond go without), and no unsampled launch pays
+anything for it (the instruction counts below, against the ones before device times: 220
+without markers, 249 by default, docs/results/shim.md at commit 92711ec).
 
 ## Instructions added per launch (callgrind)
 

@@ -45,6 +45,7 @@ struct core_client {
     uint64_t prof_seq;   /* the last exact completion: its seq and time, */
     int64_t prof_ns;     /* for kernel samples, */
     int64_t prof_ns2;    /* and the time of the one before it */
+    int prof_device;     /* prof_ns is a device time (a poll time is not compared with it) */
     int stalled;
     uint64_t stalls;
     uint64_t busy_ns;
@@ -412,37 +413,111 @@ static int64_t launched_at(const struct pos_sched_op *op)
     return op->release_ns > op->submit_ns ? op->release_ns : op->submit_ns;
 }
 
-/* Kernel profiles, from an exact completion of OP at WHEN. When the previous operator
- * (seq - 1) completed exactly too and OP was launched before that completion was seen, OP ran
- * back to back behind it on the client's stream: the time between the two completions is one
- * sample of OP's duration. Both times carry the collector's poll delay, which cancels on
- * average when each of the two was seen by a poll of its own; completions seen together (as
- * when the collector slept through a request's start and caught up) give no sample. A sample
- * is solo when no other client had work in flight since the previous completion, else it is a
- * co-run one. A kernel shape with too few samples (solo ones; co-run ones while other clients
- * have work) asks its client for a marker behind every launch, and for prompt polls, for the
- * next 256 launches, until it has been looked at 16 x profile_min times. */
+/* Operators on the same stream complete in order. The default stream of a per-thread entry
+ * point is the thread's own; the legacy default stream (0) is the context's. */
+static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
+{
+    if (s->scope == SCHED_SYNC_CTX)
+        return op->ctx == s->ctx;
+    if (op->stream != s->stream)
+        return 0;
+    if (s->stream == 0 || s->stream == 2 /* CU_STREAM_PER_THREAD */) {
+        int po = op->ptsz || op->stream == 2, ps = s->ptsz || s->stream == 2;
+        return po == ps && op->ctx == s->ctx && (!po || op->tid == s->tid);
+    }
+    return 1;
+}
+
+/* How far back the core looks for an operator's predecessor on its stream. */
+#define PRED_LOOK 64
+/* A device sample this many times a kernel's mean is not the kernel's. */
+#define DEVICE_OUTLIER 4.0
+
+/* When OP's device time began, for a sample of it: its predecessor's end on its stream, when
+ * the device gave that end (POS_SCHED_OP_DEVICE_END) and it came after OP's start of
+ * eligibility (launched_at, and CALL_NS: when the client says the launch reached the driver, 0 if
+ * not known), so that OP was queued behind it and began as it ended. -1 otherwise: an operator
+ * that found its stream idle began some time after its launch, by the launch's own latency (a
+ * few us on a real GPU; the simulated device process's lag, up to milliseconds on a loaded
+ * host), which is not the kernel's: its end minus its launch is only a bound. Also -1 when the
+ * predecessor is not complete yet, or is further back than the window holds. */
+static int64_t device_start(struct core_client *c, const struct pos_sched_op *op, int64_t call_ns)
+{
+    int64_t launch = launched_at(op) > call_ns ? launched_at(op) : call_ns;
+    struct sched_sync probe = {.scope = SCHED_SYNC_STREAM,
+                               .tid = op->tid,
+                               .ptsz = op->ptsz,
+                               .stream = op->stream,
+                               .ctx = op->ctx};
+    for (uint64_t back = 1; back <= PRED_LOOK && back < op->seq; back++) {
+        const struct pos_sched_op *p = op_at(c, op->seq - back);
+        if (p->seq != op->seq - back)
+            return -1; /* out of the window */
+        if (!on_scope(p, &probe))
+            continue;
+        int exact = (p->state & POS_SCHED_OP_DONE) && (p->state & POS_SCHED_OP_DEVICE_END);
+        return exact && p->done_ns > launch ? p->done_ns : -1;
+    }
+    return -1; /* the first on its stream: it found the stream idle */
+}
+
+/* One sample D of PR's duration, of a run that began at SINCE: solo when no other client had
+ * work in flight since then, else a co-run one. */
+static void add_sample(struct sched_core *k, struct pos_kprof *pr, double d, int64_t since)
+{
+    if (k->nbusy <= 1 && k->multi_end <= since)
+        pos_prof_add_solo(k->prof, pr, d);
+    else
+        pos_prof_add_corun(pr, d);
+}
+
+/* Kernel profiles, from an exact completion of OP at WHEN.
+ * - With the device's end time (CALL_NS >= 0: the client's call of the driver, 0 if not known),
+ *   a sample is WHEN minus the later of OP's start of eligibility and its predecessor's end on
+ *   its stream, taken when the predecessor's end is the later (device_start): what the device
+ *   spent on OP alone when nothing else ran.
+ * - With a poll time, when the previous operator (seq - 1) completed exactly too and OP was
+ *   launched before that completion was seen, OP ran back to back behind it on the client's
+ *   stream: the time between the two completions is one sample of OP's duration. Both times
+ *   carry the collector's poll delay, which cancels on average when each of the two was seen by
+ *   a poll of its own; completions seen together (as when the collector slept through a
+ *   request's start and caught up) give no sample, and neither does a poll time after a device
+ *   time.
+ * A kernel shape with too few samples (solo ones; co-run ones while other clients have work)
+ * asks its client for a marker behind every launch, and for prompt polls, for the next 256
+ * launches, until it has been looked at 16 x profile_min times. */
 static void learn_kernel(struct sched_core *k, struct core_client *c, const struct pos_sched_op *op,
-                         int64_t when)
+                         int64_t when, int64_t call_ns)
 {
     uint64_t prev_seq = c->prof_seq;
     int64_t prev_ns = c->prof_ns, prev_ns2 = c->prof_ns2;
+    int prev_device = c->prof_device;
     c->prof_seq = op->seq;
     c->prof_ns2 = prev_ns;
     c->prof_ns = when;
+    c->prof_device = call_ns >= 0;
     if (!k->prof || !is_kernel(op) || !op->key)
         return;
     struct pos_kprof *pr = pos_prof_get(k->prof, c->conf.uid, op->key, op->grid, op->block, 1);
     if (!pr)
         return;
     pr->tries++;
-    if (prev_seq && op->seq == prev_seq + 1 && when > prev_ns && prev_ns > prev_ns2 &&
-        launched_at(op) <= prev_ns) {
-        double d = (double)(when - prev_ns);
-        if (k->nbusy <= 1 && k->multi_end <= prev_ns)
-            pos_prof_add_solo(k->prof, pr, d);
-        else
-            pos_prof_add_corun(pr, d);
+    if (call_ns >= 0) {
+        int64_t start = device_start(c, op, call_ns < when ? call_ns : 0);
+        double d = (double)(when - start);
+        /* A kernel's device time does not vary fourfold alone: such a sample is the host's
+         * doing (an event the device took late). Rejected from the third sample on (not the
+         * 16th, as poll times are), and the first two give way to a sample a quarter theirs. */
+        if (start >= 0 && when > start && pr->n >= 1 && pr->n < 3 &&
+            d * DEVICE_OUTLIER < pr->mean_ns) {
+            pr->n = 0;
+            pr->mean_ns = pr->m2 = 0;
+        }
+        if (start >= 0 && when > start && !(pr->n >= 3 && d > DEVICE_OUTLIER * pr->mean_ns))
+            add_sample(k, pr, d, start);
+    } else if (prev_seq && op->seq == prev_seq + 1 && !prev_device && when > prev_ns &&
+               prev_ns > prev_ns2 && launched_at(op) <= prev_ns) {
+        add_sample(k, pr, (double)(when - prev_ns), prev_ns);
     }
     /* too few solo samples, or too few co-run ones while others run beside it */
     uint32_t min = k->p.profile_min;
@@ -523,7 +598,7 @@ int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now)
 }
 
 int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
-                        int64_t now)
+                        int64_t call_ns, int64_t now)
 {
     struct core_client *c = client(k, slot);
     if (!c || seq == 0 || seq > c->submitted)
@@ -534,11 +609,13 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     int was = inflight(c) > 0;
     struct pos_sched_op *op = op_at(c, seq);
     int64_t when = done_ns > 0 && done_ns <= now ? done_ns : now;
-    if (how == SCHED_DONE_EXACT) {
-        learn_kernel(k, c, op, when);
+    if (how == SCHED_DONE_EXACT || how == SCHED_DONE_DEVICE) {
+        learn_kernel(k, c, op, when, how == SCHED_DONE_DEVICE ? call_ns : -1);
         learn_op_time(c, op, when);
     }
     finish_op(k, c, op, when, how == SCHED_DONE_PRESUMED);
+    if (how == SCHED_DONE_DEVICE && op->done_ns == when)
+        op->state |= POS_SCHED_OP_DEVICE_END;
     advance_prefixes(c);
     release_window(c, now);
     advance_prefixes(c);
@@ -546,21 +623,6 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
         progress(c, now);
     busy_changed(k, c, was, now);
     return 0;
-}
-
-/* Operators on the same stream complete in order. The default stream of a per-thread entry
- * point is the thread's own; the legacy default stream (0) is the context's. */
-static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
-{
-    if (s->scope == SCHED_SYNC_CTX)
-        return op->ctx == s->ctx;
-    if (op->stream != s->stream)
-        return 0;
-    if (s->stream == 0 || s->stream == 2 /* CU_STREAM_PER_THREAD */) {
-        int po = op->ptsz || op->stream == 2, ps = s->ptsz || s->stream == 2;
-        return po == ps && op->ctx == s->ctx && (!po || op->tid == s->tid);
-    }
-    return 1;
 }
 
 static void request_maybe_end(struct core_client *c, int64_t when)

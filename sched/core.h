@@ -62,16 +62,18 @@ enum sched_done_how {
     SCHED_DONE_EXACT,    /* its own completion marker */
     SCHED_DONE_BOUND,    /* a later marker on its stream or a synchronisation covered it */
     SCHED_DONE_PRESUMED, /* never heard of: a hole, a failed launch, or out of the window */
+    SCHED_DONE_DEVICE,   /* its own marker, with the device's time of its end: exact */
 };
 
 /* How the core counts a completion a client reported as HOW (enum pos_completion): its own
- * marker is exact, a bound a bound; one it never learnt (a failed launch, one that timed out)
- * is presumed. */
+ * marker is exact (with the device's end time when the client had one), a bound a bound; one
+ * it never learnt (a failed launch, one that timed out) is presumed. */
 static inline int sched_done_of(uint32_t how)
 {
-    return how == POS_DONE_MARKER  ? SCHED_DONE_EXACT
-           : how == POS_DONE_BOUND ? SCHED_DONE_BOUND
-                                   : SCHED_DONE_PRESUMED;
+    return how == POS_DONE_MARKER   ? SCHED_DONE_EXACT
+           : how == POS_DONE_DEVICE ? SCHED_DONE_DEVICE
+           : how == POS_DONE_BOUND  ? SCHED_DONE_BOUND
+                                    : SCHED_DONE_PRESUMED;
 }
 
 /* A synchronisation the client reports: every operator with seq <= covers on SCOPE (a stream
@@ -167,9 +169,10 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
 /* A submission slot that was reserved but never written (its thread died mid-launch). */
 int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now);
 /* Operator SEQ completed at DONE_NS, learnt as HOW (enum sched_done_how): a time in the future,
- * or none (0), counts as NOW. */
+ * or none (0), counts as NOW. CALL_NS: when the client's launch called the driver, as it says
+ * (0: not known): a device time (SCHED_DONE_DEVICE) did not begin before it. */
 int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
-                        int64_t now);
+                        int64_t call_ns, int64_t now);
 /* A synchronisation that returned at S->end_ns: it also counts in the client's report lag
  * (NOW minus its end). */
 int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now);

@@ -309,6 +309,7 @@ static int drain_completions(void *arg)
             break;
         uint64_t seq = r->seq; /* read once */
         uint64_t when = r->complete_ns;
+        uint64_t call = r->call_ns;
         uint32_t how = r->how;
         if (seq > c->sub_head) {
             /* A windowed client launches and completes without waiting for posd: its
@@ -324,7 +325,7 @@ static int drain_completions(void *arg)
             }
         }
         if (sched_core_complete(w->d->core, slot_of(w->d, c), seq, (int64_t)when,
-                                sched_done_of(how), w->now) < 0)
+                                sched_done_of(how), (int64_t)call, w->now) < 0)
             return -1;
         c->done_head++;
     }

@@ -1,7 +1,8 @@
 /* The collector: a background thread that drains the per-thread record rings, learns when
- * operators completed (completion markers landing in host memory, synchronisations that
- * covered them), resolves kernel names the launch path did not know, and writes the trace.
- * Everything slow happens here, never on the launch path. */
+ * operators completed (completion markers landing in host memory, with the device's end from
+ * the timing event behind each (shim/devtime.c); synchronisations that covered them), resolves
+ * kernel names the launch path did not know, and writes the trace. Everything slow happens here,
+ * never on the launch path. */
 #include "shim/shim.h"
 
 #include <errno.h>
@@ -106,7 +107,7 @@ static void trace_open(void)
 
 static void trace_write(const struct pos_op_record *r)
 {
-    static const char *const how[] = {"-", "marker", "bound"};
+    static const char *const how[] = {"-", "marker", "bound", "device"};
     const char *name = r->kind == POS_OP_GRAPH    ? "graph"
                        : r->kind == POS_OP_HOSTFN ? "hostfn"
                                                   : shim_ident_name(r->kernel_id);
@@ -117,7 +118,7 @@ static void trace_write(const struct pos_op_record *r)
             (unsigned long long)r->seq, r->tid, kind_name(r->kind), name, r->grid[0], r->grid[1],
             r->grid[2], r->block[0], r->block[1], r->block[2], r->smem,
             (unsigned long long)r->stream, (unsigned long long)r->ctx,
-            (unsigned long long)r->submit_ns, done, how[r->done_how <= 2 ? r->done_how : 0]);
+            (unsigned long long)r->submit_ns, done, how[r->done_how <= 3 ? r->done_how : 0]);
 }
 
 /* ---- completion ----------------------------------------------------------------------------- */
@@ -136,6 +137,12 @@ static int same_stream(const struct pos_op_record *a, const struct pos_op_record
     return 1;
 }
 
+/* The token of R's timing event, in its marker's high half (shim/launch.c place_marker). */
+static uint32_t devtime_of(const struct pos_op_record *r)
+{
+    return (uint32_t)(r->marker >> 32);
+}
+
 static void complete(struct pos_op_record *r, uint64_t when, uint16_t how)
 {
     r->complete_ns = when;
@@ -151,17 +158,24 @@ static void poll_markers(void)
         struct pos_op_record *r = &C.pend[i].r;
         if (!r->marker || !pos_done_takes(r->done_how, POS_DONE_MARKER))
             continue;
-        uint32_t want = (uint32_t)r->marker ? (uint32_t)r->marker : 1;
-        if (atomic_load_explicit(&shim_marker_slots[r->marker % SHIM_MARKER_SLOTS],
+        uint32_t want = (uint32_t)r->marker; /* the value; its timing event in the high half */
+        if (atomic_load_explicit(&shim_marker_slots[want % SHIM_MARKER_SLOTS],
                                  memory_order_acquire) != want)
             continue;
-        complete(r, now, POS_DONE_MARKER);
+        /* its timing event, if it has one, says when the device ended it */
+        uint64_t end = now;
+        /* (not bounded by NOW: a marker that landed while this pass ran is seen too) */
+        if (devtime_of(r) && shim_devtime_read(devtime_of(r), &end) == 0)
+            complete(r, end, POS_DONE_DEVICE);
+        else
+            complete(r, end = now, POS_DONE_MARKER);
+        r->marker = want; /* its event is given back */
         /* everything earlier on its stream is done too */
         for (size_t k = 0; k < C.npend; k++) {
             struct pos_op_record *o = &C.pend[k].r;
             if (o != r && o->submit_ns <= r->submit_ns &&
                 pos_done_takes(o->done_how, POS_DONE_BOUND) && same_stream(o, r))
-                complete(o, now, POS_DONE_BOUND);
+                complete(o, end, POS_DONE_BOUND);
         }
     }
 }
@@ -228,10 +242,12 @@ static size_t drain(void)
             struct pos_op_record r = t->ring[head % SHIM_RING];
             if ((r.flags & POS_OPF_FAILED) && r.sched_seq)
                 /* it never ran: posd must not count it in flight */
-                shim_session_complete(r.session, r.sched_seq, 0, POS_DONE_UNKNOWN, r.result);
+                shim_session_complete(r.session, r.sched_seq, 0, 0, POS_DONE_UNKNOWN, r.result);
             if (r.flags & (POS_OPF_CAPTURED | POS_OPF_FAILED))
                 continue; /* not operators */
             r.seq = C.next_seq++;
+            if (r.marker && !devtime_of(&r) && shim_cfg.devtime)
+                shim_devtime_setup(r.ctx); /* its context's first marker: timing events */
             if (pend_push(&r) < 0)
                 C.dropped++; /* out of memory here: the ring's own count is its thread's */
         }
@@ -296,13 +312,16 @@ static size_t emit(int final)
             continue;
         }
         if (r->sched_seq &&
-            shim_session_complete(r->session, r->sched_seq, r->complete_ns, r->done_how,
+            shim_session_complete(r->session, r->sched_seq, r->complete_ns,
+                                  r->done_how == POS_DONE_DEVICE ? r->submit_ns : 0, r->done_how,
                                   r->result) < 0 &&
             !final) {
             C.pend[keep++] = C.pend[i]; /* posd's channel is full: next cycle */
             continue;
         }
         reported += r->sched_seq != 0;
+        if (devtime_of(r))
+            shim_devtime_release(devtime_of(r)); /* its marker never landed */
         if (r->done_how == POS_DONE_UNKNOWN)
             C.timed_out++;
         if (C.trace)
@@ -385,6 +404,7 @@ static void *collector_main(void *arg)
     uint64_t last_flush = shim_now_ns();
     while (!atomic_load(&C.stop)) {
         shim_session_poll();
+        shim_devtime_tick();
         size_t reported;
         pthread_mutex_lock(&C.work);
         shim_session_reclaim();
@@ -451,16 +471,20 @@ static void write_summary(void)
             add_counts(&c, t);
     }
     uint64_t dropped = c.dropped + C.dropped, unrecorded = atomic_load(&shim_unrecorded);
+    uint64_t dev_read, dev_fallbacks, dev_late;
+    shim_devtime_counts(&dev_read, &dev_fallbacks, &dev_late);
     if (C.trace)
         fprintf(C.trace,
                 "# summary operators %llu launches %llu captured %llu failed %llu dropped %llu "
-                "markers %llu marker_failures %llu no_completion %llu syncs %llu sync_ms %.3f "
-                "unrecorded %llu\n",
+                "markers %llu marker_failures %llu device_times %llu poll_times %llu "
+                "recorded_late %llu no_completion %llu syncs %llu sync_ms %.3f unrecorded %llu\n",
                 (unsigned long long)C.written, (unsigned long long)c.launches,
                 (unsigned long long)c.captured, (unsigned long long)c.failed,
                 (unsigned long long)dropped, (unsigned long long)c.markers,
-                (unsigned long long)c.mfail, (unsigned long long)C.timed_out,
-                (unsigned long long)c.syncs, c.sync_ns / 1e6, (unsigned long long)unrecorded);
+                (unsigned long long)c.mfail, (unsigned long long)dev_read,
+                (unsigned long long)dev_fallbacks, (unsigned long long)dev_late,
+                (unsigned long long)C.timed_out, (unsigned long long)c.syncs, c.sync_ns / 1e6,
+                (unsigned long long)unrecorded);
     if (shim_cfg.debug)
         shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu "
                  "unrecorded %llu",
@@ -483,7 +507,7 @@ void shim_collector_stop(void)
         poll_markers();
         int waiting = 0;
         for (size_t k = 0; k < C.npend && !waiting; k++)
-            waiting = C.pend[k].r.marker && C.pend[k].r.done_how != POS_DONE_MARKER;
+            waiting = C.pend[k].r.marker && !pos_done_exact(C.pend[k].r.done_how);
         pthread_mutex_unlock(&C.work);
         if (!waiting)
             break;

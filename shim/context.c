@@ -1,7 +1,8 @@
 /* The calling thread's current context, kept by the shim so that the launch path need not ask
  * the driver: every call that can change it (set, push, pop, create, destroy, primary-context
  * release and reset) passes through here and either records the new context or forgets the
- * cached one, which the next launch then asks the driver for once. */
+ * cached one, which the next launch then asks the driver for once. A context that goes takes
+ * the shim's timing events in it first (shim/devtime.c). */
 #include "shim/shim.h"
 
 __thread uint64_t shim_ctx_cache __attribute__((tls_model("initial-exec")));
@@ -78,16 +79,19 @@ SHIM_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 
 SHIM_API CUresult cuCtxDestroy(CUcontext ctx)
 {
+    shim_devtime_forget((uint64_t)(uintptr_t)ctx);
     return forget(SHIM_REAL(cuCtxDestroy)(ctx));
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
+    shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
     return forget(SHIM_REAL(cuDevicePrimaryCtxRelease)(dev));
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
+    shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
     return forget(SHIM_REAL(cuDevicePrimaryCtxReset)(dev));
 }
 
@@ -110,15 +114,18 @@ SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, uns
 
 SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
+    shim_devtime_forget((uint64_t)(uintptr_t)ctx);
     return forget(SHIM_REAL(cuCtxDestroy_v2)(ctx));
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
+    shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
     return forget(SHIM_REAL(cuDevicePrimaryCtxRelease_v2)(dev));
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
+    shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
     return forget(SHIM_REAL(cuDevicePrimaryCtxReset_v2)(dev));
 }

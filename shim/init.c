@@ -95,6 +95,8 @@ static void read_config(void)
     shim_cfg.poll_us = env_u32("POS_POLL_US", POS_POLL_US_DEFAULT, 1000000);
     shim_cfg.prompt_poll_us = env_u32("POS_PROMPT_POLL_US", POS_PROMPT_POLL_US_DEFAULT, 1000000);
     shim_cfg.help_when_us = env_u32("POS_HELP_WHEN_US", POS_HELP_WHEN_US_DEFAULT, 1000000);
+    /* 0: sampled markers keep the collector's poll times (no timing events) */
+    shim_cfg.devtime = (int)env_u32("POS_DEVTIME", 1, 1);
     if (shim_cfg.prompt_poll_us == 0)
         shim_cfg.prompt_poll_us = 1;
     atomic_store(&shim_sample, shim_cfg.sample);
@@ -161,6 +163,11 @@ static void do_resolve(void)
     __atomic_store_n((void **)&shim_real_##sym, shim_real_dlsym(h, #sym), __ATOMIC_RELEASE);
     SHIM_HELPERS(SHIM_RESOLVE_HELPER)
 #undef SHIM_RESOLVE_HELPER
+    struct shim_devtime_driver dt;
+#define SHIM_DEVTIME_GIVE(sym) dt.sym = shim_real_##sym;
+    SHIM_DEVTIME_FNS(SHIM_DEVTIME_GIVE)
+#undef SHIM_DEVTIME_GIVE
+    shim_devtime_configure(&dt, shim_cfg.devtime, shim_cfg.debug, shim_log);
 }
 
 void shim_resolve(void)
@@ -436,6 +443,7 @@ static void fresh_child(void)
             shim_thread_reclaim(&shim_threads[i]);
     atomic_store(&shim_unrecorded, 0);
     shim_collector_forked();
+    shim_devtime_forked();
     shim_session_fresh_child();
 }
 

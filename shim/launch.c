@@ -1,7 +1,8 @@
 /* The launch path: wrappers of every way work is launched (kernels, Ex, cooperative, graphs,
  * host functions, each with its per-thread-stream form). Each takes its submit time, calls the
  * one submit point (which returns at once in passthrough), calls the driver, and leaves an
- * operator record in its thread's ring, with a completion marker every POS_SAMPLE launches.
+ * operator record in its thread's ring, with a completion marker every POS_SAMPLE launches (and
+ * a timing event before it, shim/devtime.c).
  * No lock, syscall, allocation, getenv or formatting here once a thread has its ring. */
 #include "shim/shim.h"
 
@@ -76,17 +77,10 @@ struct launch {
 
 static int stream_capturing(struct launch *L);
 
-/* The submit/wait point of the scheduler. In passthrough it lets every launch go at once;
- * attached to posd it submits the launch and waits for its grant when posd holds it. A launch
- * into a capturing stream is never submitted, so never held. */
-static inline void submit_point(struct launch *L)
+/* Submits L to posd's session and waits for its grant when posd holds it (submit_point).
+ * Out of line: the passthrough path never meets it. */
+static __attribute__((noinline)) void submit_scheduled(struct launch *L)
 {
-    L->sched_seq = 0;
-    L->session = 0; /* copied into the record even when nothing was submitted */
-    L->windowed = 0;
-    if (likely(atomic_load_explicit(&shim_session, memory_order_relaxed) == NULL) ||
-        stream_capturing(L))
-        return;
     struct shim_session *s = shim_session_enter(L->t);
     if (!s)
         return;
@@ -107,6 +101,23 @@ static inline void submit_point(struct launch *L)
     L->sched_seq = shim_session_submit(s, &sub, &L->windowed);
     L->session = s->gen;
     shim_session_leave(L->t);
+    /* from here the record's submit time is when the launch goes to the driver, after any
+     * wait for its grant: where its device time may begin (posd's profiles) */
+    L->submit_ns = shim_now_ns();
+}
+
+/* The submit/wait point of the scheduler. In passthrough it lets every launch go at once;
+ * attached to posd it submits the launch and waits for its grant when posd holds it. A launch
+ * into a capturing stream is never submitted, so never held. */
+static inline void submit_point(struct launch *L)
+{
+    L->sched_seq = 0;
+    L->session = 0; /* copied into the record even when nothing was submitted */
+    L->windowed = 0;
+    if (likely(atomic_load_explicit(&shim_session, memory_order_relaxed) == NULL) ||
+        stream_capturing(L))
+        return;
+    submit_scheduled(L);
 }
 
 static inline int launch_begin(struct launch *L, uint16_t kind, int ptsz, uint64_t function,
@@ -146,7 +157,11 @@ static int stream_capturing(struct launch *L)
     return L->captured;
 }
 
-/* Puts a GPU-side write of a fresh token behind the op; the collector sees it land. */
+/* Puts a GPU-side write of a fresh value behind the op; the collector sees it land. Before
+ * it, a timing event of the shim's, which gives the op's end on the device: complete once the
+ * marker has landed, since the stream runs them in order. Returns the record's marker (the
+ * value, and the event's token in the high half: no field of its own, so that an unsampled
+ * launch writes nothing more), 0 if none. */
 static uint64_t place_marker(const struct launch *L)
 {
     uint64_t dptr = atomic_load_explicit(&shim_marker_dptr, memory_order_acquire);
@@ -158,17 +173,20 @@ static uint64_t place_marker(const struct launch *L)
         return 0;
     uint64_t token = atomic_fetch_add_explicit(&shim_marker_next, 1, memory_order_relaxed);
     uint32_t value = (uint32_t)token ? (uint32_t)token : 1;
-    CUdeviceptr slot = dptr + (token % SHIM_MARKER_SLOTS) * sizeof(uint32_t);
+    CUdeviceptr slot = dptr + (value % SHIM_MARKER_SLOTS) * sizeof(uint32_t);
     CUstream s = (CUstream)(uintptr_t)L->stream;
-    CUresult rc = (L->flags & POS_OPF_PTSZ)
-                      ? shim_real_cuStreamWriteValue32_v2_ptsz(s, slot, value, 0)
-                      : shim_real_cuStreamWriteValue32_v2(s, slot, value, 0);
+    int ptsz = (L->flags & POS_OPF_PTSZ) != 0;
+    uint32_t devtime = shim_cfg.devtime ? shim_devtime_record(L->ctx, L->stream, ptsz) : 0;
+    CUresult rc = ptsz ? shim_real_cuStreamWriteValue32_v2_ptsz(s, slot, value, 0)
+                       : shim_real_cuStreamWriteValue32_v2(s, slot, value, 0);
     if (rc != CUDA_SUCCESS) {
         shim_count(&L->t->marker_failures, 1);
+        if (devtime)
+            shim_devtime_release(devtime);
         return 0;
     }
     shim_count(&L->t->markers, 1);
-    return token;
+    return (uint64_t)devtime << 32 | value;
 }
 
 static void launch_end(struct launch *L, CUresult rc)

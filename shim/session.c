@@ -474,13 +474,13 @@ static void note_local_done(struct shim_session *s, uint64_t seq)
     }
 }
 
-int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
-                          int32_t result)
+int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint64_t call_ns,
+                          uint16_t how, int32_t result)
 {
     struct shim_session *s = atomic_load(&shim_session);
     if (!s || s->gen != gen || !seq)
         return 0; /* its session is over: posd forgot it */
-    if (pos_done_ring_push(s->shm, seq, complete_ns, how, result) < 0) {
+    if (pos_done_ring_push(s->shm, seq, complete_ns, call_ns, how, result) < 0) {
         kick(s);
         return -1; /* full: try again next cycle */
     }

@@ -16,6 +16,20 @@
 #include "pos/rules.h"
 #include "shim/symbols.h"
 
+/* The driver functions shim/devtime.c calls. */
+#define SHIM_DEVTIME_FNS(X)                                                                        \
+    X(cuEventCreate)                                                                               \
+    X(cuEventDestroy_v2)                                                                           \
+    X(cuEventRecord)                                                                               \
+    X(cuEventRecord_ptsz)                                                                          \
+    X(cuEventQuery)                                                                                \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuEventElapsedTime_v2)                                                                       \
+    X(cuStreamCreate)                                                                              \
+    X(cuStreamDestroy_v2)                                                                          \
+    X(cuCtxPushCurrent_v2)                                                                         \
+    X(cuCtxPopCurrent_v2)
+
 #define SHIM_API    __attribute__((visibility("default")))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -32,6 +46,7 @@ struct shim_config {
     uint32_t poll_us;        /* POS_POLL_US: collector poll interval while work is pending */
     uint32_t prompt_poll_us; /* POS_PROMPT_POLL_US: the same while posd waits on completions */
     uint32_t help_when_us;   /* POS_HELP_WHEN_US: a window-step wait helps below this average */
+    int devtime;             /* POS_DEVTIME: sampled markers carry the device's end time (1) */
     int debug;               /* POS_DEBUG */
 };
 
@@ -183,6 +198,39 @@ extern _Atomic uint64_t shim_marker_next;
 /* Registers the marker memory in CTX (NULL: the caller's current context). */
 void shim_markers_setup(CUcontext ctx);
 
+/* ---- device times of sampled operators (devtime.c) ------------------------------------------ */
+
+/* The driver's functions devtime.c calls (never the shim's wrappers), given by init.c once
+ * they are resolved, with POS_DEVTIME, POS_DEBUG and the shim's log. */
+struct shim_devtime_driver {
+#define SHIM_DEVTIME_FN(sym) __typeof__(&sym) sym;
+    SHIM_DEVTIME_FNS(SHIM_DEVTIME_FN)
+#undef SHIM_DEVTIME_FN
+};
+void shim_devtime_configure(const struct shim_devtime_driver *drv, int enabled, int debug,
+                            void (*log)(const char *fmt, ...));
+
+/* Records a timing event of CTX's pool on STREAM behind a sampled launch (before its marker);
+ * returns its token for the record, 0 when there is none (no pool yet, the pool empty, the
+ * record refused: noted, said once by shim_devtime_tick). Sampled launches only. */
+uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz);
+/* The collector, for a marker of CTX: creates CTX's pool and reference if it has none (once;
+ * a refusal is said once, and CTX keeps poll times). */
+void shim_devtime_setup(uint64_t ctx);
+/* The collector, once TOKEN's marker has landed: *END_NS, the device's end of the operator on
+ * CLOCK_MONOTONIC. 0, or -1 (the poll time stands). Gives the event back either way. */
+int shim_devtime_read(uint32_t token, uint64_t *end_ns);
+/* Gives back TOKEN's event unread (its marker never landed). */
+void shim_devtime_release(uint32_t token);
+/* The collector, every pass: says what the launch path noted; takes anchors again. */
+void shim_devtime_tick(void);
+/* CTX (0: every context) is about to be destroyed or released: its pool goes first. */
+void shim_devtime_forget(uint64_t ctx);
+void shim_devtime_forked(void); /* a child: no pools */
+/* Operators whose device time was read, sampled ones that kept their poll time, and of those
+ * the ones whose event was recorded after they had ended (no device time to have). */
+void shim_devtime_counts(uint64_t *read, uint64_t *fallbacks, uint64_t *late);
+
 /* ---- posd (session.c) -------------------------------------------------------------------- */
 
 struct pos_client_shm;
@@ -290,9 +338,10 @@ void shim_event_recorded(uint64_t event, const struct shim_event_mark *m);
 void shim_event_forget(uint64_t event);
 /* What EVENT's last record covers; 0 when unknown. */
 int shim_event_lookup(uint64_t event, struct shim_event_mark *m);
-/* Reports a completion to the session GEN; -1 when the channel is full (retry later). */
-int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint16_t how,
-                          int32_t result);
+/* Reports a completion to the session GEN (CALL_NS: when the launch called the driver, for a
+ * device time; 0 otherwise); -1 when the channel is full (retry later). */
+int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint64_t call_ns,
+                          uint16_t how, int32_t result);
 void shim_session_poll(void); /* collector: liveness and re-attaching */
 /* The first cuInit, before the driver's: registers with posd and puts its SM share in place
  * (the driver reads CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when it creates a context). */

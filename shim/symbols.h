@@ -72,6 +72,11 @@
     X(cuMemHostGetDevicePointer_v2)                                                                \
     X(cuCtxGetCurrent)                                                                             \
     X(cuFuncGetName)                                                                               \
-    X(cuKernelGetName)
+    X(cuKernelGetName)                                                                             \
+    X(cuEventCreate)                                                                               \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuEventElapsedTime_v2)                                                                       \
+    X(cuStreamCreate)                                                                              \
+    X(cuStreamDestroy_v2)
 
 #endif

@@ -12,7 +12,8 @@
  * prompt_poll_us while posd asks for kicks and records are pending, every poll_us while they
  * are pending otherwise, with the shim's idle back-off else; each pass takes the new launch
  * records and synchronisations, sees the markers that landed (exact completions at the
- * pass's time, bounding the earlier launches), reports what is complete in launch order and
+ * device's end of each, as the shim's timing events give them, bounding the earlier launches at
+ * the pass's time), reports what is complete in launch order and
  * kicks posd when it asks. posd wakes on kicks (after its wake-up latency) and on its tick;
  * each time it drains what the clients wrote into the core exactly as sched/engine.c does
  * (submissions with the synchronisations that follow them, then completions), runs
@@ -141,8 +142,9 @@ struct sync_rep {
 struct rec {
     uint64_t seq;
     int marked;
-    int how;   /* enum pos_completion: POS_DONE_UNKNOWN until known */
-    int64_t t; /* when it completed, as the collector tells posd */
+    int how;         /* enum pos_completion: POS_DONE_UNKNOWN until known */
+    int64_t t;       /* when it completed, as the collector tells posd */
+    int64_t dev_end; /* a marked op: the device's end of it (the shim's timing event), 0 before */
 };
 
 #define VEC(T)                                                                                     \
@@ -521,7 +523,7 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
     s->progress_at = t;
     if (s->core) {
         /* the launch record the collector will drain */
-        struct rec r = {c->seq, marked, POS_DONE_UNKNOWN, 0};
+        struct rec r = {c->seq, marked, POS_DONE_UNKNOWN, 0, 0};
         if (VEC_PUSH(c->recs, r) < 0)
             sim_fail(s, -ENOMEM, "out of memory");
         c->launched_seq = c->seq;
@@ -671,8 +673,9 @@ static int collect(struct sim *s, struct vclient *c, int64_t t)
             continue;
         struct rec *r = rec_of(c, m);
         if (pos_done_takes(r->how, POS_DONE_MARKER)) {
-            r->how = POS_DONE_MARKER;
-            r->t = t;
+            /* its timing event gives the device's end (shim/devtime.c) */
+            r->how = r->dev_end ? POS_DONE_DEVICE : POS_DONE_MARKER;
+            r->t = r->dev_end ? r->dev_end : t;
         }
         uint64_t from = c->bound_seq > c->reported_seq ? c->bound_seq : c->reported_seq;
         for (uint64_t q = from + 1; q < m; q++) {
@@ -767,7 +770,9 @@ static void reap(struct sim *s, int64_t t)
         struct vclient *c = &s->c[i];
         int op;
         while ((op = sim_gpu_reap(s->g, c->owner)) != SIM_NONE) {
-            uint64_t tag = s->g->ops[op].tag;
+            uint64_t tag = s->g->ops[op].tag, seq = tag & ~MARKED;
+            if ((tag & MARKED) && s->core && seq > c->reported_seq && seq <= c->launched_seq)
+                rec_of(c, seq)->dev_end = s->g->ops[op].end_ns;
             if (s->tl)
                 timeline_op(s, c, &s->g->ops[op]);
             sim_gpu_op_free(s->g, op);
@@ -834,7 +839,8 @@ static int drain_completions(void *arg)
     struct vclient *c = w->c;
     for (; c->posts.head < c->posts.n; c->posts.head++) {
         const struct post *p = &c->posts.v[c->posts.head];
-        if (sched_core_complete(w->s->core, c->index, p->seq, p->done_ns, sched_done_of(p->how),
+        /* the launch's call is the core's own submit time in possim: 0 */
+        if (sched_core_complete(w->s->core, c->index, p->seq, p->done_ns, sched_done_of(p->how), 0,
                                 w->t) < 0)
             sim_fail(w->s, -EPROTO, "client %s: the core refused completion %llu", c->spec->name,
                      (unsigned long long)p->seq);

@@ -14,7 +14,7 @@
 #include "pos/rules.h"
 
 #define POS_SHM_MAGIC   UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
-#define POS_SHM_VERSION 2
+#define POS_SHM_VERSION 3
 #define POS_SUB_RING    8192 /* submissions in flight between a client and posd */
 #define POS_DONE_RING   8192 /* completions likewise */
 #define POS_SYNC_RING   1024 /* synchronisations reported by launching threads */
@@ -47,7 +47,10 @@ struct pos_submission {
 struct pos_completion_rec {
     _Atomic uint64_t stamp; /* = index + 1 once written */
     uint64_t seq;
-    uint64_t complete_ns; /* CLOCK_MONOTONIC; 0 when the launch failed (never ran) */
+    uint64_t complete_ns; /* CLOCK_MONOTONIC (the device's end, for POS_DONE_DEVICE); 0 when
+                           * the launch failed (never ran) */
+    uint64_t call_ns;     /* POS_DONE_DEVICE: when the launch called the driver (after any wait
+                           * for its grant), 0 if not known */
     uint32_t how;         /* enum pos_completion */
     int32_t result;       /* CUresult of the launch */
 };
@@ -221,9 +224,10 @@ static inline void pos_sync_ring_consume(struct pos_client_shm *shm, uint64_t he
 /* ---- the completion ring: the client's collector produces, posd consumes ----------------- */
 
 /* Reports SEQ complete at COMPLETE_NS, learnt as HOW (enum pos_completion), with the launch's
- * RESULT. One producer. Returns 0, or -1 when the ring is full: posd is behind, try again. */
+ * call to the driver at CALL_NS (0: not known) and its RESULT. One producer. Returns 0, or -1
+ * when the ring is full: posd is behind, try again. */
 static inline int pos_done_ring_push(struct pos_client_shm *shm, uint64_t seq, uint64_t complete_ns,
-                                     uint32_t how, int32_t result)
+                                     uint64_t call_ns, uint32_t how, int32_t result)
 {
     uint64_t tail = atomic_load_explicit(&shm->done_tail, memory_order_relaxed);
     if (tail - atomic_load_explicit(&shm->done_head, memory_order_acquire) >= POS_DONE_RING)
@@ -231,6 +235,7 @@ static inline int pos_done_ring_push(struct pos_client_shm *shm, uint64_t seq, u
     struct pos_completion_rec *r = &shm->done[tail % POS_DONE_RING];
     r->seq = seq;
     r->complete_ns = complete_ns;
+    r->call_ns = call_ns;
     r->how = how;
     r->result = result;
     /* the record is complete before posd may read it, and counted after */

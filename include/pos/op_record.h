@@ -28,6 +28,8 @@ enum pos_completion {
     POS_DONE_MARKER, /* its own GPU-side completion write was seen: exact to the poll interval */
     POS_DONE_BOUND,  /* a later marker on its stream, or a synchronisation covering it, was
                         seen: an upper bound */
+    POS_DONE_DEVICE, /* its own marker landed, and complete_ns is the device's time of its end
+                        (a timing event behind it, on the host's clock): exact */
 };
 
 struct pos_op_record {
@@ -45,8 +47,11 @@ struct pos_op_record {
     uint64_t function;    /* CUfunction / CUkernel / CUgraphExec handle value */
     uint64_t stream;      /* CUstream handle value as passed (0 = default stream) */
     uint64_t ctx;         /* current CUcontext at launch */
-    uint64_t marker;      /* completion marker token, 0 if none */
-    uint64_t submit_ns;   /* CLOCK_MONOTONIC when the launch was called */
+    uint64_t marker;      /* completion marker: its value (low 32 bits, never 0) and the shim's
+                           * timing event behind it (high 32 bits, shim/devtime.c; 0 if none);
+                           * 0 if none */
+    uint64_t submit_ns;   /* CLOCK_MONOTONIC when the launch was called; under posd, when it
+                           * went to the driver (after any wait for its grant) */
     uint64_t complete_ns; /* CLOCK_MONOTONIC of completion (see done_how), 0 if unknown */
     uint64_t sched_seq;   /* the client's sequence number at posd, 0 if not submitted to one */
     uint32_t session;     /* which posd session sched_seq belongs to */

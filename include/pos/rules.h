@@ -137,20 +137,27 @@ static inline uint64_t pos_collector_sleep_ns(int prompt, int pending, uint64_t 
     return ns;
 }
 
+/* Whether HOW (enum pos_completion) is an operator's own marker: seen landing (a poll time), or
+ * with the device's time of its end. */
+static inline int pos_done_exact(uint32_t how)
+{
+    return how == POS_DONE_MARKER || how == POS_DONE_DEVICE;
+}
+
 /* Whether a completion learnt as HOW (enum pos_completion) applies to a record that knows
  * CUR_HOW: its own marker, exact, to any record it has not landed on yet; a bound (a later
  * marker on its stream, a synchronisation that covered it) only to a record whose completion is
  * unknown, because bounds come in time order, so the first is the tightest. */
 static inline int pos_done_takes(uint32_t cur_how, uint32_t how)
 {
-    return how == POS_DONE_MARKER ? cur_how != POS_DONE_MARKER : cur_how == POS_DONE_UNKNOWN;
+    return pos_done_exact(how) ? !pos_done_exact(cur_how) : cur_how == POS_DONE_UNKNOWN;
 }
 
 /* Whether the collector still holds a record back from posd: its completion is unknown, or it
  * carries a marker (MARKED) that has not landed yet, whose exact time posd learns from. */
 static inline int pos_done_pending(uint32_t how, int marked)
 {
-    return how == POS_DONE_UNKNOWN || (marked && how != POS_DONE_MARKER);
+    return how == POS_DONE_UNKNOWN || (marked && !pos_done_exact(how));
 }
 
 /* Whether a synchronisation that covered every launch up to COVERS leaves the client idle: it

@@ -33,6 +33,7 @@ struct pos_sched_op {
 #define POS_SCHED_OP_RELEASED 0x1 /* granted (or launched freely) */
 #define POS_SCHED_OP_DONE     0x2 /* known complete */
 #define POS_SCHED_OP_AT_CALL  0x4 /* released when it was submitted: launched at submit_ns */
+#define POS_SCHED_OP_DEVICE_END 0x8 /* done_ns is the device's time of its end (a timing event) */
 
 /* The device the clients share. */
 struct pos_sched_device {

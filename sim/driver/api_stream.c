@@ -161,6 +161,51 @@ PTSZ_PAIR(CUresult, cuStreamQuery, (CUstream h), h)
 
 /* ---- events ------------------------------------------------------------------------------ */
 
+/* Fault injection for tests, POS_SIM_FAULT_TIMING_EVENTS (read once): "flags" refuses every
+ * event with timing (CUDA_ERROR_INVALID_VALUE, as a driver that does not support the flags);
+ * a number N lets the process create N of them, the next ones CUDA_ERROR_OUT_OF_MEMORY;
+ * "elapsed" fails every cuEventElapsedTime (CUDA_ERROR_UNKNOWN). Events created with
+ * CU_EVENT_DISABLE_TIMING are never refused. */
+enum timing_fault { TF_NONE, TF_FLAGS, TF_COUNT, TF_ELAPSED };
+
+static enum timing_fault timing_fault(long *count)
+{
+    static int read;
+    static enum timing_fault f;
+    static long n;
+    if (!__atomic_load_n(&read, __ATOMIC_ACQUIRE)) {
+        const char *v = getenv("POS_SIM_FAULT_TIMING_EVENTS");
+        char *end;
+        if (!v || !*v)
+            f = TF_NONE;
+        else if (strcmp(v, "flags") == 0)
+            f = TF_FLAGS;
+        else if (strcmp(v, "elapsed") == 0)
+            f = TF_ELAPSED;
+        else if ((n = strtol(v, &end, 10)) >= 0 && !*end)
+            f = TF_COUNT;
+        __atomic_store_n(&read, 1, __ATOMIC_RELEASE);
+    }
+    if (count)
+        *count = n;
+    return f;
+}
+
+/* Whether a timing event may be created now (the injected faults). */
+static CUresult timing_event_allowed(void)
+{
+    static _Atomic long created;
+    long n;
+    switch (timing_fault(&n)) {
+    case TF_FLAGS:
+        return CUDA_ERROR_INVALID_VALUE;
+    case TF_COUNT:
+        return atomic_fetch_add(&created, 1) < n ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
 API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
@@ -169,6 +214,8 @@ API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     struct drv_ctx *c;
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!(Flags & CU_EVENT_DISABLE_TIMING) && (rc = timing_event_allowed()) != CUDA_SUCCESS)
         return rc;
     struct drv_event *e = calloc(1, sizeof *e);
     if (!e)
@@ -300,6 +347,8 @@ API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent
         return CUDA_ERROR_INVALID_HANDLE;
     if (a->records == 0 || b->records == 0)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (timing_fault(NULL) == TF_ELAPSED)
+        return CUDA_ERROR_UNKNOWN;
     if (atomic_load(&a->done_rec) < a->records || atomic_load(&b->done_rec) < b->records)
         return CUDA_ERROR_NOT_READY;
     *pMilliseconds = (float)((double)(b->time_ns - a->time_ns) / 1e6);

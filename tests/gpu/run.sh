@@ -19,7 +19,8 @@
 #   1 interception   75  cudart static/shared, per-thread stream, graph, cuBLAS, PyTorch
 #                        (ResNet-50, BERT-base encoder): outputs identical with and without
 #                        the shim, the trace's kernels = the program's (or the profiler's)
-#                        count, POS_DEBUG finds no unknown entry point; launch cost
+#                        count, POS_DEBUG finds no unknown entry point; launch cost; device
+#                        times (the shim's timing events) of a resnet50 run
 #   2 overhead      110  ResNet-50 b1 and b32 throughput: no shim, shim passthrough, posd
 #                        fifo, posd priority; 3 alternating repetitions, medians, spread
 #   3 isolation      95  latency ResNet-50 b1 closed loop beside batch ResNet-50 b32: alone,
@@ -448,6 +449,31 @@ if part intercept 75 "1. Interception"; then
     md "" "Launch cost (\`posapp ${REAL[*]:+--real }--microbench 20000\`: one \`cuLaunchKernel\` of an empty kernel, median of each run's median):" \
         "no shim $(med "${p[@]}") ns, shim in passthrough $(med "${s[@]}") ns, under posd priority (alone) $(med "${q[@]}") ns" \
         "(runs: ${p[*]} | ${s[*]} | ${q[*]})."
+    # device times (shim/devtime.c): a resnet50 run under the shim with a marker and its timing
+    # event behind every launch; on the simulated driver its device end times against the
+    # device's own (POS_SIM_TRACE), on a GPU checked for order (no device end before its submit)
+    dtr=$T/devtime.trace dsim=$T/devtime.sim
+    runc devtime 60 env "LD_PRELOAD=$SHIM" POS_MODE=passthrough POS_SAMPLE=1 "POS_TRACE=$dtr" \
+        "POS_SIM_TRACE=$dsim" "$APP" "${REAL[@]}" --model resnet50 --requests 50
+    read -r dn dm db dbad dx dmax <<<"$(awk -v sim="$([ $SIM = 1 ] && echo "$dsim")" '
+        BEGIN {if (sim != "") while ((getline l < sim) > 0) {split(l, f, " "); if (f[1] == "kernel") end[++ne] = f[3]}}
+        /^#/ {next}
+        {n++}
+        $12 == "device" {d++; if ($11 + 0 < $10 + 0) bad++
+            if (sim != "" && n <= ne) {e = ($11 - end[n]) / 1000; if (e < 0) e = -e; if (e <= 2) x++; if (e > m) m = e}}
+        $12 == "marker" {mk++}
+        $12 == "bound" {b++}
+        END {printf "%d %d %d %d %s %s", d, mk, b, bad, sim != "" ? x + 0 : "-", sim != "" ? sprintf("%.1f", m) : "-"}' "$dtr")"
+    dsum=$(summary "$dtr")
+    if [ "${dn:-0}" -gt 0 ] && [ "${dbad:-1}" = 0 ] && { [ $SIM = 0 ] || [ "${dx:-0}" -ge $((dn * 99 / 100)) ]; }; then
+        dverdict="device times: $dn, poll times $dm, bounds $db; device end before submit: $dbad"
+    else
+        fail_check
+        dverdict="**FAIL** device times: ${dn:-0}, poll times ${dm:-0}, bounds ${db:-0}; device end before submit: ${dbad:-?}"
+    fi
+    [ $SIM = 1 ] && dverdict+="; within 2 us of the simulated device's end: $dx (largest error $dmax us)"
+    md "" "Device times (\`POS_SAMPLE=1 POS_TRACE posapp ${REAL[*]:+--real }--model resnet50 --requests 50\`, every launch sampled, a timing event behind each marker): $dverdict. Summary: $dsum."
+    note "devtime: $dverdict"
     if [ $SIM = 0 ] && [ -x "$TB/microbench" ]; then
         p=() s=()
         for i in 1 2 3; do

@@ -6,7 +6,8 @@
  * keeps nothing, the window presumes its oldest operators complete, bad input is refused,
  * the report rate and kick requests follow the grant mode, telemetry reaches the policy's
  * view, the CPU lever's rule (who is lowered, when it is lifted, and that the policy's view
- * carries it), and the core and policies import no I/O or clock symbols. */
+ * carries it), kernel profiles learn device times (end minus the predecessor's end on the
+ * stream), and the core and policies import no I/O or clock symbols. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "pos/client_shm.h"
 #include "sched/core.h"
+#include "sched/profile.h"
 #include "tests/cunit_main.h"
 
 #define MS 1000000LL
@@ -67,6 +69,96 @@ static struct sched_sync stream_sync(uint64_t stream, uint64_t covers, int64_t e
     return s;
 }
 
+/* Submits one kernel of KEY on STREAM at NOW, launched freely (at its call). */
+static void submit_kernel(struct sched_core *k, int slot, uint64_t key, uint64_t stream,
+                          int64_t now)
+{
+    struct pos_sched_op op = {.seq = ++next_seq[slot],
+                              .key = key,
+                              .kind = POS_OP_KERNEL,
+                              .grid = {1, 1, 1},
+                              .block = {32, 1, 1},
+                              .stream = stream,
+                              .tid = 7,
+                              .ctx = 0x10,
+                              .submit_ns = now};
+    CU_ASSERT_EQUAL(sched_core_submit(k, slot, &op, 1, now), 0);
+}
+
+/* With the device's end times, a kernel's sample is its end minus its predecessor's end on its
+ * stream when it was queued behind it (launched before that end); one that found its stream
+ * idle gives none (its end minus its launch would carry the launch's latency); and a
+ * predecessor on another stream is not its predecessor. */
+static void test_device_times_learn_end_minus_predecessor_end(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
+    struct sched_core *k = core("fifo");
+    sched_core_set_profiles(k, &prof);
+    add(k, 0, 10, 0, 0);
+    const uint64_t A = 0xa, B = 0xb, C = 0xc;
+    /* A then B queued on stream 1 at 1 ms; C on stream 2 at 1 ms */
+    submit_kernel(k, 0, A, 0x100, 1 * MS);
+    submit_kernel(k, 0, B, 0x100, 1 * MS);
+    submit_kernel(k, 0, C, 0x200, 1 * MS);
+    /* A ends at 2 ms, B at 2.3 ms (its device time: 0.3 ms), C at 2.5 ms (stream 2: C's
+     * predecessor is none, so no sample, though A and B ended before it) */
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 1, 2 * MS, SCHED_DONE_DEVICE, 1 * MS, 3 * MS), 0);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 2, 2300000, SCHED_DONE_DEVICE, 1 * MS, 3 * MS), 0);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 3, 2500000, SCHED_DONE_DEVICE, 1 * MS, 3 * MS), 0);
+    /* B again at 4 ms: its stream idle since 2.3 ms, ends at 4.4 ms: no sample */
+    submit_kernel(k, 0, B, 0x100, 4 * MS);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 4400000, SCHED_DONE_DEVICE, 4 * MS, 5 * MS), 0);
+    /* B once more, queued behind the last (launched at 4.1 ms), ends at 4.7 ms: 0.3 ms */
+    submit_kernel(k, 0, B, 0x100, 4100000);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 5, 4700000, SCHED_DONE_DEVICE, 4100000, 5 * MS), 0);
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    const struct pos_kprof *pb = pos_prof_find(&prof, 0, B, grid, block);
+    const struct pos_kprof *pc = pos_prof_find(&prof, 0, C, grid, block);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pb);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
+    CU_ASSERT_EQUAL(pb->n, 2);
+    CU_ASSERT_DOUBLE_EQUAL(pb->mean_ns, 300000.0, 1.0);
+    CU_ASSERT_EQUAL(pc->n, 0);
+    /* a launch submitted before its predecessor ended (4.6 ms) that reached the driver after
+     * (CALL_NS 4.9 ms) found its stream idle too: no sample */
+    submit_kernel(k, 0, B, 0x100, 4600000);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 6, 5400000, SCHED_DONE_DEVICE, 4900000, 6 * MS), 0);
+    CU_ASSERT_EQUAL(pb->n, 2);
+    sched_core_free(k);
+    pos_prof_free(&prof);
+}
+
+/* A device sample four times a kernel's mean, or a quarter of it, comes from the host (an event
+ * the device took late), not the kernel: a first outlier gives way to the samples after it,
+ * and one after three samples is rejected. */
+static void test_device_outliers_are_not_the_kernels(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
+    struct sched_core *k = core("fifo");
+    sched_core_set_profiles(k, &prof);
+    add(k, 0, 10, 0, 0);
+    /* seven kernels queued at 1 ms; ends: the first (no sample), then 3 ms late, then 0.3 ms
+     * apart three times, then 3 ms again, then 0.3 ms */
+    static const int64_t ends[] = {2000000, 5000000, 5300000, 5600000, 5900000, 8900000, 9200000};
+    for (int i = 0; i < 7; i++)
+        submit_kernel(k, 0, 0xb, 0x100, 1 * MS);
+    for (int i = 0; i < 7; i++)
+        CU_ASSERT_EQUAL(
+            sched_core_complete(k, 0, (uint64_t)i + 1, ends[i], SCHED_DONE_DEVICE, 1 * MS, 10 * MS),
+            0);
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    const struct pos_kprof *pb = pos_prof_find(&prof, 0, 0xb, grid, block);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pb);
+    CU_ASSERT_EQUAL(pb->n, 4);
+    CU_ASSERT_DOUBLE_EQUAL(pb->mean_ns, 300000.0, 1.0);
+    sched_core_free(k);
+    pos_prof_free(&prof);
+}
+
 static void test_counts_and_grants_never_go_back(void)
 {
     memset(next_seq, 0, sizeof next_seq);
@@ -88,7 +180,7 @@ static void test_counts_and_grants_never_go_back(void)
     CU_ASSERT_EQUAL(g[1].kick_on_done, 0);
     /* the latency client launches: batch held, its grant of 2 stays */
     submit(k, 0, 3, 0x200, 8, 1, 4);
-    CU_ASSERT_EQUAL(sched_core_complete(k, 1, 1, 5, SCHED_DONE_EXACT, 5), 0);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 1, 1, 5, SCHED_DONE_EXACT, 0, 5), 0);
     sched_core_decide(k, 6, g);
     CU_ASSERT_EQUAL(g[1].held, 1);
     CU_ASSERT_EQUAL(g[1].granted, 2);
@@ -125,8 +217,8 @@ static void test_window_cap_moves_with_completions(void)
     sched_core_decide(k, 3, g);
     CU_ASSERT_EQUAL(g[1].window, 2);
     CU_ASSERT_EQUAL(stats(k, 1, 3).released, 2);
-    sched_core_complete(k, 1, 1, 4, SCHED_DONE_EXACT, 4);
-    sched_core_complete(k, 1, 2, 5, SCHED_DONE_EXACT, 5);
+    sched_core_complete(k, 1, 1, 4, SCHED_DONE_EXACT, 0, 4);
+    sched_core_complete(k, 1, 2, 5, SCHED_DONE_EXACT, 0, 5);
     struct sched_client_stats s = stats(k, 1, 5);
     CU_ASSERT_EQUAL(s.released, 4); /* 3 and 4 went without a decision */
     CU_ASSERT_EQUAL(s.in_flight, 2);
@@ -175,7 +267,7 @@ static void test_requests_inferred_from_syncs(void)
         int64_t t0 = (r + 1) * 100 * MS;
         submit(k, 0, 20, 0x100, 1, 1, t0);
         /* a marker mid-request does not end it */
-        sched_core_complete(k, 0, next_seq[0] - 10, t0 + 1 * MS, SCHED_DONE_EXACT, t0 + 1 * MS);
+        sched_core_complete(k, 0, next_seq[0] - 10, t0 + 1 * MS, SCHED_DONE_EXACT, 0, t0 + 1 * MS);
         struct sched_sync s = stream_sync(0x100, next_seq[0], t0 + (r < 9 ? 4 : 8) * MS);
         sched_core_sync(k, 0, &s, t0 + 9 * MS);
     }
@@ -217,7 +309,7 @@ static void test_stalled_client_stops_holding_others(void)
     CU_ASSERT_EQUAL(g[1].granted, 2);
     CU_ASSERT_EQUAL(stats(k, 0, 52 * MS).stalls, 1);
     /* it completes something again: it outranks again */
-    sched_core_complete(k, 0, 1, 53 * MS, SCHED_DONE_EXACT, 53 * MS);
+    sched_core_complete(k, 0, 1, 53 * MS, SCHED_DONE_EXACT, 0, 53 * MS);
     sched_core_decide(k, 53 * MS, g);
     CU_ASSERT_EQUAL(g[1].held, 1);
     sched_core_free(k);
@@ -284,8 +376,8 @@ static void test_bad_input_refused(void)
     submit(k, 0, 3, 0x100, 1, 1, 1);
     struct pos_sched_op op = {.seq = 7};
     CU_ASSERT_EQUAL(sched_core_submit(k, 0, &op, 1, 2), -EPROTO); /* out of order */
-    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 2, SCHED_DONE_EXACT, 2), -EPROTO);
-    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 0, 2, SCHED_DONE_EXACT, 2), -EPROTO);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 2, SCHED_DONE_EXACT, 0, 2), -EPROTO);
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 0, 2, SCHED_DONE_EXACT, 0, 2), -EPROTO);
     struct sched_sync s = stream_sync(0x100, 9, 2);
     CU_ASSERT_EQUAL(sched_core_sync(k, 0, &s, 2), -EPROTO);
     s.covers = 3;
@@ -584,5 +676,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_window_presumes_oldest_complete);
     POS_ADD_TEST(s, test_bad_input_refused);
     POS_ADD_TEST(s, test_idle_core_wants_no_tick);
+    POS_ADD_TEST(s, test_device_times_learn_end_minus_predecessor_end);
+    POS_ADD_TEST(s, test_device_outliers_are_not_the_kernels);
     POS_ADD_TEST(s, test_core_and_policies_are_pure);
 }

@@ -138,7 +138,7 @@ static void test_the_collectors_completions_reach_the_core(void)
     for (int i = 0; i < 5; i++)
         launch();
     for (uint64_t seq = 1; seq <= 5; seq++)
-        CU_ASSERT_EQUAL(pos_done_ring_push(shm, seq, (uint64_t)now_ns, POS_DONE_MARKER, 0), 0);
+        CU_ASSERT_EQUAL(pos_done_ring_push(shm, seq, (uint64_t)now_ns, 0, POS_DONE_MARKER, 0), 0);
     posd_engine_tick(&D);
     CU_ASSERT_EQUAL(stats().completed, 5);
     CU_ASSERT_EQUAL(stats().in_flight, 0);

@@ -524,6 +524,7 @@ static double helped_rps(double help_spin_us)
     char text[1024];
     snprintf(text, sizeof text,
              "[device]\npreset = h200\nmode = timeslice\n[sched]\npolicy = priority\n"
+             "window_us = 20\n" /* steps of a few operators: device times size them well */
              "[posd]\nprompt_poll_us = 300\nhelp_spin_us = %g\n"
              "[client lat]\nmodel = resnet18\nrequests = 3\narrival = poisson:2\n"
              "[client batch]\nmodel = mobilenet_v2\nrequests = 200\nclass_priority = 20\n",
@@ -608,6 +609,7 @@ static void test_first_launch_after_idle_kicks(void)
         char text[1024];
         snprintf(text, sizeof text,
                  "[device]\npreset = xavier-nx\nmode = timeslice\n[sched]\npolicy = priority\n"
+                 "profile_min = 0\n" /* no learning phase's kicks beside the ones counted */
                  "[host]\ncores = unlimited\n" /* posd wakes on time, for every kick */
                  "[client lat]\nmodel = resnet18\nrequests = 50\nhost_us = %d\n"
                  "[client batch]\nmodel = resnet50\nrequests = 1\nclass_priority = 20\n"
