@@ -31,6 +31,9 @@ export LD_LIBRARY_PATH=${DEMO_SIM_DIR:-$PWD/build/sim} POS_SIM_DEVICE=$DEV POS_S
 export POS_SIM_INSTANCE=demo-$$ POS_SOCKET=$T/posd.sock
 export POSD_STATE_DIR=$T/state # posd's kernel profiles stay in the demo's own directory
 cat >"$T/posd.conf" <<EOF
+[policy]
+cpu = ${DEMO_CPU:-off}
+
 [rule detector]
 match_app = detector
 class = latency
@@ -151,7 +154,7 @@ done
 # The same scenario in possim: virtual time, the scheduling core and policies posd runs, the
 # simulated driver's device model; its host model (no [host] section: this machine's cores).
 scenario() { # policy [index: that client alone]
-    printf '[device]\npreset = %s\nmode = %s\n[sched]\npolicy = %s\n' "$DEV" "$MODE" "$1"
+    printf '[device]\npreset = %s\nmode = %s\n[sched]\npolicy = %s\ncpu = %s\n' "$DEV" "$MODE" "$1" "${DEMO_CPU:-off}"
     local i
     for i in 0 1 2 3; do
         [ -n "${2:-}" ] && [ "$2" != $i ] && continue

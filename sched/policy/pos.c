@@ -15,7 +15,8 @@
  *     that a request arriving above finds little ahead of it: work conservation;
  *   - a client above has work, on a device where processes run at once (MPS): C is released
  *     beside it while it fits: the SM demand of what the clients above run and will run next
- *     (the largest of their next operators) plus what C has in flight and would add stays
+ *     (the largest of their next operators) plus what C has in flight and would add, and what
+ *     the clients that do not outrank C (its peers, those below) have in flight, stays
  *     within the device, and no kernel above that is in flight or next has shown a co-run
  *     slowdown beyond the budget (corun_budget, default 1.20: 20%, chosen from
  *     bench/pos.sh). C's window holds as many of its
@@ -229,15 +230,17 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
         struct pos_sched_client *c = &v->clients[i];
         const struct pos_pre *pc = &s->pre[i];
         int outranked = 0, busy_above = 0, contended = 0, rivals = 0, guarded = 0;
-        double above = 0, above_max = 0;
+        double above = 0, above_max = 0, beside = 0;
         for (size_t k = 0; k < n; k++) {
             const struct pos_sched_client *o = &v->clients[k];
             const struct pos_pre *po = &s->pre[k];
             if (k == i || o->device != c->device)
                 continue;
             rivals |= o->priority == c->priority && o->slo_ms > 0;
-            if (!outranks(o, po, c, pc, concurrent))
+            if (!outranks(o, po, c, pc, concurrent)) {
+                beside += po->mine; /* SMs its peers and the clients below it hold already */
                 continue;
+            }
             outranked = 1;
             above_max += po->max_demand;
             guarded |= po->guarded;
@@ -273,14 +276,14 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
              * above finds little ahead of it; under MPS, more where it fits beside the
              * largest kernels they run */
             if (concurrent && !c->max_inflight && !guarded) {
-                uint64_t fit = fit_beside(c, pc, above_max, v->credits);
+                uint64_t fit = fit_beside(c, pc, above_max + beside, v->credits);
                 cap = fit > cap ? fit : cap;
             }
             c->new_granted = pos_sched_window_grant(c, cap);
             c->window = (uint32_t)cap;
             continue;
         }
-        uint64_t fit = concurrent && !contended ? fit_beside(c, pc, above, cap) : 0;
+        uint64_t fit = concurrent && !contended ? fit_beside(c, pc, above + beside, cap) : 0;
         /* its own kernels not yet learnt (a client that just came): nothing says how they
          * slow the kernels above, so beside busy clients above it runs one operator at a
          * time where that one fits, and learns (its tries count) rather than waiting for
