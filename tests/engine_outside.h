@@ -22,6 +22,16 @@ uint64_t posd_telemetry_untracked(void)
     return 0;
 }
 
+void posd_telemetry_follow(struct posd_client *c, uint32_t tid)
+{
+    c->tele.launch_tid = tid;
+}
+
+void posd_telemetry_client_current(struct posd *d, struct posd_client *c, int64_t now)
+{
+    (void)d, (void)c, (void)now;
+}
+
 struct pos_schedule *posd_schedule_open(const struct posd_config *cfg,
                                         const struct pos_sched_device *dev)
 {
