@@ -23,6 +23,7 @@
 
 #define HELP_EVERY_NS 2000         /* between a helping thread's collector passes */
 #define WAIT_SLICE_NS 20000000     /* futex sleeps, between liveness checks */
+#define HELP_SLEEP_NS 1000000      /* a helping wait's sleeps once its spin is over */
 #define STUCK_NS      1000000000LL /* no decision from posd for this long: treat it as gone */
 #define RECONNECT_NS  500000000LL
 
@@ -367,8 +368,13 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
         uint32_t w = atomic_load_explicit(&shm->grant_word, memory_order_acquire);
         if (granted(shm, seq) || posd_gone(s))
             break;
-        struct timespec ts = {0, WAIT_SLICE_NS};
+        /* a helping wait that outlasted its spin still looks for the completion itself now
+         * and then: the collector may poll rarely (POS_POLL_US), and its next poll would
+         * end the wait up to that late */
+        struct timespec ts = {0, help ? HELP_SLEEP_NS : WAIT_SLICE_NS};
         futex(&shm->grant_word, FUTEX_WAIT, w, &ts);
+        if (help && !granted(shm, seq))
+            shim_collector_help();
         uint64_t now = shim_now_ns(), b = atomic_load(&shm->heartbeat);
         if (b != beat) {
             beat = b;

@@ -370,7 +370,7 @@ static void test_waiting_thread_steps_its_own_window(void)
     char out[OUT_MAX];
     posapp_start(&l, "latency1", idle); /* present, nearly idle: the capped one is windowed */
     usleep(300000);
-    /* 100 ms (times the build's time scale, as the bound below: 100 polls stay 5 times it) */
+    /* 100 ms (times the build's time scale, as the bound below) */
     char poll[16];
     snprintf(poll, sizeof poll, "%d", (int)(100000 * scale));
     setenv("POS_POLL_US", poll, 1);
@@ -387,9 +387,13 @@ static void test_waiting_thread_steps_its_own_window(void)
     double ms = m ? strtod(m + 13, NULL) : 1e9, launch = w ? strtod(w + 16, NULL) : 0;
     /* it was capped (a launch waits for the simulated kernel before it, 6 us at least) ... */
     CU_ASSERT(launch > 5000.0);
-    /* ... and each wait ended with the completion, not with the collector's next poll */
-    CU_ASSERT(ms < 2.0 * scale);
-    if (ms >= 2.0 * scale || launch <= 5000.0)
+    /* ... and each wait ended with the completion, not with the collector's next poll (100
+     * polls take 10 s). With the help off (mutation) they took 4.8 s in 3 runs of 3. With it,
+     * 0.01-0.16 s in 8 runs, since a wait that outlasts the help's spin goes on looking every
+     * millisecond; before that, a completion landing after the 200 us spin waited for the
+     * next poll, and 3 or 4 runs of 10 took over 2 s on this 2-core VM */
+    CU_ASSERT(ms < 1.0 * scale);
+    if (ms >= 1.0 * scale || launch <= 5000.0)
         fprintf(stderr, "capped client: 100 launches in %.3f s, launch p50 %.0f ns\n", ms,
                 launch);
     kill(l.pid, SIGKILL);
