@@ -387,16 +387,23 @@ static int next_window_runq(pid_t pid, double *ms_per_s, double *us_per_wait)
     return found;
 }
 
-static void test_runq_delay_shows_a_cpu_shared_with_busy_loops(void)
+/* The last CPU this process may run on: the tests pin a client and busy loops there. */
+static int last_cpu(void)
 {
-    if (!telemetry_here(__func__))
-        return;
     cpu_set_t set;
     sched_getaffinity(0, sizeof set, &set);
     int cpu = -1;
     for (int i = 0; i < CPU_SETSIZE; i++)
         if (CPU_ISSET(i, &set))
             cpu = i;
+    return cpu;
+}
+
+static void test_runq_delay_shows_a_cpu_shared_with_busy_loops(void)
+{
+    if (!telemetry_here(__func__))
+        return;
+    int cpu = last_cpu();
     posd_start("on");
     /* a framework's host time per operator: its launching thread needs the CPU */
     const char *const argv[] = {"build/posapp", "--model", "resnet18",  "--duration", "30",
@@ -433,12 +440,7 @@ static void test_a_client_s_cpu_waits_show_in_its_first_second(void)
 {
     if (!telemetry_here(__func__))
         return;
-    cpu_set_t set;
-    sched_getaffinity(0, sizeof set, &set);
-    int cpu = -1;
-    for (int i = 0; i < CPU_SETSIZE; i++)
-        if (CPU_ISSET(i, &set))
-            cpu = i;
+    int cpu = last_cpu();
     posd_start("on");
     pid_t spin[2] = {spinner(cpu), spinner(cpu)};
     const char *const argv[] = {"build/posapp", "--model", "resnet18",  "--duration", "30",
