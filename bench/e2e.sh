@@ -481,7 +481,11 @@ typed by hand, they are all in the tables above):
   throughput falls well short of possim's. Each new process pays a start-up possim does not
   model (`cuInit`, module load, registration with posd: possim's client registers at its
   `start_ms`), and posd learns a fresh client's kernel profiles from scratch in both, but the
-  real one through markers and prompt polls that need CPU.
+  real one through markers and prompt polls that need CPU. Since profiles and operator
+  estimates come from device times (2026-12-02) the gap is smaller: real batch 141-176 req/s
+  against possim's 241, where it was 42-121 against 211, because windows are sized from true
+  operator durations (before, poll times made a 68 us operator read 231-405 us, and a window
+  held 2 operators).
 - **The h200 closed loop's pos / fifo batch ratio** is the evidence that motivated this
   bench (pos kept less of fifo's batch rate end to end than possim said); it moves with the
   host's load from run to run (its real runs above), where possim's is fixed.
@@ -504,7 +508,7 @@ cat >"$OUT" <<EOF
 
 **Simulated GPU, both sides: every figure here is simulated.** Produced by
 \`$(if [ "$OUT" = docs/results/e2e.md ] && [ "$SCEN" = "base partb demo mix2slo rtx3 churn" ]; then echo "make bench-e2e"; else echo "SCEN=\"$SCEN\" OUT=$OUT bash bench/e2e.sh"; fi)\` (REPS=$REPS) on $(date -u +%Y-%m-%d), $(nproc) cores ($cpu), kernel
-$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo ' (with uncommitted changes)'), in ${elapsed} s; load average (1, 5, 15 min) $load0 at
+$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!docs' 2>/dev/null || echo ' (with uncommitted changes)'), in ${elapsed} s; load average (1, 5, 15 min) $load0 at
 the start, $load1 at the end.
 
 **Summary: $nin of $nfig figures within ±$(awk -v t="$TOL" 'BEGIN {print t * 100}') % of real; the real runs within
