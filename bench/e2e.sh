@@ -307,15 +307,7 @@ declare -A LABEL=([p50]="latency p50 ms" [p99]="latency p99 ms" [slo]="SLO attai
 start=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench-e2e: calibration x $REPS..." >&2
-cal=()
-for ((r = 0; r < REPS; r++)); do
-    j=$(POS_SIM_INSTANCE=bench-e2e-cal-$r-$$ POS_SIM_DEVICE=h200 POS_SIM_MODE=mps $APP --model resnet18 --requests 200)
-    cal+=("$(field "$j" p50_ms)")
-done
-cal_real=$(printf '%s\n' "${cal[@]}" | median)
-printf '[device]\npreset = h200\nmode = mps\n[sched]\npolicy = none\n[client a]\nmodel = resnet18\nrequests = 200\n' >"$T/cal.ini"
-cal_sim=$(figure p50:a < <(recs_sim "$($POSSIM -o json "$T/cal.ini")"))
-NOTIFY_US=$(awk -v a="$cal_real" -v b="$cal_sim" 'BEGIN {d = (a - b) * 1000; printf "%.0f", (d > 0 ? d : 0)}')
+read -r NOTIFY_US cal_real cal_sim <<<"$(notify_us_calibrate "$REPS" bench-e2e-cal-$$)"
 echo "bench-e2e: notify_us = $NOTIFY_US (real p50 $cal_real ms, possim $cal_sim ms)" >&2
 
 # ---- run ------------------------------------------------------------------------------------------

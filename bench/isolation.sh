@@ -188,7 +188,7 @@ sim_figs() { # possim JSON -> "p50 p99 slo batch"
 # ---- calibration, as bench/e2e.sh does it: the simulated driver's completion lag --------------
 start=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-NOTIFY_US=$(notify_us_calibrate "$REPS" bench-isolation-cal-$$)
+read -r NOTIFY_US _ <<<"$(notify_us_calibrate "$REPS" bench-isolation-cal-$$)"
 echo "bench-isolation: notify_us = $NOTIFY_US" >&2
 
 # ---- run: the policies in turn, REPS rounds, each policy's solo run beside its churn run -------

@@ -21,7 +21,8 @@ posd_down() { # [-SIGNAL]
 # learns of an op's end when its agent thread wakes, and a thread blocked in a synchronisation
 # returns when that agent wakes it (tens to hundreds of us on a busy 2-core machine, which a
 # GPU does not have). A lone resnet18 on h200 without pos (short ops, so the lag shows), the
-# median p50 of REPS runs, against possim's p50 with no lag. Prints the whole microseconds.
+# median p50 of REPS runs, against possim's p50 with no lag. Prints "US REAL_MS SIM_MS": the
+# lag in whole microseconds, then the two p50s it came from.
 notify_us_calibrate() { # reps instance-prefix
     local r real=() sim
     for ((r = 0; r < $1; r++)); do
@@ -33,5 +34,5 @@ notify_us_calibrate() { # reps instance-prefix
         $POSSIM -o json /dev/stdin | sed -n 's/.*"p50_ms":\([^,}]*\).*/\1/p' | head -1)
     printf '%s\n' "${real[@]}" | sort -g | awk -v s="$sim" '{a[NR] = $1} END {
         m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
-        d = (m - s) * 1000; printf "%.0f\n", (d > 0 ? d : 0)}'
+        d = (m - s) * 1000; printf "%.0f %s %s\n", (d > 0 ? d : 0), m, s}'
 }

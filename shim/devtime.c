@@ -77,6 +77,7 @@ static pthread_mutex_t dt_lock = PTHREAD_MUTEX_INITIALIZER;
 enum { SAY_EMPTY = 1, SAY_RECORD = 2, SAY_CREATE = 4, SAY_READ = 8 };
 static _Atomic uint32_t dt_note, dt_said;
 static _Atomic int dt_record_rc;
+static _Atomic uint32_t dt_empty_nev; /* the pool's size when a launch found it all busy */
 static _Atomic uint64_t dt_read_ok, dt_fallbacks, dt_late;
 
 static uint32_t token_of(uint32_t gen, uint32_t ref, uint32_t slot, uint32_t ev)
@@ -148,6 +149,7 @@ uint32_t shim_devtime_record(uint64_t ctx, uint64_t stream, int ptsz)
             d->rec_ns[e] = shim_now_ns();
             return token_of(gen, ref, i, e);
         }
+        atomic_store_explicit(&dt_empty_nev, nev, memory_order_relaxed);
         atomic_fetch_or_explicit(&dt_note, SAY_EMPTY, memory_order_relaxed);
         return 0;
     }
@@ -418,9 +420,9 @@ void shim_devtime_tick(void)
     uint32_t note = atomic_exchange_explicit(&dt_note, 0, memory_order_relaxed);
     if (note & SAY_EMPTY)
         say_once(SAY_EMPTY,
-                 "out of timing events (%d per context in flight): some completion "
-                 "times are the collector's poll times",
-                 DT_EVENTS);
+                 "out of timing events (%u of a context's in flight, at most %d): some "
+                 "completion times are the collector's poll times",
+                 atomic_load(&dt_empty_nev), DT_EVENTS);
     if (note & SAY_RECORD)
         say_once(SAY_RECORD,
                  "recording a timing event failed (driver error %d): completion "

@@ -363,7 +363,7 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
     }
     atomic_fetch_add(&shm->waiters, 1);
     kick(s);
-    uint64_t beat = atomic_load(&shm->heartbeat), beat_at = shim_now_ns();
+    uint64_t beat = atomic_load(&shm->heartbeat), beat_at = shim_now_ns(), kicked_at = beat_at;
     for (;;) {
         uint32_t w = atomic_load_explicit(&shm->grant_word, memory_order_acquire);
         if (granted(shm, seq) || posd_gone(s))
@@ -383,8 +383,9 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
             /* posd holds us but decides nothing: it is stuck, not scheduling. Fail open. */
             atomic_store(&shm->posd_state, POS_POSD_GONE);
             break;
-        } else {
-            kick(s);
+        } else if (!help || now - kicked_at >= WAIT_SLICE_NS) {
+            kick(s); /* a helping wait's millisecond looks do not kick posd each time */
+            kicked_at = now;
         }
     }
     atomic_fetch_sub(&shm->waiters, 1);
