@@ -397,6 +397,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->shm->version = POS_SHM_VERSION;
     c->shm->size = (uint32_t)size;
     c->shm->client_id = c->id;
+    atomic_store(&c->shm->mem_limit, POS_MEM_UNLIMITED); /* memory limits: none yet */
     c->pub = pos_published_init();
     pos_shm_publish(c->shm, &c->pub, POS_PUB_ALL);
     if (posd_engine_add(d, c) < 0) {
@@ -414,7 +415,11 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     posd_engine_tick(d);
     c->sm_share = posd_share_for(d, c);
     struct pos_welcome w = {
-        .client_id = c->id, .shm_size = (uint32_t)size, .sm_share = c->sm_share};
+        .client_id = c->id,
+        .shm_size = (uint32_t)size,
+        .sm_share = c->sm_share,
+        .mem_limit = atomic_load(&c->shm->mem_limit),
+        .mem_limit_ppm = atomic_load(&c->shm->mem_limit_ppm)};
     int fds[2] = {memfd, c->kick_fd};
     int rc = send_msg(c->sock, POS_MSG_WELCOME, &w, sizeof w, fds, 2);
     close(memfd);

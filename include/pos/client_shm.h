@@ -14,7 +14,7 @@
 #include "pos/rules.h"
 
 #define POS_SHM_MAGIC   UINT64_C(0x31304d4853534f50) /* "POSSHM01" */
-#define POS_SHM_VERSION 3
+#define POS_SHM_VERSION 4
 #define POS_SUB_RING    8192 /* submissions in flight between a client and posd */
 #define POS_DONE_RING   8192 /* completions likewise */
 #define POS_SYNC_RING   1024 /* synchronisations reported by launching threads */
@@ -76,6 +76,76 @@ struct pos_sync_rec {
 
 #define POS_CACHELINE 64
 
+/* ---- the memory ledger (docs/memory.md) ---------------------------------------------------
+ * posd owns each client's limit and writes it here; the shim reserves against it before every
+ * device allocation, commits or rolls back after the driver's answer, and releases at the
+ * free. A client's account can lower only its own allowance: posd never sums one client's
+ * account into another's limit. */
+#define POS_MEM_MAX_DEVICES 16
+#define POS_MEM_UNLIMITED   UINT64_MAX
+#define POS_MEM_PPM_WHOLE   1000000u /* mem_limit_ppm of the whole device */
+
+
+/* One client's account on one device (the client writes, posd only reads). */
+struct pos_mem_account {
+    _Alignas(POS_CACHELINE) _Atomic uint64_t used; /* reserved + committed, all kinds but IPC:
+                                                    * what the limit is checked against */
+    _Atomic uint64_t peak;                         /* the most `used` has been */
+    _Atomic uint64_t refused;                      /* allocations refused for the limit */
+    _Atomic uint64_t total;                        /* the device's memory (0: device not used) */
+    _Atomic uint64_t bytes[POS_MEM_KINDS];         /* committed, by kind */
+};
+
+/* The limit on one device of TOTAL bytes: min(the posd-written limit, TOTAL). */
+static inline uint64_t pos_mem_limit_of(uint64_t limit, uint32_t ppm, uint64_t total)
+{
+    uint64_t l = limit;
+    if (ppm)
+        l = ppm >= POS_MEM_PPM_WHOLE ? total
+                                     : (uint64_t)((unsigned __int128)total * ppm / POS_MEM_PPM_WHOLE);
+    return total && l > total ? total : l;
+}
+
+/* Reserves N bytes of A under LIMIT: 0, or -1 when used + N would pass it (nothing changed,
+ * `refused` counted). Sizes near 2^64 never wrap. */
+static inline int pos_mem_reserve(struct pos_mem_account *a, uint64_t n, uint64_t limit)
+{
+    uint64_t u = atomic_load_explicit(&a->used, memory_order_relaxed);
+    do {
+        if (n > limit || u > limit - n) {
+            atomic_fetch_add_explicit(&a->refused, 1, memory_order_relaxed);
+            return -1;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&a->used, &u, u + n, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    uint64_t p = atomic_load_explicit(&a->peak, memory_order_relaxed);
+    while (p < u + n && !atomic_compare_exchange_weak_explicit(&a->peak, &p, u + n,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed))
+        ;
+    return 0;
+}
+
+/* The driver refused a reserved allocation: gives the N bytes back. */
+static inline void pos_mem_rollback(struct pos_mem_account *a, uint64_t n)
+{
+    atomic_fetch_sub_explicit(&a->used, n, memory_order_acq_rel);
+}
+
+/* The driver made a reserved allocation of N bytes of KIND. */
+static inline void pos_mem_commit(struct pos_mem_account *a, enum pos_mem_kind kind, uint64_t n)
+{
+    atomic_fetch_add_explicit(&a->bytes[kind], n, memory_order_relaxed);
+}
+
+/* N committed bytes of KIND were freed. */
+static inline void pos_mem_release(struct pos_mem_account *a, enum pos_mem_kind kind, uint64_t n)
+{
+    atomic_fetch_sub_explicit(&a->bytes[kind], n, memory_order_relaxed);
+    if (kind != POS_MEM_IPC)
+        atomic_fetch_sub_explicit(&a->used, n, memory_order_acq_rel);
+}
+
 struct pos_client_shm {
     /* header, written by posd before the client maps it */
     uint64_t magic;
@@ -97,6 +167,18 @@ struct pos_client_shm {
     _Atomic uint32_t kick_on_done; /* posd wants a kick when the collector reports completions
                                     * and at the first launch of a request (sync reports
                                     * always kick) */
+
+    /* memory limit: posd writes, the shim reads at every allocation. The limit on a device is
+     * pos_mem_limit_of(mem_limit, mem_limit_ppm, its memory); mem_word is bumped after each
+     * change (posctl set --mem-limit, a reload) */
+    _Alignas(POS_CACHELINE) _Atomic uint64_t mem_limit; /* bytes; POS_MEM_UNLIMITED: none */
+    _Atomic uint32_t mem_limit_ppm; /* non-zero: the limit is this share of each device's memory,
+                                     * in millionths, and mem_limit is ignored */
+    _Atomic uint32_t mem_word;
+
+    /* memory accounts: the client writes, by device ordinal (devices beyond the last are not
+     * accounted) */
+    struct pos_mem_account mem[POS_MEM_MAX_DEVICES];
 
     /* client writes */
     _Alignas(POS_CACHELINE) _Atomic uint64_t next_seq; /* last seq handed out */

@@ -8,11 +8,26 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  5 /* 5: STATS says who sees everyone, untracked and profile counts */
+#define POS_PROTO_VERSION  6 /* 6: memory limits (WELCOME, CONTROL) and accounts (STATS) */
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
 #define POS_APP_NAME_MAX   64
+
+/* What a committed byte is (the rows of the ledger). IPC-imported memory is shown but held
+ * against its exporter's limit, not the importer's (docs/memory.md). */
+enum pos_mem_kind {
+    POS_MEM_LINEAR = 0, /* cuMemAlloc */
+    POS_MEM_PITCHED,    /* cuMemAllocPitch */
+    POS_MEM_MANAGED,    /* cuMemAllocManaged: counted (docs/memory.md says why) */
+    POS_MEM_ARRAY,      /* cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate */
+    POS_MEM_POOL,       /* stream-ordered: cuMemAllocAsync, cuMemAllocFromPoolAsync */
+    POS_MEM_VMM,        /* cuMemCreate with a device location (physical memory) */
+    POS_MEM_IPC,        /* cuIpcOpenMemHandle: imported, not counted in used */
+    POS_MEM_CONTEXT,    /* measured at context creation */
+    POS_MEM_MODULE,     /* measured at module load */
+    POS_MEM_KINDS
+};
 
 enum pos_msg_type {
     POS_MSG_HELLO = 1,     /* shim -> posd: register as a client */
@@ -50,7 +65,9 @@ struct pos_welcome {
     uint32_t client_id;
     uint32_t shm_size;
     uint32_t sm_share;
-    uint32_t reserved;
+    uint32_t mem_limit_ppm; /* as the shared memory's (pos/client_shm.h), which posd also writes */
+    uint64_t mem_limit;     /* bytes, POS_MEM_UNLIMITED (UINT64_MAX) for none: the limit when the
+                             * shim starts, for CUDA_MPS_PINNED_DEVICE_MEM_LIMIT */
 };
 
 /* REJECT: a NUL-terminated reason follows. */
@@ -133,6 +150,12 @@ struct pos_client_stats {
     uint64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
     uint64_t ioctls_per_s;    /* ioctl() calls (the driver's) of its threads per second */
     uint64_t ioctl_ns;        /* their mean latency (0 without POS_TELE_IOCTL) */
+    /* device memory (docs/memory.md): its account as its shim keeps it, summed over devices,
+     * and the limit posd gives it (UINT64_MAX: none) on the device its rules put it on */
+    uint64_t mem_used, mem_peak, mem_refused;
+    uint64_t mem_limit;
+    uint64_t mem_total; /* that device's memory, as the shim saw it (0: not known yet) */
+    uint64_t mem_bytes[POS_MEM_KINDS]; /* committed, by kind */
 };
 
 /* A process that uses the GPU driver without being a client (seen by eBPF uprobes). */
@@ -211,6 +234,7 @@ enum pos_control_op {
 
 #define POS_CTL_HAS_CLASS    0x1 /* SET: class_name (its priority and in-flight cap too) */
 #define POS_CTL_HAS_PRIORITY 0x2 /* SET: priority, over the class's */
+#define POS_CTL_HAS_MEM_LIMIT 0x4 /* SET: mem_limit / mem_limit_ppm, over its rules' */
 #define POS_CTL_MAX_DEVICES  64
 
 struct pos_control {
@@ -219,9 +243,10 @@ struct pos_control {
     uint32_t client_id;
     int32_t priority;
     int32_t device;
-    uint32_t reserved;
+    uint32_t mem_limit_ppm; /* SET with POS_CTL_HAS_MEM_LIMIT: as pos_welcome's */
     char class_name[POS_CLASS_NAME_MAX];
     char path[256]; /* PROFILES_LOAD: an absolute path, NUL-terminated */
+    uint64_t mem_limit; /* SET with POS_CTL_HAS_MEM_LIMIT: bytes, UINT64_MAX for none */
 };
 
 struct pos_control_reply {
