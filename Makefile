@@ -18,6 +18,7 @@
 #   make bench-isolation  a latency client beside steady and churning batch work, end to end and
 #                       in possim (docs/results/isolation.md)
 #   make bench-cpu  the CPU lever ([policy] cpu) on make demo's mix, off/idle/nice (docs/results/cpu.md)
+#   make bench-memory  what the memory ledger adds to an allocation, and the launch path (docs/results/memory.md)
 #   make bench-profiles  kernel profiles end to end, device times against poll times
 #                       (docs/results/profiles.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
@@ -318,6 +319,7 @@ SHIM_PROG_LINK_threads := -L$(CUDA_STUB) -lcuda -pthread
 SHIM_PROG_LINK_puts    := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_prefork := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_mps     := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_memload := -L$(CUDA_STUB) -lcuda -pthread
 # ... and an interposer they preload with the shim (tests/shim/lib_NAME.c)
 SHIM_PROGS += $(patsubst tests/shim/lib_%.c,$(B)/tests/lib%.so,$(wildcard tests/shim/lib_*.c))
 $(B)/tests/lib%.so: $(B)/obj/tests/shim/lib_%.o
@@ -351,6 +353,7 @@ TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 TEST_DEPS_test_sim_stop := $(SIM_LIB)
 TEST_DEPS_test_sim_isolation := $(SIM_LIB)
 TEST_DEPS_test_sim_agents := $(SIM_LIB)
+TEST_DEPS_test_memory := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(POSCLIENT_OBJ)
 TEST_DEPS_test_valgrind := $(SIM_LIB) $(POSAPP) $(POSD)
 # The hostile client test_hostile runs as another user (tests/integration/hostile.c).
 HOSTILE := $(B)/tests/hostile
@@ -472,7 +475,6 @@ bench-saves: all $(SAVEGRANT)
 # what the host's work costs the CPU: possim's [host] defaults (docs/results/hostcal.md)
 bench-hostcal: all
 	@bash bench/hostcal.sh
-	@bash bench/isolation.sh
 
 # possim against real processes (posd + shim + posapp on the simulated driver): docs/results/e2e.md
 bench-e2e: all
@@ -488,6 +490,10 @@ bench-isolation: all
 # the CPU lever on make demo's mix: off, SCHED_IDLE, nice, and static references (docs/results/cpu.md)
 bench-cpu: all
 	@bash bench/cpu.sh
+# what the memory ledger adds to an allocation, and whether it moved the launch path
+# (docs/results/memory.md; BASELINE=DIR: another build's shim for the launch path)
+bench-memory: all $(B)/tests/shim_memload
+	@BASELINE=$(BASELINE) bash bench/memory.sh
 # kernel profiles end to end on the four presets, device times against poll times
 # (docs/results/profiles.md)
 bench-profiles: all
@@ -554,7 +560,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -103,6 +103,9 @@ mkdir -p "$T"
 "$NVCC" -O2 "${gencode[@]}" tests/gpu/gemm.cu -o "$T/gemm" -lcublas
 fi
 
+# the memory part's allocation program (a plain driver-API program: no nvcc needed)
+mkdir -p "$DIR/bin/tests"
+$CC $CPPFLAGS $CFLAGS tests/shim/prog_memload.c -o "$DIR/bin/tests/memload" -L"$CUDA_HOME/lib64/stubs" -lcuda -pthread
 cp sim/models/*.model "$DIR/share/pos/models/"
 rm -rf "$O"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-GPU suite (issue 12, docs/gpu.md): pos under CUDA programs and PyTorch on an NVIDIA
-# GPU, in one prepared run of at most 8 minutes. Writes OUTDIR/gpu-h200.md (the report: date,
+# GPU, in one prepared run of at most 8.5 minutes. Writes OUTDIR/gpu-h200.md (the report: date,
 # GPU, driver, CUDA and PyTorch versions, every command and figure), OUTDIR/raw.tar.gz (every
 # JSON line, log and shim trace) and OUTDIR/run.log.
 #
@@ -15,7 +15,7 @@
 # PyTorch's), and nvidia-cuda-mps-control for the MPS cases (skipped without it).
 #
 # Parts and their time budgets on the GPU (s): the whole run stops starting parts once the
-# total budget (POS_GPU_BUDGET_S, default 450) would be exceeded; each process has a timeout.
+# total budget (POS_GPU_BUDGET_S, default 490) would be exceeded; each process has a timeout.
 #   1 interception   75  cudart static/shared, per-thread stream, graph, cuBLAS, PyTorch
 #                        (ResNet-50, BERT-base encoder): outputs identical with and without
 #                        the shim, the trace's kernels = the program's (or the profiler's)
@@ -29,6 +29,9 @@
 #                        once, MPS, posd fifo, posd priority; speedup and GPU utilisation
 #   5 calibration    50  posapp --real solo latency per model and R18+R34+R50 co-run
 #                        slowdowns against possim's h200 preset
+#   6 memory         45  memory limits (docs/memory.md): every allocation path against a 2 GiB
+#                        limit, a vLLM-like profiling run, the ledger against NVML's
+#                        per-process figure, cuMemGetInfo against NVML under PyTorch
 # Dry run (--sim): the same logic, posapp (resnet models) on build/sim/libcuda.so.1 with the
 # h200 preset instead of PyTorch; POS_SIM_MODE=mps stands in for the MPS daemon; no NVML.
 set -u
@@ -44,8 +47,8 @@ SIM=0
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 GPU=${POS_GPU_DIR:-build/gpu}
 PY=${PYTHON:-python3}
-BUDGET=${POS_GPU_BUDGET_S:-450}
-[ $SIM = 1 ] && BUDGET=${POS_GPU_BUDGET_S:-120}
+BUDGET=${POS_GPU_BUDGET_S:-490}
+[ $SIM = 1 ] && BUDGET=${POS_GPU_BUDGET_S:-140}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 T=$(mktemp -d /tmp/pos-gpu.XXXXXX)
@@ -174,7 +177,7 @@ cfg_env() {
     esac
 }
 POSD_PID=
-printf '[rule batch]\nmatch_app = batch-*\nclass = batch\n' >"$T/posd.conf"
+printf '[rule batch]\nmatch_app = batch-*\nclass = batch\n[rule memcap]\nmatch_app = mem-*\nmem_limit = 2G\n' >"$T/posd.conf"
 posd_up() { # policy
     rm -f "$SOCK"
     echo "posd -f -c \$T/posd.conf -s \$T/posd.sock -p $1 &" >>"$CMDS"
@@ -714,6 +717,88 @@ if part calib 50 "5. Calibration: posapp${REAL[*]:+ --real} against possim's h20
         md "| $m | $ds | $ss | $(awk -v s="$ss" -v d="$ds" 'BEGIN {if (s + 0 > 0 && d + 0 > 0) printf "%+.1f %%", (s / d - 1) * 100; else print "-"}') |"
     done
     md "" "The co-run's start is not aligned (posapp has no start barrier), so the first and last requests of each run alone; p50 is robust to that."
+fi
+part_end
+
+# --- 6. memory ----------------------------------------------------------------------------------
+if part memory 45 "6. Memory limits: the ledger under a real CUDA program"; then
+    MEMPROG=$TB/memload
+    LIM=$((2 * 1024 * 1024 * 1024))
+    md "posd with a rule \`mem_limit = 2G\` for the apps \`mem-*\`; \`memload\` (tests/shim/prog_memload.c) under the shim" \
+        "fills 64 MiB blocks by each allocation path until it is refused. Pass: it holds at most the" \
+        "limit, the refusal is CUDA_ERROR_OUT_OF_MEMORY (2), cuMemGetInfo's total is the limit."
+    if [ ! -x "$MEMPROG" ]; then
+        md "" "**FAIL**: $MEMPROG missing (tests/gpu/build.sh builds it)."
+        fail_check
+    elif cfg_up priority; then
+        menv=(env "LD_PRELOAD=$SHIM" POS_MODE=scheduled "POS_SOCKET=$SOCK")
+        md "" "| path | held (MiB) | refused with | cuMemGetInfo total (MiB) | verdict |" "|---|---|---|---|---|"
+        for p in linear pitched managed async pool vmm array; do
+            runc mem.$p 40 "${menv[@]}" POS_APP=mem-$p "$MEMPROG" fill $p 67108864 1000
+            held=$(grep -m1 '^held_bytes ' "$R/mem.$p.json" | cut -d' ' -f2)
+            rc=$(grep -m1 '^refused ' "$R/mem.$p.json" | cut -d' ' -f2)
+            tot=$(grep -m1 '^info_total ' "$R/mem.$p.json" | cut -d' ' -f2)
+            v=pass
+            if [ -z "$held" ] || [ "$held" -gt $LIM ] || [ "$rc" != 2 ] || [ "$tot" != $LIM ]; then
+                v="**FAIL** $(head -1 "$R/mem.$p.err" | cut -c1-100)"
+                fail_check
+            fi
+            md "| $p | $(( ${held:-0} / 1048576 )) | ${rc:--} | $(( ${tot:-0} / 1048576 )) | $v |"
+        done
+        runc mem.profile 30 "${menv[@]}" POS_APP=mem-vllm "$MEMPROG" profile 268435456
+        fb=$(grep -m1 '^free_before ' "$R/mem.profile.json" | cut -d' ' -f2)
+        fa=$(grep -m1 '^free_after ' "$R/mem.profile.json" | cut -d' ' -f2)
+        v=pass
+        { [ -n "$fb" ] && [ "$fb" = "$fa" ]; } || { v="**FAIL**"; fail_check; }
+        md "" "vLLM-like profiling run (256 MiB used and freed): cuMemGetInfo free before $fb, after $fa: $v."
+        # what the ledger says one holding client uses, against the driver's own per-process
+        # figure (NVML through nvidia-smi): context and module memory are measured, not guessed
+        mkfifo "$T/memhold.in"
+        echo "MEMLOAD_HOLD=1 POS_APP=mem-hold memload fill linear 268435456 2 <fifo &" >>"$CMDS"
+        MEMLOAD_HOLD=1 timeout 40 "${menv[@]}" POS_APP=mem-hold "$MEMPROG" fill linear 268435456 2 \
+            <"$T/memhold.in" >"$R/mem.hold.json" 2>"$R/mem.hold.err" &
+        hold_pid=$!
+        exec 7>"$T/memhold.in"
+        for _ in $(seq 500); do grep -q holding "$R/mem.hold.json" 2>/dev/null && break; sleep 0.02; done
+        POSSTAT=$ROOT/$GPU/bin/posstat
+        "$POSSTAT" -s "$SOCK" -o json >"$R/mem.posstat.json" 2>&1
+        used=$(grep -o '"mem_used":[0-9]*' "$R/mem.posstat.json" | head -1 | cut -d: -f2)
+        smi=-
+        if [ $SIM = 0 ]; then
+            smi=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+                awk -F', *' -v p="$(pgrep -P "$hold_pid" -f memload | head -1)" '$1 == p {print $2}')
+        fi
+        exec 7>&-
+        wait "$hold_pid" 2>/dev/null
+        md "" "A client holding 512 MiB: the ledger (posstat mem_used) says $(( ${used:-0} / 1048576 )) MiB;" \
+            "NVML's per-process figure (nvidia-smi --query-compute-apps) ${smi} MiB$([ $SIM = 1 ] && echo ' (no NVML in the dry run)')."
+        if [ $SIM = 0 ] && [ "$HAVE_TORCH" = 1 ]; then
+            # cuMemGetInfo and NVML in one process under the limit: they must agree
+            cat >"$T/meminfo.py" <<'PY'
+import ctypes, json, torch
+torch.cuda.init()
+free, total = torch.cuda.mem_get_info()
+class M(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+nvml = ctypes.CDLL("libnvidia-ml.so.1")
+nvml.nvmlInit_v2()
+h = ctypes.c_void_p()
+nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h))
+m = M()
+rc = nvml.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
+print(json.dumps({"cuda_free": free, "cuda_total": total, "nvml_rc": rc, "nvml_total": m.total, "nvml_free": m.free, "nvml_used": m.used}))
+PY
+            runc mem.torch 60 "${menv[@]}" POS_APP=mem-torch "$PY" "$T/meminfo.py"
+            ct=$(jf "$R/mem.torch.json" cuda_total)
+            nt=$(jf "$R/mem.torch.json" nvml_total)
+            nf=$(jf "$R/mem.torch.json" nvml_free)
+            cf=$(jf "$R/mem.torch.json" cuda_free)
+            v=pass
+            { [ "$ct" = $LIM ] && [ "$nt" = "$ct" ] && [ "$nf" = "$cf" ]; } || { v="**FAIL**"; fail_check; }
+            md "" "PyTorch under the limit: torch.cuda.mem_get_info() total $ct free $cf; NVML nvmlDeviceGetMemoryInfo total $nt free $nf: $v."
+        fi
+        cfg_down
+    fi
 fi
 part_end
 
