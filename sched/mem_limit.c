@@ -171,3 +171,13 @@ void sched_mem_limit_format(struct sched_mem_limit l, char *buf, size_t cap)
         sched_mem_bytes_format(l.bytes, buf, cap);
     }
 }
+
+const char *sched_mem_kind_name(int kind)
+{
+    static const char *const names[POS_MEM_KINDS] = {
+        [POS_MEM_LINEAR] = "linear", [POS_MEM_PITCHED] = "pitched", [POS_MEM_MANAGED] = "managed",
+        [POS_MEM_ARRAY] = "array",   [POS_MEM_POOL] = "pool",       [POS_MEM_VMM] = "vmm",
+        [POS_MEM_IPC] = "ipc",       [POS_MEM_CONTEXT] = "context", [POS_MEM_MODULE] = "module",
+    };
+    return kind >= 0 && kind < POS_MEM_KINDS ? names[kind] : "?";
+}

@@ -33,6 +33,9 @@ void sched_mem_limit_format(struct sched_mem_limit l, char *buf, size_t cap);
  * ("1.5GiB", "512MiB", "1000KiB", "100B"): one word. */
 void sched_mem_bytes_format(uint64_t bytes, char *buf, size_t cap);
 
+/* The name of a row of the ledger (enum pos_mem_kind): "linear", "pitched", ... "module". */
+const char *sched_mem_kind_name(int kind);
+
 static inline int sched_mem_limit_equal(struct sched_mem_limit a, struct sched_mem_limit b)
 {
     return a.bytes == b.bytes && a.ppm == b.ppm;

@@ -141,6 +141,25 @@ static uint32_t parse_id(const char *s)
     return (uint32_t)v;
 }
 
+/* The client's device memory: bytes, the limit as posd.conf writes it too ("none", "50%") */
+static void show_memory(const struct pos_client_stats *s)
+{
+    struct sched_mem_limit l = {.bytes = s->mem_limit, .ppm = 0};
+    if (s->mem_limit_ppm)
+        l = (struct sched_mem_limit){.bytes = POS_MEM_UNLIMITED, .ppm = s->mem_limit_ppm};
+    char text[24];
+    sched_mem_limit_format(l, text, sizeof text);
+    printf("mem_used %llu\nmem_peak %llu\nmem_refused %llu\nmem_total %llu\n",
+           (unsigned long long)s->mem_used, (unsigned long long)s->mem_peak,
+           (unsigned long long)s->mem_refused, (unsigned long long)s->mem_total);
+    if (s->mem_limit == POS_MEM_UNLIMITED)
+        printf("mem_limit %s\n", text);
+    else
+        printf("mem_limit %llu (%s)\n", (unsigned long long)s->mem_limit, text);
+    for (int k = 0; k < POS_MEM_KINDS; k++)
+        printf("mem_%s %llu\n", sched_mem_kind_name(k), (unsigned long long)s->mem_bytes[k]);
+}
+
 static int cmd_show(int argc, char **argv)
 {
     if (argc != 2)
@@ -181,6 +200,7 @@ static int cmd_show(int argc, char **argv)
            state_of(s, state, sizeof state));
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         printf("%s %llu\n", counters[i].name, counters[i].v);
+    show_memory(s);
     posstat_snapshot_free(&snap);
     return 0;
 }
