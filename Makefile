@@ -341,6 +341,7 @@ $(FAKE_NVML): $(B)/obj/tests/fakes/nvml.o
 TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_state_dir := $(POSD) $(POSCTL)
+TEST_DEPS_test_posd_mem := $(POSD) $(POSCTL) $(POSSTAT) $(POSCLIENT_OBJ)
 TEST_DEPS_test_cpu := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSCTL) $(SHIM_PROGS) $(POSCLIENT_OBJ)
 TEST_DEPS_test_mps := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) $(TEST_OBJS_model)
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \

@@ -34,7 +34,9 @@ void posd_mem_limit_publish(struct posd_client *c, struct sched_mem_limit l)
 
 uint64_t posd_mem_limit_bytes(const struct posd_client *c, uint64_t total)
 {
-    if (c->mem_limit.ppm && !total) /* a share of a device whose size is not known yet */
+    /* none stays none (pos_mem_limit_of would say the device's size), and a share of a device
+     * whose size is not known yet is not known either */
+    if (sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT) || (c->mem_limit.ppm && !total))
         return POS_MEM_UNLIMITED;
     return pos_mem_limit_of(c->mem_limit.bytes, c->mem_limit.ppm, total);
 }
