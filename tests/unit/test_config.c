@@ -1181,6 +1181,7 @@ static void test_example_files(void)
     CU_ASSERT_EQUAL(p.max_inflight, 1);
     CU_ASSERT_EQUAL(p.device, 1);
     CU_ASSERT_EQUAL(p.sm_share, 50);
+    CU_ASSERT(p.mem_limit.bytes == 8ull << 30 && p.mem_limit.ppm == 0);
     posd_config_free(&c);
 }
 
