@@ -42,12 +42,14 @@ static inline ssize_t client_hello(int s, uint32_t shm_version)
     return send(s, &m, sizeof m, MSG_NOSIGNAL);
 }
 
-/* A registered client: its connection, the memfd and kick eventfd posd sent, the mapping. */
+/* A registered client: its connection, the memfd and kick eventfd posd sent, the mapping,
+ * and posd's WELCOME. */
 struct client {
     int sock;
     int fds[2];
     struct pos_client_shm *shm;
     size_t size;
+    struct pos_welcome welcome;
 };
 
 /* Registers on the socket at PATH. Returns 0, or -1 (nothing left open). */
@@ -75,6 +77,7 @@ static inline int client_register(const char *path, struct client *c)
     memcpy(c->fds, CMSG_DATA(cm), sizeof c->fds);
     struct pos_welcome w;
     memcpy(&w, buf + sizeof(struct pos_msg_hdr), sizeof w);
+    c->welcome = w;
     c->size = w.shm_size;
     c->shm = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, c->fds[0], 0);
     if (c->shm == MAP_FAILED) {

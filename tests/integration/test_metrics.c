@@ -163,6 +163,15 @@ static int ends_with(const char *s, const char *tail)
     return a >= b && strcmp(s + a - b, tail) == 0;
 }
 
+/* Whether NAME has the word UNIT ("_ms") in it: between underscores or at its end, so that
+ * posd_client_mem_used_bytes has no "_us". */
+static int has_unit(const char *name, const char *unit)
+{
+    char inner[16];
+    snprintf(inner, sizeof inner, "%s_", unit);
+    return strstr(name, inner) || ends_with(name, unit);
+}
+
 /* Parses "{k="v",...}" at *P into LABELS (without le, as given) and LE; returns 0 or -1. */
 static int parse_labels(const char **p, char *labels, size_t cap, char *le, size_t lecap)
 {
@@ -341,8 +350,8 @@ static int check_exposition(const char *text, struct checker *c)
             snprintf(f->type, sizeof f->type, "%s", type);
             if (strcmp(type, "counter") == 0 && !ends_with(name, "_total"))
                 complain(c, line, "counter not ending in _total", buf);
-            if (strstr(name, "_ms") || strstr(name, "_us") || strstr(name, "_ns") ||
-                strstr(name, "_percent") || strstr(name, "_milli"))
+            if (has_unit(name, "_ms") || has_unit(name, "_us") || has_unit(name, "_ns") ||
+                has_unit(name, "_percent") || strstr(name, "_milli"))
                 complain(c, line, "not a base unit", buf);
         } else if (buf[0] == '#') {
             continue; /* a comment */

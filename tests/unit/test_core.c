@@ -509,6 +509,27 @@ static void test_telemetry_reaches_the_policy_view(void)
     sched_core_free(k);
 }
 
+/* The client's device memory reaches the policy's view as the adapter gave it; none given is
+ * no use and no limit (possim), and a reused slot starts again from there. */
+static void test_memory_reaches_the_policy_view(void)
+{
+    struct sched_core *k = recorder_core();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    sched_core_decide(k, 1, g);
+    CU_ASSERT_EQUAL(seen_client.mem_used, 0);
+    CU_ASSERT_EQUAL(seen_client.mem_limit, UINT64_MAX);
+    sched_core_client_mem(k, 0, 3ull << 30, 2ull << 30);
+    sched_core_decide(k, 2, g);
+    CU_ASSERT_EQUAL(seen_client.mem_used, 3ull << 30);
+    CU_ASSERT_EQUAL(seen_client.mem_limit, 2ull << 30);
+    sched_core_client_remove(k, 0, 3);
+    add(k, 0, 10, 0, 4);
+    sched_core_decide(k, 5, g);
+    CU_ASSERT_EQUAL(seen_client.mem_used, 0);
+    CU_ASSERT_EQUAL(seen_client.mem_limit, UINT64_MAX);
+    sched_core_free(k);
+}
+
 /* The policy sees each ended request's latency as posd saw it (first launch to the
  * completion that ended it) and how many have ended: what pos's SLO guard reads. */
 static void test_request_latency_reaches_the_policy_view(void)
@@ -663,6 +684,7 @@ void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("core", NULL, NULL);
     POS_ADD_TEST(s, test_telemetry_reaches_the_policy_view);
+    POS_ADD_TEST(s, test_memory_reaches_the_policy_view);
     POS_ADD_TEST(s, test_request_latency_reaches_the_policy_view);
     POS_ADD_TEST(s, test_cpu_lever_lowers_outranked_while_a_request_is_under_way);
     POS_ADD_TEST(s, test_leaving_client_returns_its_table_memory);

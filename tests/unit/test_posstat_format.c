@@ -1,6 +1,7 @@
 /* Unit tests of posstat's pure half (tools/posstat_format.c): rates between two snapshots,
  * histogram percentiles, clients that come and go, posd restarts, the Average: block, exact
  * text and JSON renderings (nulls, escaping) and the validation of STATS replies. */
+#include "pos/client_shm.h"
 #include "tests/cunit_main.h"
 #include "tools/posstat_format.h"
 
@@ -26,7 +27,8 @@ static struct pos_device_stats device(uint64_t uptime_ns, uint32_t clients)
 static struct pos_client_stats client(uint32_t id, int32_t pid, const char *app,
                                       uint64_t connected_ns)
 {
-    struct pos_client_stats c = {.client_id = id, .pid = pid, .connected_ns = connected_ns};
+    struct pos_client_stats c = {
+        .client_id = id, .pid = pid, .connected_ns = connected_ns, .mem_limit = POS_MEM_UNLIMITED};
     snprintf(c.app, sizeof c.app, "%s", app);
     strcpy(c.class_name, "default");
     return c;
@@ -344,11 +346,14 @@ static void test_average(void)
         "#                                    op/s        op/s        op/s       %\n"
         "Average:  fifo            1.5       300.0         0.0         0.0    50.0\n"
         "# time        pid  app               class        launches   queued  inflight   wait_p50"
-        "   wait_p99      gpu      req   req_p50   req_p99  held  cpu\n"
+        "   wait_p99      gpu      req   req_p50   req_p99  held  cpu       used     limit      "
+        "peak  refused\n"
         "#                                                     op/s      ops       ops         us"
-        "         us     ms/s       /s        ms        ms\n"
+        "         us     ms/s       /s        ms        ms                   mem       mem       "
+        "mem   allocs\n"
         "Average:       10  a                 default         250.0      3.0       1.5          2"
-        "        128      0.0      0.0         -         -  -     -\n");
+        "        128      0.0      0.0         -         -  -     -           0B      none        "
+        "0B        0\n");
     free(text);
     char *json = render(posstat_render_json, &r);
     CU_ASSERT_STRING_EQUAL(
@@ -361,6 +366,8 @@ static void test_average(void)
         "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
         "req_p99_ms\":null,\"held\":null,\"cpu\":\"\",\"runq_us\":null,\"runq_ms_per_s\":null,"
         "\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
+        "\"mem_used_bytes\":0,\"mem_limit\":\"none\",\"mem_peak_bytes\":0,\"mem_refused\":0,"
+        "\"mem_limit_bytes\":null,"
         "\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
         "s\":null,\"stalls\":0,\"span_s\":2.000}],\"unmanaged\":[]}\n");
     free(json);
@@ -413,8 +420,11 @@ static struct posstat_report known_report(struct pos_client_stats c[2])
     c[0].requests = 250, c[0].req_p50_ns = 5812000, c[0].req_p99_ns = 6400000;
     c[0].sync_lag_n = 250, c[0].sync_lag_p50_ns = 12500, c[0].sync_lag_p99_ns = 57000;
     c[0].op_ns = 221000, c[0].stalls = 1;
+    c[0].mem_used = 3ull << 29, c[0].mem_peak = 7ull << 28, c[0].mem_refused = 2;
+    c[0].mem_limit = 2ull << 30, c[0].mem_total = 16ull << 30;
     c[1] = client(4, 77, "a very long application name", 0);
     c[1].class_name[0] = '\0';
+    c[1].mem_limit = POS_MEM_UNLIMITED, c[1].mem_limit_ppm = 500000; /* its device not seen yet */
     struct posstat_snapshot s = snapshot(d, c, 2, 1700000000.25);
     struct posstat_report r;
     CU_ASSERT_EQUAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
@@ -434,13 +444,17 @@ static void test_text_rendering(void)
         "#                                    op/s        op/s        op/s       %\n"
         "22:13:20  fifo              2      1234.5      1234.0      1230.0    87.5\n"
         "# time        pid  app               class        launches   queued  inflight   wait_p50"
-        "   wait_p99      gpu      req   req_p50   req_p99  held  cpu\n"
+        "   wait_p99      gpu      req   req_p50   req_p99  held  cpu       used     limit      "
+        "peak  refused\n"
         "#                                                     op/s      ops       ops         us"
-        "         us     ms/s       /s        ms        ms\n"
+        "         us     ms/s       /s        ms        ms                   mem       mem       "
+        "mem   allocs\n"
         "22:13:20     4242  resnet18          realtime        617.2        5         2          4"
-        "       1024    437.5      5.0       5.8       6.4  yes   idle\n"
+        "       1024    437.5      5.0       5.8       6.4  yes   idle    1.5GiB      2GiB   "
+        "1.75GiB        2\n"
         "22:13:20       77  a?very?long?appl  -                   -        0         0          -"
-        "          -        -        -         -         -  no    no\n");
+        "          -        -        -         -         -  no    no          0B       50%        "
+        "0B        0\n");
     free(text);
 
     /* posd counts more clients than its reply carries: say so. */
@@ -468,13 +482,16 @@ static void test_json_rendering(void)
         "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
         ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"cpu\":\"idle\",\"runq_us\":null,"
         "\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,\"ioctl_us\":null,"
+        "\"mem_used_bytes\":1610612736,\"mem_limit\":\"2GiB\",\"mem_peak_bytes\":1879048192,"
+        "\"mem_refused\":2,\"mem_limit_bytes\":2147483648,"
         "\"sync_lag_p50_us\":12.500,\"sy"
         "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000},{\"id\":4,\"pid"
         "\":77,\"app\":\"a very long application name\",\"class\":\"\",\"launches_per_s\":null,\""
         "queued\":0,\"in_flight\":0,\"wait_p50_us\":null,\"wait_p99_us\":null,\"gpu_ms_per_s\":nu"
         "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,\"cpu\":\"no\","
         "\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,"
-        "\"ioctl_us\":null,\"sync"
+        "\"ioctl_us\":null,\"mem_used_bytes\":0,\"mem_limit\":\"50%\",\"mem_peak_bytes\":0,"
+        "\"mem_refused\":0,\"mem_limit_bytes\":null,\"sync"
         "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000"
         "}],\"unmanaged\":[]}\n");
     free(json);
@@ -510,6 +527,38 @@ static void test_json_escaping(void)
     posstat_report_free(&r);
 }
 
+/* The memory columns: sizes in binary units, the limit as bytes once its device's size is
+ * known, as the share while it is not, "none" without one; exact bytes in JSON. */
+static void test_memory_columns_in_binary_units(void)
+{
+    struct pos_device_stats d = device(100 * S_NS, 3);
+    struct pos_client_stats c[3] = {client(1, 10, "a", S_NS), client(2, 20, "b", S_NS),
+                                    client(3, 30, "c", S_NS)};
+    c[0].mem_used = 1023, c[0].mem_peak = 1024, c[0].mem_limit = 8ull << 30;
+    c[0].mem_limit_ppm = 500000, c[0].mem_total = 16ull << 30; /* 50% of a known device */
+    c[1].mem_used = (5ull << 30) + (1ull << 29), c[1].mem_peak = 1ull << 48;
+    c[1].mem_refused = 12345, c[1].mem_limit = 0; /* a limit of no memory at all */
+    struct posstat_snapshot snap = snapshot(d, c, 3, 1700000000.0);
+    struct posstat_report r;
+    CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &snap, POSSTAT_TOTAL), 0);
+    char *text = render(posstat_render_text, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "     1023B      8GiB      1KiB        0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "    5.5GiB        0B    256TiB    12345\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "        0B      none        0B        0\n"));
+    free(text);
+    char *json = render(posstat_render_json, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"mem_used_bytes\":1023,\"mem_limit\":\"8GiB\","
+                                        "\"mem_peak_bytes\":1024,\"mem_refused\":0,"
+                                        "\"mem_limit_bytes\":8589934592,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"mem_used_bytes\":5905580032,\"mem_limit\":\"0B\","
+                                        "\"mem_peak_bytes\":281474976710656,\"mem_refused\":"
+                                        "12345,\"mem_limit_bytes\":0,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"mem_limit\":\"none\",\"mem_peak_bytes\":0,"
+                                        "\"mem_refused\":0,\"mem_limit_bytes\":null,"));
+    free(json);
+    posstat_report_free(&r);
+}
+
 /* posd with every telemetry part: a client's run-queue and off-CPU figures, and an unmanaged
  * process, in text (their columns appear), the -u view and JSON. */
 static void test_telemetry_rendering(void)
@@ -531,9 +580,9 @@ static void test_telemetry_rendering(void)
     CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
 
     char *text = render(posstat_render_text, &r);
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  held  cpu      runq     runq   offcpu\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "           us     ms/s     ms/s\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "   2500.0    750.0    120.0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  held  cpu      runq     runq   offcpu      used"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "           us     ms/s     ms/s       mem"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "   2500.0    750.0    120.0        0B      none"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "   unmgd\n"));
     free(text);
     text = render(posstat_render_unmanaged_text, &r);
@@ -795,6 +844,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_text_rendering);
     POS_ADD_TEST(s, test_json_rendering);
     POS_ADD_TEST(s, test_json_escaping);
+    POS_ADD_TEST(s, test_memory_columns_in_binary_units);
     POS_ADD_TEST(s, test_telemetry_rendering);
     POS_ADD_TEST(s, test_unmanaged_left_out_is_said);
     POS_ADD_TEST(s, test_parse_good);
