@@ -235,11 +235,13 @@ $(POSAPP): $(call obj,$(POSAPP_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS))
 
 # posd's protocol, the client side: the tools and the integration tests speak it through this.
 POSCLIENT_OBJ := $(call obj,tools/posclient.c)
+# How memory limits and sizes are written (posd's files, posctl's option, posstat's columns).
+MEM_LIMIT_OBJ := $(call obj,sched/mem_limit.c)
 $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c tools/posstat_nvml.c \
-    sched/metrics_text.c) $(POSCLIENT_OBJ)
+    sched/metrics_text.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^ -ldl
 
-$(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ)
+$(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^
 
 $(POSTRACE): $(call obj,tools/postrace.c tools/timeline.c)
@@ -275,7 +277,7 @@ TEST_DEPS_test_model_file     := $(call obj,$(SIM_WORKLOAD_SRCS))
 TEST_DEPS_test_module_text    := $(call obj,sim/module_text.c)
 TEST_DEPS_test_posapp_arrival := $(call obj,tools/posapp_arrival.c)
 TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
-TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ)
+TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
 TEST_DEPS_test_sim_startup    := $(SIM_LIB)
@@ -286,14 +288,14 @@ TEST_DEPS_test_profile        := $(call obj,sched/profile.c sched/profile_file.c
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_schedule       := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
-TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c)
+TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c sched/mem_limit.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
 TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/cpu.c sched/files.c sched/clock.c sched/log.c \
-    sched/ini_lines.c $(SCHED_CORE_SRCS))
+    sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
 TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/cpu.c sched/files.c sched/log.c sched/config.c \
-    sched/ini_lines.c $(SCHED_CORE_SRCS))
+    sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
 
 .SECONDEXPANSION:
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
@@ -344,7 +346,7 @@ TEST_DEPS_test_mps := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) $(TEST_
 TEST_DEPS_test_shim_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(SHIM_PROGS) \
     $(POSCLIENT_OBJ)
 TEST_DEPS_test_telemetry := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) \
-    $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ)
+    $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
 SHIM_PROG_LINK_holdsock := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_ioctls   := -L$(CUDA_STUB) -lcuda
 TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
@@ -370,12 +372,13 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 3
 FUZZ_ENGINE_SRCS := sched/engine.c sched/cpu.c sched/files.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
+    sched/mem_ledger.c sched/mem_limit.c \
     sched/profile.c sched/profile_file.c sched/schedule.c sched/schedule_file.c \
     $(wildcard sched/policy/*.c)
 FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
 FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
 FUZZ_DEFS_ring        := -DSCHED_MAX_CLIENTS=8
-FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c
+FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c sched/mem_limit.c
 FUZZ_SRCS_module_text := sim/module_text.c
 FUZZ_SRCS_model_file  := sim/model_file.c
 FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))

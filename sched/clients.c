@@ -397,7 +397,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->shm->version = POS_SHM_VERSION;
     c->shm->size = (uint32_t)size;
     c->shm->client_id = c->id;
-    atomic_store(&c->shm->mem_limit, POS_MEM_UNLIMITED); /* memory limits: none yet */
+    posd_mem_limit_publish(c, c->pol.mem_limit); /* before WELCOME, which says the same */
     c->pub = pos_published_init();
     pos_shm_publish(c->shm, &c->pub, POS_PUB_ALL);
     if (posd_engine_add(d, c) < 0) {
@@ -425,12 +425,17 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     close(memfd);
     if (rc < 0)
         return -1;
-    char share[32] = "";
+    char share[32] = "", mem[48] = "";
     if (c->sm_share)
         snprintf(share, sizeof share, " sm_share %u%%", c->sm_share);
-    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s%s", c->id,
-             (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
-             c->pol.priority, share, c->pol.rule[0] ? " rule " : "", c->pol.rule);
+    if (!sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT)) {
+        char limit[24];
+        sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
+        snprintf(mem, sizeof mem, " mem_limit %s", limit);
+    }
+    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s%s%s",
+             c->id, (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
+             c->pol.priority, share, mem, c->pol.rule[0] ? " rule " : "", c->pol.rule);
     return 0;
 }
 
@@ -693,6 +698,7 @@ void posd_clients_reconfigure(struct posd *d)
             continue;
         posd_config_match(&d->cfg, &c->ident, &c->pol);
         posd_share_reconf(d, c);
+        posd_mem_reconf(c);
         c->overridden = 0; /* posctl's overrides last until the configuration reloads */
         posd_engine_reconf(d, c);
     }

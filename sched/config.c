@@ -30,9 +30,9 @@
 #define RULE_NAME_CHARS   CLASS_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZ."
 
 static const struct posd_class builtin_classes[] = {
-    {.name = "realtime", .priority = 0},
-    {.name = "latency", .priority = 10},
-    {.name = "batch", .priority = 20, .max_inflight = 0},
+    {.name = "realtime", .priority = 0, .mem_limit = SCHED_MEM_NO_LIMIT},
+    {.name = "latency", .priority = 10, .mem_limit = SCHED_MEM_NO_LIMIT},
+    {.name = "batch", .priority = 20, .max_inflight = 0, .mem_limit = SCHED_MEM_NO_LIMIT},
 };
 #define NBUILTIN (int)(sizeof builtin_classes / sizeof builtin_classes[0])
 
@@ -409,6 +409,13 @@ static int parse_gid(struct loader *ld, const struct key_spec *k, const char *va
     return 0;
 }
 
+/* mem_limit: a size, a percentage of the device, or none (mem_limit.h) */
+static int parse_mem_limit(struct loader *ld, const struct key_spec *k, const char *value,
+                           void *field)
+{
+    return sched_mem_limit_parse(value, field, ld->reason, sizeof ld->reason);
+}
+
 static const char *const bool_words[] = {"no", "yes", "false", "true", "off", "on", "0", "1", NULL};
 
 /* Not a field of the rule: a rule without matchers matches every client, and match_all = yes
@@ -517,6 +524,7 @@ static const struct key_spec class_keys[] = {
     {"min_share", parse_number, CLASS(min_share), RANGE(0, 1)},
     {"sm_share", parse_u32, CLASS(sm_share), RANGE(1, 100)},
     {"cpu", parse_word_index, CLASS(cpu), .words = class_cpu_words},
+    {"mem_limit", parse_mem_limit, CLASS(mem_limit)},
 };
 
 static const struct key_spec rule_keys[] = {
@@ -531,6 +539,7 @@ static const struct key_spec rule_keys[] = {
     {"weight", parse_number, RULE(weight), HAS(has_weight), RANGE(0, 1000000), .lo_open = 1},
     {"max_inflight", parse_u32, RULE(max_inflight), HAS(has_max_inflight), RANGE(0, 100000)},
     {"sm_share", parse_u32, RULE(sm_share), HAS(has_sm_share), RANGE(1, 100)},
+    {"mem_limit", parse_mem_limit, RULE(mem_limit), HAS(has_mem_limit)},
     {"device", parse_int, RULE(device), HAS(has_device), RANGE(0, 63)},
 };
 
@@ -545,6 +554,7 @@ static const struct rule_setting {
     {SETTING(has_weight, weight)},
     {SETTING(has_max_inflight, max_inflight)},
     {SETTING(has_sm_share, sm_share)},
+    {SETTING(has_mem_limit, mem_limit)},
     {SETTING(has_device, device)},
 };
 
@@ -591,6 +601,7 @@ static int open_class(struct loader *ld, const char *name)
                            POSD_MAX_CLASSES);
         memset(&c->classes[i], 0, sizeof c->classes[i]);
         snprintf(c->classes[i].name, sizeof c->classes[i].name, "%s", name);
+        c->classes[i].mem_limit = SCHED_MEM_NO_LIMIT;
         c->nclasses++;
         ld->sect.new_class = 1;
     }
@@ -1018,11 +1029,13 @@ void posd_config_match(const struct posd_config *c, const struct posd_identity *
     snprintf(out->class_name, sizeof out->class_name, "%s",
              set.has_class ? set.class_name : c->default_class);
     const struct posd_class *cls = posd_config_class(c, out->class_name);
+    out->mem_limit = SCHED_MEM_NO_LIMIT;
     if (cls) {
         out->priority = cls->priority;
         out->max_inflight = cls->max_inflight;
         out->min_share = cls->min_share;
         out->sm_share = cls->sm_share;
+        out->mem_limit = cls->mem_limit;
     }
     out->cpu = cls && cls->cpu ? cls->cpu - 1 : c->cpu;
     if (set.has_priority)
@@ -1033,5 +1046,7 @@ void posd_config_match(const struct posd_config *c, const struct posd_identity *
     out->weight = set.has_weight ? set.weight : 1;
     if (set.has_sm_share)
         out->sm_share = set.sm_share;
+    if (set.has_mem_limit)
+        out->mem_limit = set.mem_limit;
     out->device = set.has_device ? set.device : 0;
 }

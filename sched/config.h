@@ -1,6 +1,6 @@
 /* posd's configuration: the daemon settings, scheduling classes and the admin's rules that
  * match clients (by app name, uid, gid, cgroup) and set their class, priority, SLO, weight,
- * in-flight limit, SM share and device. Loaded with libinih from posd.conf plus the drop-ins
+ * in-flight limit, SM share, GPU memory limit and device. Loaded with libinih from posd.conf plus the drop-ins
  * of policy.d/ in lexical order; docs/policy.md documents every key. */
 #ifndef POS_SCHED_CONFIG_H
 #define POS_SCHED_CONFIG_H
@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+
+#include "sched/mem_limit.h"
 
 #define POSD_NAME_MAX       64
 #define POSD_CLASS_NAME_MAX 16
@@ -28,6 +30,7 @@ struct posd_class {
     double min_share;      /* starvation guard: least share of each guard period, 0..1 */
     uint32_t sm_share;     /* percent of SMs (1..100) for its clients through MPS; 0 = unset */
     int cpu; /* the CPU lever of its clients: 0 = [policy] cpu's, else enum pos_cpu_lever + 1 */
+    struct sched_mem_limit mem_limit; /* GPU memory of each client (SCHED_MEM_NO_LIMIT: none) */
 };
 
 struct posd_rule {
@@ -55,6 +58,8 @@ struct posd_rule {
     uint32_t max_inflight;
     int has_sm_share;
     uint32_t sm_share; /* percent of SMs (1..100), applied through MPS where present */
+    int has_mem_limit;
+    struct sched_mem_limit mem_limit; /* GPU memory the client may hold on each device */
     int has_device;
     int device;
 };
@@ -118,13 +123,15 @@ struct posd_client_policy {
     uint32_t max_inflight;
     double min_share;
     uint32_t sm_share; /* 0 = not set */
+    struct sched_mem_limit mem_limit; /* its rule's, else its class's (SCHED_MEM_NO_LIMIT) */
     int device;
     int cpu; /* enum pos_cpu_lever: its class's CPU lever, else [policy] cpu */
     char rule[POSD_NAME_MAX]; /* last rule that matched, "" if none */
 };
 
 /* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "pos", default class
- * "latency", classes realtime (0), latency (10), batch (20, no in-flight cap), tick 200 us,
+ * "latency", classes realtime (0), latency (10), batch (20, no in-flight cap), none with a
+ * memory limit, tick 200 us,
  * credits 1024, guard period 200 ms, min share 0.01, stall 50 ms, cpu off (cpu_nice 19,
  * cpu_hold 1000 ms). */
 void posd_config_defaults(struct posd_config *c);

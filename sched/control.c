@@ -51,9 +51,21 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
         snprintf(msg, cap, "no client %u (posctl list shows the clients)", q->client_id);
         return -ESRCH;
     }
-    if (!(q->flags & (POS_CTL_HAS_CLASS | POS_CTL_HAS_PRIORITY))) {
-        snprintf(msg, cap, "nothing to set: give a class, a priority or both");
+    if (!(q->flags & (POS_CTL_HAS_CLASS | POS_CTL_HAS_PRIORITY | POS_CTL_HAS_MEM_LIMIT))) {
+        snprintf(msg, cap, "nothing to set: give a class, a priority, a memory limit or more");
         return -EINVAL;
+    }
+    struct sched_mem_limit mem = c->pol.mem_limit;
+    if (q->flags & POS_CTL_HAS_MEM_LIMIT) {
+        if (q->mem_limit_ppm > POS_MEM_PPM_WHOLE) {
+            snprintf(msg, cap, "bad memory limit: a share of %u millionths of the device (at most "
+                               "%u)",
+                     q->mem_limit_ppm, POS_MEM_PPM_WHOLE);
+            return -EINVAL;
+        }
+        mem = q->mem_limit_ppm
+                  ? (struct sched_mem_limit){.bytes = POS_MEM_UNLIMITED, .ppm = q->mem_limit_ppm}
+                  : (struct sched_mem_limit){.bytes = q->mem_limit, .ppm = 0};
     }
     struct posd_client_policy pol = c->pol;
     if (q->flags & POS_CTL_HAS_CLASS) {
@@ -77,14 +89,25 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
     }
     if (q->flags & POS_CTL_HAS_PRIORITY)
         pol.priority = q->priority;
+    pol.mem_limit = mem;
     c->pol = pol;
     c->overridden = 1;
+    if (!sched_mem_limit_equal(c->mem_limit, mem))
+        posd_mem_limit_publish(c, mem);
     posd_engine_reconf(d, c);
     posd_arm_tick(d, posd_engine_tick(d));
+    char limit[40] = "", over[POSD_MEM_OVER_MAX];
+    if ((q->flags & POS_CTL_HAS_MEM_LIMIT) ||
+        !sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT)) {
+        memcpy(limit, "; mem_limit ", 13);
+        sched_mem_limit_format(c->mem_limit, limit + 12, sizeof limit - 12);
+    }
+    posd_mem_over(c, over, sizeof over);
     snprintf(msg, cap,
              "client %u (pid %d, %s): class %s priority %d until it exits or the configuration "
-             "reloads",
-             c->id, (int)c->ident.pid, c->ident.app, c->pol.class_name, c->pol.priority);
+             "reloads%s%s",
+             c->id, (int)c->ident.pid, c->ident.app, c->pol.class_name, c->pol.priority, limit,
+             over);
     return 0;
 }
 

@@ -56,6 +56,7 @@ struct core_client {
     struct core_hist lat, sync_lag;
     int64_t added_at;
     int64_t runq_delay_ns, runq_ns_per_s, offcpu_ns_per_s; /* telemetry, as the adapter gave it */
+    uint64_t mem_used, mem_limit; /* device memory, as the adapter gave it (UINT64_MAX: none) */
 };
 
 struct sched_core {
@@ -346,6 +347,7 @@ int sched_core_client_add(struct sched_core *k, int slot, const struct sched_cli
     c->conf = *conf;
     c->mode = POS_GRANT_WINDOW;
     c->last_update = c->last_progress_ns = c->added_at = now;
+    c->mem_limit = UINT64_MAX; /* no limit until the adapter says one */
     return 0;
 }
 
@@ -704,6 +706,8 @@ static void fill_view(const struct core_client *c, struct pos_sched_client *v, i
     v->runq_delay_ns = c->runq_delay_ns;
     v->runq_ns_per_s = c->runq_ns_per_s;
     v->offcpu_ns_per_s = c->offcpu_ns_per_s;
+    v->mem_used = c->mem_used;
+    v->mem_limit = c->mem_limit;
     v->cpu = c->conf.cpu;
 }
 
@@ -958,6 +962,15 @@ void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_de
     c->runq_delay_ns = runq_delay_ns;
     c->runq_ns_per_s = runq_ns_per_s;
     c->offcpu_ns_per_s = offcpu_ns_per_s;
+}
+
+void sched_core_client_mem(struct sched_core *k, int slot, uint64_t used, uint64_t limit)
+{
+    struct core_client *c = client(k, slot);
+    if (!c)
+        return;
+    c->mem_used = used;
+    c->mem_limit = limit;
 }
 
 void sched_core_set_unmanaged(struct sched_core *k, uint32_t n)

@@ -206,5 +206,9 @@ int sched_core_client_held(const struct sched_core *k, int slot);
 void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_delay_ns,
                                  int64_t runq_ns_per_s, int64_t offcpu_ns_per_s);
 void sched_core_set_unmanaged(struct sched_core *k, uint32_t n);
+/* The client's device memory on its device, as the adapter read its account (posd: the shim's
+ * ledger in shared memory; possim gives none): USED bytes, under LIMIT (UINT64_MAX: none).
+ * The policy sees them in the client's view. */
+void sched_core_client_mem(struct sched_core *k, int slot, uint64_t used, uint64_t limit);
 
 #endif

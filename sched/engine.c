@@ -369,8 +369,15 @@ int64_t posd_engine_tick(struct posd *d)
     d->recheck = 0;
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
-        if (c->used && c->registered && drain_client(d, c, now) < 0)
+        if (!c->used || !c->registered)
+            continue;
+        if (drain_client(d, c, now) < 0) {
             posd_client_close(d, c, "wrote out-of-range values into its shared memory");
+            continue;
+        }
+        uint64_t mem_used, mem_limit;
+        posd_mem_read_device(c, &mem_used, &mem_limit);
+        sched_core_client_mem(d->core, i, mem_used, mem_limit);
     }
     int64_t next = sched_core_decide(d->core, now, d->grants);
     posd_log_policy_note(d);
@@ -659,6 +666,15 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     s->offcpu_ns_per_s = c->tele.offcpu_ns_per_s;
     s->ioctls_per_s = c->tele.ioctls_per_s;
     s->ioctl_ns = c->tele.ioctl_mean_ns;
+    struct posd_mem_figures m;
+    posd_mem_read(c, &m);
+    s->mem_used = m.used;
+    s->mem_peak = m.peak;
+    s->mem_refused = m.refused;
+    s->mem_limit = m.limit;
+    s->mem_limit_ppm = c->mem_limit.ppm;
+    s->mem_total = m.total;
+    memcpy(s->mem_bytes, m.bytes, sizeof s->mem_bytes);
 }
 
 size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid)

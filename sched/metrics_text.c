@@ -5,7 +5,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
+
+#include "sched/mem_limit.h"
 
 #define NS 1e-9
 
@@ -129,6 +132,14 @@ static double cl_override(const struct pos_client_stats *c)
 {
     return (c->flags & POS_CLIENT_OVERRIDE) != 0;
 }
+CLIENT_COUNTER(cl_mem_used, mem_used)
+CLIENT_COUNTER(cl_mem_peak, mem_peak)
+CLIENT_COUNTER(cl_mem_refused, mem_refused)
+/* none (or a share of a device whose size its shim has not seen yet): +Inf */
+static double cl_mem_limit(const struct pos_client_stats *c)
+{
+    return c->mem_limit == POS_MEM_UNLIMITED ? INFINITY : (double)c->mem_limit;
+}
 
 static const struct client_metric client_metrics[] = {
     {"posd_client_submitted_operators_total", "counter", "Operators the client submitted.",
@@ -161,6 +172,16 @@ static const struct client_metric client_metrics[] = {
     {"posd_client_connected_seconds", "gauge", "Time since the client registered.", cl_connected},
     {"posd_client_operator_seconds", "gauge", "posd's running estimate of one operator's GPU time.",
      cl_op},
+    {"posd_client_mem_used_bytes", "gauge",
+     "Device memory the client holds, reserved and committed, IPC imports aside, summed over its "
+     "devices, as its shim accounts it.",
+     cl_mem_used},
+    {"posd_client_mem_limit_bytes", "gauge",
+     "The client's device memory limit on its device (+Inf: none).", cl_mem_limit},
+    {"posd_client_mem_peak_bytes", "gauge", "The most device memory the client has held.",
+     cl_mem_peak},
+    {"posd_client_mem_refused_total", "counter",
+     "Device memory allocations of the client refused for its limit.", cl_mem_refused},
 };
 
 /* A label value as the format wants it: backslash, double quote and newline escaped. */
@@ -177,9 +198,10 @@ static void put_label_value(FILE *out, const char *s, size_t max)
 }
 
 /* A client's labels: device, app, class and pid; or, anonymous, device, class and client (a
- * series needs labels of its own, and posd's number for a client tells no one who runs it). */
+ * series needs labels of its own, and posd's number for a client tells no one who runs it);
+ * then KEY="VALUE" when KEY is not NULL (a histogram's le, a memory kind). */
 static void put_labels(FILE *out, const struct pos_client_stats *c, enum pos_metrics_labels labels,
-                       const char *le)
+                       const char *key, const char *value)
 {
     fprintf(out, "{device=\"%d\"", c->device);
     if (labels == POS_METRICS_LABELS_FULL) {
@@ -193,9 +215,36 @@ static void put_labels(FILE *out, const struct pos_client_stats *c, enum pos_met
         fprintf(out, "\",pid=\"%d\"", c->pid);
     else
         fprintf(out, "\",client=\"%u\"", c->client_id);
-    if (le)
-        fprintf(out, ",le=\"%s\"", le);
+    if (key)
+        fprintf(out, ",%s=\"%s\"", key, value);
     fputc('}', out);
+}
+
+/* A sample's value: whole numbers exactly (bytes, counts), +Inf as the format spells it. */
+static void put_value(FILE *out, double v)
+{
+    if (isinf(v))
+        fputs(v > 0 ? " +Inf\n" : " -Inf\n", out);
+    else if (v == floor(v) && fabs(v) < 9007199254740992.0) /* 2^53 */
+        fprintf(out, " %.0f\n", v);
+    else
+        fprintf(out, " %.9g\n", v);
+}
+
+/* The clients' committed memory by kind (enum pos_mem_kind), one series per kind. */
+static void put_mem_kinds(FILE *out, const struct pos_client_stats *cs, size_t n,
+                          enum pos_metrics_labels labels)
+{
+    fputs("# HELP posd_client_mem_committed_bytes Device memory the client's allocations hold, "
+          "by kind (IPC: imported from another process, held against the exporter's limit).\n"
+          "# TYPE posd_client_mem_committed_bytes gauge\n",
+          out);
+    for (size_t j = 0; j < n; j++)
+        for (int k = 0; k < POS_MEM_KINDS; k++) {
+            fputs("posd_client_mem_committed_bytes", out);
+            put_labels(out, &cs[j], labels, "kind", sched_mem_kind_name(k));
+            fprintf(out, " %" PRIu64 "\n", cs[j].mem_bytes[k]);
+        }
 }
 
 /* ---- histograms --------------------------------------------------------------------------- */
@@ -220,16 +269,16 @@ static void put_histogram(FILE *out, const char *name, const struct pos_client_s
         cum += hist[b];
         bucket_le(b, le, sizeof le);
         fprintf(out, "%s_bucket", name);
-        put_labels(out, c, labels, le);
+        put_labels(out, c, labels, "le", le);
         fprintf(out, " %" PRIu64 "\n", cum);
     }
     if (has_sum) {
         fprintf(out, "%s_sum", name);
-        put_labels(out, c, labels, NULL);
+        put_labels(out, c, labels, NULL, NULL);
         fprintf(out, " %.9g\n", (double)sum_ns * NS);
     }
     fprintf(out, "%s_count", name);
-    put_labels(out, c, labels, NULL);
+    put_labels(out, c, labels, NULL, NULL);
     fprintf(out, " %" PRIu64 "\n", cum);
 }
 
@@ -245,18 +294,29 @@ int posd_metrics_text(FILE *out, const struct pos_device_stats *dev,
         if ((dev->telemetry & m->needs) != m->needs)
             continue;
         /* posd schedules one device (docs/posd.md, Limits): its totals are device 0's */
-        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s{device=\"0\"} %.9g\n", m->name, m->help,
-                m->name, m->type, m->name, m->value(dev));
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s{device=\"0\"}", m->name, m->help, m->name,
+                m->type, m->name);
+        put_value(out, m->value(dev));
     }
+    /* the sum of the rows below: a client's false account moves it by its own row alone */
+    uint64_t mem_used = 0;
+    for (size_t j = 0; j < n; j++)
+        mem_used += cs[j].mem_used;
+    fprintf(out,
+            "# HELP posd_device_mem_used_bytes Device memory the clients hold (the sum of "
+            "posd_client_mem_used_bytes).\n# TYPE posd_device_mem_used_bytes gauge\n"
+            "posd_device_mem_used_bytes{device=\"0\"} %" PRIu64 "\n",
+            mem_used);
     for (size_t i = 0; i < sizeof client_metrics / sizeof client_metrics[0]; i++) {
         const struct client_metric *m = &client_metrics[i];
         fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
         for (size_t j = 0; j < n; j++) {
             fputs(m->name, out);
-            put_labels(out, &cs[j], labels, NULL);
-            fprintf(out, " %.9g\n", m->value(&cs[j]));
+            put_labels(out, &cs[j], labels, NULL, NULL);
+            put_value(out, m->value(&cs[j]));
         }
     }
+    put_mem_kinds(out, cs, n, labels);
     /* the shim counts its waits in buckets only: no sum to give */
     fputs("# HELP posd_client_grant_wait_seconds Time launches waited for a grant, in the shim "
           "(launches that did not wait are not counted).\n"

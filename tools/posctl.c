@@ -1,5 +1,5 @@
-/* posctl: posd's admin tool. Lists and shows clients (a STATS request), sets a client's class
- * or priority at run time, reloads the configuration, drains and undrains a device (CONTROL
+/* posctl: posd's admin tool. Lists and shows clients (a STATS request), sets a client's class,
+ * priority or GPU memory limit at run time, reloads the configuration, drains and undrains a device (CONTROL
  * requests, include/pos/proto.h). One table of commands; the protocol is tools/posclient.c. */
 #include <errno.h>
 #include <getopt.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sched/mem_limit.h"
 #include "tools/posclient.h"
 #include "tools/posstat_format.h"
 
@@ -19,9 +20,10 @@ static const char usage_text[] =
     "Controls posd at run time (docs/posctl.md).\n"
     "  list                       the clients: id, pid, uid, app, class, priority, state\n"
     "  show ID                    everything posd knows of client ID\n"
-    "  set ID [--class NAME] [--priority N]\n"
-    "                             change a client's class and/or priority until it exits or\n"
-    "                             the configuration reloads\n"
+    "  set ID [--class NAME] [--priority N] [--mem-limit SIZE|PCT%|none]\n"
+    "                             change a client's class, priority and/or GPU memory limit\n"
+    "                             (512M, 4GiB, 1.5T: binary units; 50%: of its device) until\n"
+    "                             it exits or the configuration reloads\n"
     "  reload                     reload the configuration (as SIGHUP does)\n"
     "  drain [DEVICE]             grant no new work on DEVICE (default 0), for maintenance\n"
     "  undrain [DEVICE]           schedule DEVICE's clients again\n"
@@ -139,6 +141,25 @@ static uint32_t parse_id(const char *s)
     return (uint32_t)v;
 }
 
+/* The client's device memory: bytes, the limit as posd.conf writes it too ("none", "50%") */
+static void show_memory(const struct pos_client_stats *s)
+{
+    struct sched_mem_limit l = {.bytes = s->mem_limit, .ppm = 0};
+    if (s->mem_limit_ppm)
+        l = (struct sched_mem_limit){.bytes = POS_MEM_UNLIMITED, .ppm = s->mem_limit_ppm};
+    char text[24];
+    sched_mem_limit_format(l, text, sizeof text);
+    printf("mem_used %llu\nmem_peak %llu\nmem_refused %llu\nmem_total %llu\n",
+           (unsigned long long)s->mem_used, (unsigned long long)s->mem_peak,
+           (unsigned long long)s->mem_refused, (unsigned long long)s->mem_total);
+    if (s->mem_limit == POS_MEM_UNLIMITED)
+        printf("mem_limit %s\n", text);
+    else
+        printf("mem_limit %llu (%s)\n", (unsigned long long)s->mem_limit, text);
+    for (int k = 0; k < POS_MEM_KINDS; k++)
+        printf("mem_%s %llu\n", sched_mem_kind_name(k), (unsigned long long)s->mem_bytes[k]);
+}
+
 static int cmd_show(int argc, char **argv)
 {
     if (argc != 2)
@@ -179,6 +200,7 @@ static int cmd_show(int argc, char **argv)
            state_of(s, state, sizeof state));
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         printf("%s %llu\n", counters[i].name, counters[i].v);
+    show_memory(s);
     posstat_snapshot_free(&snap);
     return 0;
 }
@@ -211,13 +233,17 @@ static int control(struct pos_control *q)
 static int cmd_set(int argc, char **argv)
 {
     if (argc < 2)
-        die(2, "set needs a client id, then --class NAME and/or --priority N (see --help)");
+        die(2, "set needs a client id, then --class NAME, --priority N and/or --mem-limit SIZE "
+               "(see --help)");
     struct pos_control q = {.op = POS_CTL_SET, .client_id = parse_id(argv[1])};
     static const struct option opts[] = {
         {"class", required_argument, NULL, 'c'},
         {"priority", required_argument, NULL, 'p'},
+        {"mem-limit", required_argument, NULL, 'm'},
         {NULL, 0, NULL, 0},
     };
+    struct sched_mem_limit mem;
+    char why[192];
     /* its options after the id: argv + 1 starts with the id, and getopt starts after it */
     argc--;
     argv++;
@@ -242,6 +268,13 @@ static int cmd_set(int argc, char **argv)
             q.priority = (int32_t)v;
             q.flags |= POS_CTL_HAS_PRIORITY;
             break;
+        case 'm':
+            if (sched_mem_limit_parse(optarg, &mem, why, sizeof why) < 0)
+                die(2, "bad memory limit '%s': %s", optarg, why);
+            q.mem_limit = mem.bytes;
+            q.mem_limit_ppm = mem.ppm;
+            q.flags |= POS_CTL_HAS_MEM_LIMIT;
+            break;
         case ':':
             die(2, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default:
@@ -251,7 +284,7 @@ static int cmd_set(int argc, char **argv)
     if (optind < argc)
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!q.flags)
-        die(2, "set needs --class NAME and/or --priority N (see --help)");
+        die(2, "set needs --class NAME, --priority N and/or --mem-limit SIZE (see --help)");
     return control(&q);
 }
 

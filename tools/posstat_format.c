@@ -2,6 +2,7 @@
  * histogram percentiles, Average: sums, and the text and JSON renderings driven by one column
  * table, so that both outputs always carry the same fields. */
 #include "tools/posstat_format.h"
+#include "sched/mem_limit.h"
 #include "tools/posclient.h"
 
 #include <errno.h>
@@ -218,6 +219,19 @@ static void gpu_row(struct posstat_gpu_row *row, const struct posstat_gpu *g)
     row->sm_clock_mhz = g->valid ? g->sm_clock_mhz : NAN;
 }
 
+/* The memory columns: the limit in bytes where it is known, and as a person writes it. */
+static void mem_cells(struct posstat_client_row *row, const struct pos_client_stats *c)
+{
+    row->mem_used = (double)c->mem_used;
+    row->mem_peak = (double)c->mem_peak;
+    row->mem_refused = (double)c->mem_refused;
+    row->mem_limit = c->mem_limit == POS_MEM_UNLIMITED ? NAN : (double)c->mem_limit;
+    struct sched_mem_limit l = {.bytes = c->mem_limit, .ppm = 0};
+    if (c->mem_limit_ppm && c->mem_limit == POS_MEM_UNLIMITED) /* its device's size unknown */
+        l = (struct sched_mem_limit){.bytes = POS_MEM_UNLIMITED, .ppm = c->mem_limit_ppm};
+    sched_mem_limit_format(l, row->mem_limit_text, sizeof row->mem_limit_text);
+}
+
 /* BASE is the earlier state of the same client; all zeros means "since it registered". */
 static void client_row(struct posstat_client_row *row, const struct pos_client_stats *base,
                        const struct pos_client_stats *c, uint32_t telemetry)
@@ -253,6 +267,7 @@ static void client_row(struct posstat_client_row *row, const struct pos_client_s
     int ioctl = (telemetry & POS_TELE_IOCTL) != 0;
     row->ioctls_per_s = ioctl ? (double)c->ioctls_per_s : NAN;
     row->ioctl_us = ioctl && c->ioctls_per_s ? (double)c->ioctl_ns / 1e3 : NAN;
+    mem_cells(row, c);
 }
 
 static void unmanaged_row(struct posstat_unmanaged_row *row, const struct pos_unmanaged_stats *u)
@@ -412,6 +427,7 @@ enum cell_kind {
     CELL_WHOLE, /* double holding a whole number */
     CELL_LEVEL, /* double: whole at a snapshot, a mean (decimals) in an Average */
     CELL_BOOL,  /* int: 1 yes, 0 no, -1 not available */
+    CELL_BYTES, /* double holding bytes: text in binary units (1.5GiB), JSON the number */
 };
 
 struct column {
@@ -480,6 +496,11 @@ static const struct column client_columns[] = {
     {"offcpu", "ms/s", "offcpu_ms_per_s", 7, CELL_RATE, 1, TCLI(offcpu_ms_per_s, POS_TELE_CPU)},
     {"ioctl", "/s", "ioctls_per_s", 7, CELL_RATE, 0, TCLI(ioctls_per_s, POS_TELE_IOCTL)},
     {"ioctl", "us", "ioctl_us", 7, CELL_RATE, 1, TCLI(ioctl_us, POS_TELE_IOCTL)},
+    {"used", "mem", "mem_used_bytes", 8, CELL_BYTES, 0, CLI(mem_used)},
+    {"limit", "mem", "mem_limit", 8, CELL_NAME, 0, CLI(mem_limit_text)},
+    {"peak", "mem", "mem_peak_bytes", 8, CELL_BYTES, 0, CLI(mem_peak)},
+    {"refused", "allocs", "mem_refused", 7, CELL_WHOLE, 0, CLI(mem_refused)},
+    {NULL, NULL, "mem_limit_bytes", 0, CELL_BYTES, 0, CLI(mem_limit)},
     {NULL, NULL, "sync_lag_p50_us", 0, CELL_RATE, 0, CLI(sync_lag_p50_us)},
     {NULL, NULL, "sync_lag_p99_us", 0, CELL_RATE, 0, CLI(sync_lag_p99_us)},
     {NULL, NULL, "op_us", 0, CELL_RATE, 0, CLI(op_us)},
@@ -567,7 +588,8 @@ static void text_name(char *dst, size_t max, const char *src)
 static void text_cell(char *dst, size_t size, const struct column *c, const void *row,
                       enum posstat_report_kind kind)
 {
-    double v = c->kind == CELL_RATE || c->kind == CELL_WHOLE || c->kind == CELL_LEVEL
+    double v = c->kind == CELL_RATE || c->kind == CELL_WHOLE || c->kind == CELL_LEVEL ||
+                       c->kind == CELL_BYTES
                    ? double_at(row, c->offset)
                    : 0.0;
     if (isnan(v)) {
@@ -600,6 +622,9 @@ static void text_cell(char *dst, size_t size, const struct column *c, const void
         snprintf(dst, size, "%s", words[b < 0 ? 0 : b ? 2 : 1]);
         break;
     }
+    case CELL_BYTES:
+        sched_mem_bytes_format((uint64_t)v, dst, size);
+        break;
     }
 }
 
@@ -788,6 +813,7 @@ static void json_value(FILE *out, const struct column *c, const void *row,
         json_number(out, double_at(row, c->offset), 3);
         break;
     case CELL_WHOLE:
+    case CELL_BYTES:
         json_number(out, double_at(row, c->offset), 0);
         break;
     case CELL_LEVEL:

@@ -91,6 +91,12 @@ struct posstat_client_row {
     double offcpu_ms_per_s; /* off-CPU time of its launching threads */
     double ioctls_per_s;    /* its ioctl() calls (the driver's) */
     double ioctl_us;        /* their mean latency */
+    /* device memory as its shim accounts it (the snapshot's figures, in an Average too) */
+    double mem_used, mem_peak; /* bytes */
+    double mem_refused;        /* allocations refused for its limit since it registered */
+    double mem_limit;          /* bytes on its device; NaN: none, or a share of a device whose
+                                * size is not known yet */
+    char mem_limit_text[16];   /* "2GiB", "50%", "none" */
 };
 
 /* A process using the GPU without being a client. */

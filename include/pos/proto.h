@@ -155,6 +155,9 @@ struct pos_client_stats {
     uint64_t mem_used, mem_peak, mem_refused;
     uint64_t mem_limit;
     uint64_t mem_total; /* that device's memory, as the shim saw it (0: not known yet) */
+    uint32_t mem_limit_ppm; /* non-zero: the limit is this share of the device (millionths), and
+                             * mem_limit that share of mem_total (UINT64_MAX until it is known) */
+    uint32_t mem_reserved;
     uint64_t mem_bytes[POS_MEM_KINDS]; /* committed, by kind */
 };
 
@@ -172,7 +175,8 @@ struct pos_unmanaged_stats {
 #define POS_UNMANAGED_SAMPLED 0x1
 
 #define POS_CLIENT_HELD     0x1 /* held by policy at the last decision */
-#define POS_CLIENT_OVERRIDE 0x2 /* posctl set its class or priority (until exit or reload) */
+#define POS_CLIENT_OVERRIDE 0x2 /* posctl set its class, priority or memory limit (until exit
+                                   * or reload) */
 #define POS_CLIENT_CPU_IDLE 0x4 /* the CPU lever holds its threads at SCHED_IDLE now */
 #define POS_CLIENT_CPU_NICE 0x8 /* the CPU lever holds its threads at [policy] cpu_nice now */
 

@@ -101,6 +101,11 @@ struct pos_sched_client {
     int64_t runq_delay_ns;   /* mean wake-up to running delay of its launching threads */
     int64_t runq_ns_per_s;   /* time its launching threads waited to run, per second */
     int64_t offcpu_ns_per_s; /* off-CPU time of its launching threads per second */
+    /* read-only device memory on its device, as its shim accounts it (docs/memory.md; 0 and
+     * UINT64_MAX in possim): what it holds, and the limit posd gives it (UINT64_MAX: none).
+     * No policy uses them yet. */
+    uint64_t mem_used;
+    uint64_t mem_limit;
     /* the host's CPU: its lever (enum pos_cpu_lever, from its class or [policy] cpu), and
      * whether its threads are lowered, an output the core fills before decide by its rule (a
      * client of a more important class has a request under way, or ended one less than

@@ -59,9 +59,10 @@ $CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS" $POSD_SRCS) $(objs "-DPOS_NO_ME
     "$URING_A" "$INIH_A" -pthread -lm
 echo "gpu-build: posstat"
 $CC -o "$DIR/bin/posstat" $(objs "" tools/posstat.c tools/posstat_format.c tools/posclient.c \
-    tools/posstat_nvml.c sched/metrics_text.c) -ldl
+    tools/posstat_nvml.c sched/metrics_text.c sched/mem_limit.c) -ldl
 echo "gpu-build: posctl"
-$CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c)
+$CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c \
+    sched/mem_limit.c)
 echo "gpu-build: possim"
 $CC -o "$DIR/bin/possim" $(objs "" tools/possim.c tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c tools/timeline.c \
     tools/possim_search.c sched/core.c sched/profile.c sched/profile_file.c sched/ini_lines.c \

@@ -512,6 +512,152 @@ static void test_sm_share_from_class_and_rule(void)
     posd_config_free(&c);
 }
 
+/* --- memory limits (sched/mem_limit.c) ------------------------------------------------------ */
+
+static const struct mem_case {
+    const char *text;
+    uint64_t bytes;
+    uint32_t ppm;
+} mem_cases[] = {
+    {"none", POS_MEM_UNLIMITED, 0},
+    {"0", 0, 0},
+    {"4096", 4096, 0},
+    {"100B", 100, 0},
+    {"512M", 512ull << 20, 0},
+    {"4G", 4ull << 30, 0},
+    {"4g", 4ull << 30, 0},
+    {"4GB", 4ull << 30, 0}, /* binary, as systemd and docker read it */
+    {"4Gi", 4ull << 30, 0},
+    {"4GiB", 4ull << 30, 0},
+    {"4 GiB", 4ull << 30, 0},
+    {"1.5T", 3ull << 39, 0},
+    {"1K", 1024, 0},
+    {"1.1K", 1126, 0}, /* 1126.4: rounded down to a whole byte */
+    {"2P", 2ull << 50, 0},
+    {"15E", 0, 0},      /* no such unit: refused (marked by ppm below) */
+    {"50%", POS_MEM_UNLIMITED, 500000},
+    {"12.5%", POS_MEM_UNLIMITED, 125000},
+    {"0.0001%", POS_MEM_UNLIMITED, 1},
+    {"100%", POS_MEM_UNLIMITED, 1000000},
+    {"0%", 0, 0}, /* a share of nothing is a limit of nothing */
+};
+
+/* Sizes in binary units, percentages to a millionth, none: exact, with no floating point. */
+static void test_mem_limit_values_in_binary_units_and_percent(void)
+{
+    for (size_t i = 0; i < sizeof mem_cases / sizeof mem_cases[0]; i++) {
+        const struct mem_case *m = &mem_cases[i];
+        struct sched_mem_limit l = {7, 7};
+        char why[192] = "";
+        int rc = sched_mem_limit_parse(m->text, &l, why, sizeof why);
+        if (strcmp(m->text, "15E") == 0) {
+            CU_ASSERT_EQUAL(rc, -EINVAL);
+            continue;
+        }
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_EQUAL(l.bytes, m->bytes);
+        CU_ASSERT_EQUAL(l.ppm, m->ppm);
+        if (rc || l.bytes != m->bytes || l.ppm != m->ppm)
+            fprintf(stderr, "\n  '%s': rc %d bytes %llu ppm %u (%s)\n", m->text, rc,
+                    (unsigned long long)l.bytes, l.ppm, why);
+    }
+}
+
+/* What is not a limit is refused with a reason, never read as something else. */
+static void test_mem_limit_refuses_what_is_not_a_size(void)
+{
+    static const char *const bad[] = {
+        "", "-1G", "+1G", "G", "1.5", "0x10", "1e9", "inf", "nan", "1..5G", ".5G", "5.G",
+        "101%", "100.0001%", "1.00001%", "50 %%", "1GiBB", "1Gb2", "16E", "16384P",
+        "18446744073709551615", "18446744073709551616", "1.0000000001G", "None", "unlimited",
+        " 1G", "1G ",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct sched_mem_limit l = {7, 7};
+        char why[192] = "";
+        int rc = sched_mem_limit_parse(bad[i], &l, why, sizeof why);
+        CU_ASSERT_EQUAL(rc, -EINVAL);
+        CU_ASSERT(why[0] != '\0');
+        CU_ASSERT(l.bytes == 7 && l.ppm == 7);
+        if (rc != -EINVAL)
+            fprintf(stderr, "\n  '%s' taken: bytes %llu ppm %u\n", bad[i],
+                    (unsigned long long)l.bytes, l.ppm);
+    }
+    /* the largest size there is: one byte short of "none" */
+    struct sched_mem_limit l;
+    CU_ASSERT_EQUAL(sched_mem_limit_parse("18446744073709551614", &l, NULL, 0), 0);
+    CU_ASSERT_EQUAL(l.bytes, POS_MEM_UNLIMITED - 1);
+}
+
+/* A limit written back is one word that reads back as itself (to the digits shown). */
+static void test_mem_limit_format_reads_back(void)
+{
+    static const struct {
+        struct sched_mem_limit l;
+        const char *text;
+    } cases[] = {
+        {{POS_MEM_UNLIMITED, 0}, "none"}, {{0, 0}, "0B"},
+        {{100, 0}, "100B"},               {{4ull << 30, 0}, "4GiB"},
+        {{3ull << 39, 0}, "1.5TiB"},      {{1000ull << 20, 0}, "1000MiB"},
+        {{POS_MEM_UNLIMITED, 500000}, "50%"}, {{POS_MEM_UNLIMITED, 125000}, "12.5%"},
+        {{POS_MEM_UNLIMITED, 1}, "0.0001%"},  {{POS_MEM_UNLIMITED, 1000000}, "100%"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[24];
+        sched_mem_limit_format(cases[i].l, buf, sizeof buf);
+        CU_ASSERT_STRING_EQUAL(buf, cases[i].text);
+        struct sched_mem_limit back;
+        CU_ASSERT_EQUAL(sched_mem_limit_parse(buf, &back, NULL, 0), 0);
+        CU_ASSERT(sched_mem_limit_equal(back, cases[i].l));
+    }
+}
+
+/* A rule's mem_limit overrides its class's, none included; no mem_limit anywhere is none. */
+static void test_mem_limit_from_class_and_rule(void)
+{
+    struct files f = files_at("mem-limit");
+    put_main(&f, "[class batch]\nmem_limit = 4G\n"
+                 "[class tiny]\npriority = 30\nmem_limit = 25%\n"
+                 "[rule trainer]\nmatch_app = train*\nclass = batch\n"
+                 "[rule small]\nmatch_app = train-small\nmem_limit = 512MiB\n"
+                 "[rule free]\nmatch_app = train-free\nmem_limit = none\n"
+                 "[rule toy]\nmatch_app = toy\nclass = tiny\n");
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(class_of(&c, "batch")->mem_limit.bytes, 4ull << 30);
+    CU_ASSERT(sched_mem_limit_equal(class_of(&c, "latency")->mem_limit, SCHED_MEM_NO_LIMIT));
+    struct posd_client_policy p = match(&c, ident("train-big", 1, 1, ""));
+    CU_ASSERT(p.mem_limit.bytes == 4ull << 30 && p.mem_limit.ppm == 0);
+    p = match(&c, ident("train-small", 1, 1, ""));
+    CU_ASSERT(p.mem_limit.bytes == 512ull << 20 && p.mem_limit.ppm == 0);
+    CU_ASSERT(sched_mem_limit_equal(match(&c, ident("train-free", 1, 1, "")).mem_limit,
+                                    SCHED_MEM_NO_LIMIT));
+    CU_ASSERT_EQUAL(match(&c, ident("toy", 1, 1, "")).mem_limit.ppm, 250000);
+    CU_ASSERT(sched_mem_limit_equal(match(&c, ident("other", 1, 1, "")).mem_limit,
+                                    SCHED_MEM_NO_LIMIT));
+    posd_config_free(&c);
+}
+
+/* A bad mem_limit in a reload leaves the running limits as they were. */
+static void test_mem_limit_bad_reload_keeps_the_running_limits(void)
+{
+    struct files f = files_at("mem-keep");
+    put_main(&f, "[class batch]\nmem_limit = 1G\n[rule r]\nmatch_app = a*\nmem_limit = 10%\n");
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    put_dropin(&f, "20-mem.conf", "[class batch]\nmem_limit = 2G\n[rule s]\nmatch_all = yes\n"
+                                  "mem_limit = 2 gigs\n",
+               NULL);
+    CU_ASSERT(posd_config_load(f.main, 0, f.dropins, &c, err, sizeof err) < 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "20-mem.conf:5: bad value '2 gigs' for 'mem_limit'"));
+    CU_ASSERT_EQUAL(class_of(&c, "batch")->mem_limit.bytes, 1ull << 30);
+    CU_ASSERT_EQUAL_FATAL(c.nrules, 1);
+    CU_ASSERT_EQUAL(match(&c, ident("abc", 1, 1, "")).mem_limit.ppm, 100000);
+    posd_config_free(&c);
+}
+
 /* A class given by app name and uid goes only to that uid: a process of another user that
  * names itself into the rule (POS_APP, or its executable's name) gets the default class. */
 static void test_app_name_alone_does_not_promote_another_uid(void)
@@ -792,6 +938,19 @@ static const struct error_case {
      "bad value '1' for 'tick_us' in [daemon]: expected an integer in 10..100000"},
     {"[daemon]\ntick_us = 100\n", "[daemon]\ntick_us = 1\n", 1, 2,
      "bad value '1' for 'tick_us' in [daemon]: expected an integer in 10..100000"},
+    {"[class batch]\nmem_limit = 4X\n", NULL, 0, 2,
+     "bad value '4X' for 'mem_limit' in [class batch]: expected none, a size such as 512M, 1.5G "
+     "or 4GiB (binary units K, M, G, T, P), or a percentage of the device such as 50%%"},
+    {"[rule r]\nmatch_all = yes\n\nmem_limit = 101%\n", NULL, 0, 4,
+     "bad value '101%%' for 'mem_limit' in [rule r]: a percentage of the device must be at most "
+     "100%%"},
+    {"[rule r]\nmatch_all = yes\nmem_limit = 1.5\n", NULL, 0, 3,
+     "bad value '1.5' for 'mem_limit' in [rule r]: a number of bytes must be whole"},
+    {"[daemon]\n", "[class batch]\nmem_limit = 32768P\n", 1, 2,
+     "bad value '32768P' for 'mem_limit' in [class batch]: too large: at most 16 EiB less 2 "
+     "bytes"},
+    {"[class batch]\nmem_limit = 1G\nmem_limit = 2G\n", NULL, 0, 3,
+     "duplicate key 'mem_limit' in [class batch] (first set on line 2)"},
 };
 
 static void test_errors(void)
@@ -1039,6 +1198,11 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_app_name_alone_does_not_promote_another_uid);
     POS_ADD_TEST(s, test_match_all_and_default_class);
     POS_ADD_TEST(s, test_sm_share_from_class_and_rule);
+    POS_ADD_TEST(s, test_mem_limit_values_in_binary_units_and_percent);
+    POS_ADD_TEST(s, test_mem_limit_refuses_what_is_not_a_size);
+    POS_ADD_TEST(s, test_mem_limit_format_reads_back);
+    POS_ADD_TEST(s, test_mem_limit_from_class_and_rule);
+    POS_ADD_TEST(s, test_mem_limit_bad_reload_keeps_the_running_limits);
     POS_ADD_TEST(s, test_user_and_group_names);
     POS_ADD_TEST(s, test_lexical);
     POS_ADD_TEST(s, test_errors);
