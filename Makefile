@@ -320,6 +320,7 @@ SHIM_PROG_LINK_threads := -L$(CUDA_STUB) -lcuda -pthread
 SHIM_PROG_LINK_puts    := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_prefork := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_mps     := -L$(CUDA_STUB) -lcuda
+SHIM_PROG_LINK_mem     := -L$(CUDA_STUB) -lcuda -pthread -ldl
 # ... and an interposer they preload with the shim (tests/shim/lib_NAME.c)
 SHIM_PROGS += $(patsubst tests/shim/lib_%.c,$(B)/tests/lib%.so,$(wildcard tests/shim/lib_*.c))
 $(B)/tests/lib%.so: $(B)/obj/tests/shim/lib_%.o
