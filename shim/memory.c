@@ -4,7 +4,6 @@
  * copy of the account into the session's shared memory, which posd reads (and rebuilds its
  * ledger from when it restarts). The map's lock is never held across a driver call: NCCL's
  * host-memory cuMemCreate deadlocked an interposer that did. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +13,6 @@
 
 #define MAP_BUCKETS  4096
 #define REFUSAL_GAP  1000000000ull /* at most one refusal line a second */
-#define TEST_LIMIT_V "POS_TEST_MEM_LIMIT"
 
 /* The account, whether or not posd is there: the shared memory gets copies of it. */
 static struct pos_mem_account account[POS_MEM_MAX_DEVICES];
@@ -23,24 +21,6 @@ static _Atomic uint64_t device_total[POS_MEM_MAX_DEVICES]; /* 0: not asked yet *
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shim_mem_entry *map[MAP_BUCKETS];
 static _Atomic uint64_t refusal_said_ns;
-static uint64_t test_limit = POS_MEM_UNLIMITED;
-static pthread_once_t test_limit_once = PTHREAD_ONCE_INIT;
-
-/* POS_TEST_MEM_LIMIT (bytes): a limit of the process's own, below posd's, for the tests of the
- * shim's enforcement without posd (docs/memory.md). A process can only lower its allowance. */
-static void read_test_limit(void)
-{
-    const char *v = getenv(TEST_LIMIT_V);
-    if (!v || !*v)
-        return;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end)
-        shim_log("ignoring %s='%s' (want bytes)", TEST_LIMIT_V, v);
-    else
-        test_limit = x;
-}
 
 static int accounted(int dev)
 {
@@ -112,7 +92,6 @@ void shim_mem_publish(void)
 
 uint64_t shim_mem_limit(int dev)
 {
-    pthread_once(&test_limit_once, read_test_limit);
     uint64_t limit = POS_MEM_UNLIMITED;
     uint32_t ppm = 0;
     struct shim_thread *t = shim_self();
@@ -122,9 +101,7 @@ uint64_t shim_mem_limit(int dev)
         ppm = atomic_load_explicit(&s->shm->mem_limit_ppm, memory_order_acquire);
         shim_session_leave(t);
     }
-    if (limit != POS_MEM_UNLIMITED || ppm)
-        limit = pos_mem_limit_of(limit, ppm, total_of(dev));
-    return limit < test_limit ? limit : test_limit;
+    return limit == POS_MEM_UNLIMITED && !ppm ? limit : pos_mem_limit_of(limit, ppm, total_of(dev));
 }
 
 static void say_refusal(int dev, uint64_t n, uint64_t limit, const char *what)
