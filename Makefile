@@ -307,7 +307,7 @@ $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML) $(HOSTILE),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML) $(FAKE_NVML_SIM) $(HOSTILE),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -323,6 +323,7 @@ SHIM_PROG_LINK_puts    := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_prefork := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_mps     := -L$(CUDA_STUB) -lcuda
 SHIM_PROG_LINK_memload := -L$(CUDA_STUB) -lcuda -pthread
+SHIM_PROG_LINK_mem     := -L$(CUDA_STUB) -lcuda -pthread -ldl
 # ... and an interposer they preload with the shim (tests/shim/lib_NAME.c)
 SHIM_PROGS += $(patsubst tests/shim/lib_%.c,$(B)/tests/lib%.so,$(wildcard tests/shim/lib_*.c))
 $(B)/tests/lib%.so: $(B)/obj/tests/shim/lib_%.o
@@ -341,6 +342,13 @@ FAKE_NVML := $(B)/tests/fakes/libnvidia-ml.so.1
 $(FAKE_NVML): $(B)/obj/tests/fakes/nvml.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+# ... and one that shows the simulated driver's device, for the shim's memory tests
+FAKE_NVML_SIM := $(B)/tests/fakes/sim/libnvidia-ml.so.1
+$(FAKE_NVML_SIM): $(B)/obj/tests/fakes/nvml_sim.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
+TEST_DEPS_test_shim_mem := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(FAKE_NVML_SIM) \
+    $(POSCLIENT_OBJ)
 TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_state_dir := $(POSD) $(POSCTL)

@@ -2,8 +2,14 @@
  * the driver: every call that can change it (set, push, pop, create, destroy, primary-context
  * release and reset) passes through here and either records the new context or forgets the
  * cached one, which the next launch then asks the driver for once. A context that goes takes
- * the shim's timing events in it first (shim/devtime.c). */
+ * the shim's timing events in it first (shim/devtime.c). A context's own device memory is
+ * measured (the driver's free memory before and after its creation, where a context of the
+ * same device is current to ask) and charged until it goes, with all that was charged in it
+ * (docs/memory.md). */
+#include "pos/client_shm.h"
 #include "shim/shim.h"
+
+#include <pthread.h>
 
 __thread uint64_t shim_ctx_cache __attribute__((tls_model("initial-exec")));
 __thread int shim_ctx_known __attribute__((tls_model("initial-exec")));
@@ -35,15 +41,105 @@ static CUresult forget(CUresult rc)
     return rc;
 }
 
+/* ---- context memory ------------------------------------------------------------------------ */
+
+/* The driver's free memory on DEV before a context is made, where it can be asked (a context of
+ * DEV is current): 0, or -1. */
+static int free_before(CUdevice dev, uint64_t *before)
+{
+    return shim_active ? shim_mem_driver_free((int)dev, before) : -1;
+}
+
+/* After CTX was made current on DEV: charges what the driver's free memory fell by since
+ * BEFORE (HAVE_BEFORE: it was known). Never more than the driver says was taken. */
+static void charge_context(CUresult rc, int have_before, uint64_t before, CUdevice dev,
+                           CUcontext ctx)
+{
+    uint64_t after;
+    if (rc != CUDA_SUCCESS || !shim_active || !ctx)
+        return;
+    uint64_t taken = have_before && shim_mem_driver_free((int)dev, &after) == 0 && before > after
+                         ? before - after
+                         : 0;
+    shim_mem_charge((int)dev, taken, POS_MEM_CONTEXT, SHIM_MEM_CTX, (uint64_t)(uintptr_t)ctx,
+                    (uint64_t)(uintptr_t)ctx);
+}
+
+/* A context went (destroyed, its primary released for the last time, reset). */
+static CUresult ctx_gone(CUresult rc, CUcontext ctx)
+{
+    if (rc == CUDA_SUCCESS && shim_active)
+        shim_mem_ctx_gone((uint64_t)(uintptr_t)ctx);
+    return rc;
+}
+
+/* The primary contexts the process retained through the shim, by device, and how often. */
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext primary_ctx[POS_MEM_MAX_DEVICES];
+static uint32_t primary_refs[POS_MEM_MAX_DEVICES];
+
+SHIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    __typeof__(&cuDevicePrimaryCtxRetain) real = SHIM_REAL(cuDevicePrimaryCtxRetain);
+    unsigned flags = 0;
+    int active = 1;
+    uint64_t before = 0;
+    int have_before = 0;
+    if (shim_active && pctx && dev >= 0 && dev < POS_MEM_MAX_DEVICES &&
+        shim_real_cuDevicePrimaryCtxGetState &&
+        shim_real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        have_before = free_before(dev, &before) == 0;
+    CUresult rc = real(pctx, dev);
+    if (rc != CUDA_SUCCESS || !shim_active || !pctx || dev < 0 || dev >= POS_MEM_MAX_DEVICES)
+        return rc;
+    pthread_mutex_lock(&primary_lock);
+    int first = primary_refs[dev]++ == 0 || primary_ctx[dev] != *pctx;
+    primary_ctx[dev] = *pctx;
+    pthread_mutex_unlock(&primary_lock);
+    if (first && !active) {
+        /* the retain made it: measured after it is current somewhere we can ask */
+        CUcontext prev = NULL;
+        int pushed = shim_real_cuCtxPushCurrent_v2 && shim_real_cuCtxPushCurrent_v2(*pctx) ==
+                                                          CUDA_SUCCESS;
+        charge_context(rc, have_before, before, dev, *pctx);
+        if (pushed)
+            shim_real_cuCtxPopCurrent_v2(&prev);
+    }
+    return rc;
+}
+
+/* A release of DEV's primary context through the shim: the last one takes its memory. */
+static CUresult primary_released(CUresult rc, CUdevice dev, int reset)
+{
+    if (rc != CUDA_SUCCESS || !shim_active || dev < 0 || dev >= POS_MEM_MAX_DEVICES)
+        return rc;
+    pthread_mutex_lock(&primary_lock);
+    CUcontext ctx = primary_ctx[dev];
+    if (primary_refs[dev] > 0)
+        primary_refs[dev]--;
+    int gone = reset || primary_refs[dev] == 0;
+    if (gone && !reset)
+        primary_ctx[dev] = NULL;
+    pthread_mutex_unlock(&primary_lock);
+    return gone && ctx ? ctx_gone(rc, ctx) : rc;
+}
+
 /* A context created through the shim (cuCtxCreate makes it current): forgotten like any
  * change, and named under POS_DEBUG, so a program that finds the driver by dlopen can be
  * seen to reach the shim with its context. */
-static CUresult created(CUresult rc, CUcontext *pctx, const char *how)
+static CUresult created(CUresult rc, CUcontext *pctx, const char *how, CUdevice dev,
+                        int have_before, uint64_t before)
 {
     if (rc == CUDA_SUCCESS && shim_cfg.debug)
         shim_log("%s created context %p", how, (void *)*pctx);
-    return forget(rc);
+    forget(rc);
+    if (rc == CUDA_SUCCESS && pctx)
+        charge_context(rc, have_before, before, dev, *pctx);
+    return rc;
 }
+
+/* What a cuCtxCreate needs before the driver's: the free memory it may measure from. */
+#define CREATE_BEFORE()                                                                                uint64_t before = 0;                                                                               int have_before = free_before(dev, &before) == 0
 
 SHIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -74,58 +170,64 @@ SHIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
 
 SHIM_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate");
+    CREATE_BEFORE();
+    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate", dev, have_before, before);
 }
 
 SHIM_API CUresult cuCtxDestroy(CUcontext ctx)
 {
     shim_devtime_forget((uint64_t)(uintptr_t)ctx);
-    return forget(SHIM_REAL(cuCtxDestroy)(ctx));
+    return ctx_gone(forget(SHIM_REAL(cuCtxDestroy)(ctx)), ctx);
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
-    return forget(SHIM_REAL(cuDevicePrimaryCtxRelease)(dev));
+    return primary_released(forget(SHIM_REAL(cuDevicePrimaryCtxRelease)(dev)), dev, 0);
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
     shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
-    return forget(SHIM_REAL(cuDevicePrimaryCtxReset)(dev));
+    return primary_released(forget(SHIM_REAL(cuDevicePrimaryCtxReset)(dev)), dev, 1);
 }
 
 SHIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2");
+    CREATE_BEFORE();
+    return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2", dev, have_before, before);
 }
 
 SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
                                  unsigned int flags, CUdevice dev)
 {
-    return created(SHIM_REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev), pctx, "cuCtxCreate_v3");
+    CREATE_BEFORE();
+    return created(SHIM_REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev), pctx, "cuCtxCreate_v3",
+                   dev, have_before, before);
 }
 
 SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
                                  CUdevice dev)
 {
-    return created(SHIM_REAL(cuCtxCreate_v4)(pctx, params, flags, dev), pctx, "cuCtxCreate_v4");
+    CREATE_BEFORE();
+    return created(SHIM_REAL(cuCtxCreate_v4)(pctx, params, flags, dev), pctx, "cuCtxCreate_v4",
+                   dev, have_before, before);
 }
 
 SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     shim_devtime_forget((uint64_t)(uintptr_t)ctx);
-    return forget(SHIM_REAL(cuCtxDestroy_v2)(ctx));
+    return ctx_gone(forget(SHIM_REAL(cuCtxDestroy_v2)(ctx)), ctx);
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
-    return forget(SHIM_REAL(cuDevicePrimaryCtxRelease_v2)(dev));
+    return primary_released(forget(SHIM_REAL(cuDevicePrimaryCtxRelease_v2)(dev)), dev, 0);
 }
 
 SHIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     shim_devtime_forget(0); /* whichever context goes: the pools are made again as needed */
-    return forget(SHIM_REAL(cuDevicePrimaryCtxReset_v2)(dev));
+    return primary_released(forget(SHIM_REAL(cuDevicePrimaryCtxReset_v2)(dev)), dev, 1);
 }

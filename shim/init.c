@@ -222,6 +222,8 @@ static void *next_after(const void *caller, const char *name)
 static void *dlsym_from(void *handle, const char *name, const void *caller)
 {
     void *found = handle == RTLD_NEXT ? next_after(caller, name) : shim_real_dlsym(handle, name);
+    if (found && name && name[0] == 'n' && name[1] == 'v')
+        return shim_nvml_dlsym(name, found);
     if (!found || !name || name[0] != 'c' || name[1] != 'u')
         return found;
     const struct shim_entry *e = entry_by_symbol(name);
@@ -245,8 +247,9 @@ static void *dlsym_from(void *handle, const char *name, const void *caller)
  * the exported entry point jumps straight into the C library's dlsym, which then sees its
  * caller's own return address, and RTLD_NEXT (an interposer or a sanitizer runtime loaded
  * after the shim) and RTLD_DEFAULT (from a library with a scope of its own) mean what they
- * mean without the shim. Only "cu..." names reach shim_dlsym, by a jump too: its return
- * address is the caller's. Elsewhere dlsym is C, and RTLD_NEXT goes through next_after. */
+ * mean without the shim. Only "cu..." and "nv..." (NVML's memory figures) names reach
+ * shim_dlsym, by a jump too: its return address is the caller's. Elsewhere dlsym is C, and
+ * RTLD_NEXT goes through next_after. */
 #if (defined(__x86_64__) || defined(__aarch64__)) && !defined(SHIM_DLSYM_PORTABLE)
 #define SHIM_DLSYM_JUMP 1
 #endif
@@ -278,8 +281,13 @@ __asm__(".text\n"
         "    testq %rsi, %rsi\n"
         "    je 1f\n"
         "    cmpb $0x63, (%rsi)\n" /* 'c' */
-        "    jne 1f\n"
+        "    jne 2f\n"
         "    cmpb $0x75, 1(%rsi)\n" /* 'u' */
+        "    je shim_dlsym\n"
+        "    jmp 1f\n"
+        "2:  cmpb $0x6e, (%rsi)\n" /* 'n' */
+        "    jne 1f\n"
+        "    cmpb $0x76, 1(%rsi)\n" /* 'v' */
         "    je shim_dlsym\n"
         "1:  pushq %rdi\n"
         ".cfi_adjust_cfa_offset 8\n"
@@ -309,12 +317,13 @@ __asm__(".text\n"
         "    hint #34\n" /* bti c */
         "    cbz x1, 1f\n"
         "    ldrb w16, [x1]\n"
-        "    cmp w16, #0x63\n"
-        "    b.ne 1f\n"
-        "    ldrb w16, [x1, #1]\n"
-        "    cmp w16, #0x75\n"
-        "    b.ne 1f\n"
-        "    b shim_dlsym\n"
+        "    ldrb w17, [x1, #1]\n"
+        "    cmp w16, #0x63\n" /* "cu" */
+        "    ccmp w17, #0x75, #0, eq\n"
+        "    b.eq shim_dlsym\n"
+        "    cmp w16, #0x6e\n" /* "nv" */
+        "    ccmp w17, #0x76, #0, eq\n"
+        "    b.eq shim_dlsym\n"
         "1:  stp x29, x30, [sp, #-32]!\n"
         ".cfi_def_cfa_offset 32\n"
         ".cfi_offset 29, -32\n"
@@ -337,7 +346,7 @@ __asm__(".text\n"
 SHIM_API void *dlsym(void *handle, const char *name)
 {
     const void *caller = __builtin_return_address(0);
-    if (name[0] == 'c' && name[1] == 'u')
+    if ((name[0] == 'c' && name[1] == 'u') || (name[0] == 'n' && name[1] == 'v'))
         return dlsym_from(handle, name, caller);
     return handle == RTLD_NEXT ? next_after(caller, name) : shim_real_dlsym(handle, name);
 }

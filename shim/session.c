@@ -168,7 +168,11 @@ static struct shim_session *attach(void)
     s->gen = ++session_gen;
     s->client_id = w.client_id;
     s->sm_share = w.sm_share <= 100 ? w.sm_share : 0;
+    s->mem_limit = w.mem_limit;
+    s->mem_limit_ppm = w.mem_limit_ppm;
     follow_sample(s);
+    /* posd rebuilds this client's ledger from the account it finds here */
+    shim_mem_attached(s);
     if (shim_cfg.debug)
         shim_log("attached to posd at %s as client %u (sm_share %u%%)", shim_socket_path(),
                  w.client_id, s->sm_share);
@@ -232,10 +236,12 @@ void shim_session_poll(void)
         ssize_t n = recv(s->sock, &c, 1, MSG_DONTWAIT | MSG_PEEK);
         int gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
                    atomic_load(&s->shm->posd_state) == POS_POSD_GONE;
-        if (gone)
+        if (gone) {
             detach(s, n == 0 ? "hang-up" : "posd gone");
-        else
+        } else {
             follow_sample(s);
+            shim_mem_publish();
+        }
         return;
     }
     uint64_t now = shim_now_ns();
@@ -266,6 +272,34 @@ void shim_session_before_init(void)
         pthread_once(&before_init_once, before_init);
 }
 
+static pthread_once_t after_init_once = PTHREAD_ONCE_INIT;
+
+static void after_init(void)
+{
+    struct shim_session *s = atomic_load(&shim_session);
+    if (!s || (s->mem_limit == POS_MEM_UNLIMITED && !s->mem_limit_ppm))
+        return;
+    int n = 0;
+    uint64_t totals[POS_MEM_MAX_DEVICES] = {0};
+    if (!shim_real_cuDeviceGetCount || shim_real_cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return;
+    if (n > POS_MEM_MAX_DEVICES)
+        n = POS_MEM_MAX_DEVICES;
+    for (int d = 0; d < n; d++) {
+        size_t bytes = 0;
+        if (shim_real_cuDeviceTotalMem_v2 &&
+            shim_real_cuDeviceTotalMem_v2(&bytes, (CUdevice)d) == CUDA_SUCCESS)
+            totals[d] = bytes;
+    }
+    shim_mps_apply_mem(s->mem_limit, s->mem_limit_ppm, n, totals);
+}
+
+void shim_session_after_init(void)
+{
+    if (shim_sched_allowed)
+        pthread_once(&after_init_once, after_init);
+}
+
 void shim_session_init_failed(void)
 {
     struct shim_session *s = atomic_load(&shim_session);
@@ -278,6 +312,7 @@ void shim_session_fresh_child(void)
     /* the parent's once and session are the parent's (a cuInit of its that failed, or one in
      * another thread when it forked) */
     before_init_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    after_init_once = (pthread_once_t)PTHREAD_ONCE_INIT;
     atomic_store(&shim_session, NULL);
 }
 

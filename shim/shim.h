@@ -239,6 +239,8 @@ struct pos_client_shm;
 struct shim_session {
     struct pos_client_shm *shm;
     uint32_t sm_share; /* posd's SM share for this process (WELCOME), 0 = none */
+    uint32_t mem_limit_ppm; /* posd's memory limit when it welcomed us (WELCOME) */
+    uint64_t mem_limit;
     size_t shm_size;
     struct shim_session *retired_next; /* ended, not yet released (collector only) */
     int sock;
@@ -323,6 +325,97 @@ void shim_session_send_names(void);
  * a smaller value of the user's. Before the driver starts only: it changes the environment. */
 void shim_mps_apply(uint32_t share);
 
+/* ---- device memory (memory.c: the ledger; memwrap.c: the allocation entry points) ------------
+ * The shim's own exact account of the process's device memory, by device and kind
+ * (docs/memory.md), reserved against posd's limit before each allocation and mirrored into the
+ * session's shared memory. No lock of these is held across a driver call. */
+
+/* What an allocation's key names (the shim keeps one map of them all). */
+enum shim_mem_space {
+    SHIM_MEM_DPTR = 1, /* a device pointer: linear, pitched, managed, stream-ordered, IPC */
+    SHIM_MEM_ARRAY,    /* a CUarray */
+    SHIM_MEM_MIPMAP,   /* a CUmipmappedArray */
+    SHIM_MEM_VMM,      /* a CUmemGenericAllocationHandle of device memory */
+    SHIM_MEM_VMM_MAP,  /* a mapping of one (its address) */
+    SHIM_MEM_POOL,     /* a CUmemoryPool the process created (no charge of its own) */
+    SHIM_MEM_CTX,      /* a context's measured memory */
+    SHIM_MEM_MODULE,   /* a CUmodule's measured memory */
+    SHIM_MEM_LIBRARY,  /* a CUlibrary's measured memory */
+};
+
+/* The current context's device, -1 when there is none. */
+int shim_mem_current_device(void);
+/* An allocation on its way to the driver. */
+struct shim_mem_hold {
+    int dev;      /* -1: not accounted (no device, or beyond POS_MEM_MAX_DEVICES) */
+    int reserved; /* N was reserved against a limit */
+    uint64_t n;
+};
+
+/* Reserves N bytes on DEV for an allocation about to be asked of the driver: CUDA_SUCCESS, or
+ * CUDA_ERROR_OUT_OF_MEMORY when it would pass posd's limit (said at most once a second).
+ * Nothing is reserved without a limit (the charge comes at shim_mem_settle). Zero bytes are
+ * not accounted: the driver answers them. */
+CUresult shim_mem_reserve(struct shim_mem_hold *h, int dev, uint64_t n, const char *what);
+/* The driver answered RC to H: on success its bytes are committed as KIND under KEY of SPACE
+ * (in context CTX, 0: none), else given back. Returns RC. */
+CUresult shim_mem_settle(CUresult rc, const struct shim_mem_hold *h, int kind, int space,
+                         uint64_t key, uint64_t ctx);
+/* The driver made H bigger than asked (a pitch's padding): EXTRA more, past any limit. */
+void shim_mem_grow(struct shim_mem_hold *h, uint64_t extra);
+/* Charges N bytes of KIND the driver already took (measured, imported), past any limit. */
+void shim_mem_charge(int dev, uint64_t n, int kind, int space, uint64_t key, uint64_t ctx);
+
+/* One entry of the map, as taken out of it. */
+struct shim_mem_entry {
+    uint64_t key, bytes, ctx;
+    uint64_t ref;      /* SHIM_MEM_VMM_MAP: its handle; SHIM_MEM_POOL: its device + 1 */
+    uint32_t refs;     /* SHIM_MEM_VMM: references (create, retain), SHIM_MEM_CTX: retains */
+    uint32_t maps;     /* SHIM_MEM_VMM: mappings */
+    int16_t dev;
+    uint8_t space, kind;
+    struct shim_mem_entry *next;
+};
+
+/* Takes KEY of SPACE out of the map before the driver frees it: 1 and *OUT if it was there. */
+int shim_mem_take(int space, uint64_t key, struct shim_mem_entry *out);
+/* The driver freed what shim_mem_take took (RC success): its charge is released; else it goes
+ * back into the map as it was. Returns RC. */
+CUresult shim_mem_untake(CUresult rc, const struct shim_mem_entry *e);
+/* Puts E back into the map as it is (its free failed, or it is still referenced). */
+void shim_mem_restore(const struct shim_mem_entry *e);
+/* Notes KEY of SPACE with REF and no charge (a pool's location, a mapping's handle). */
+void shim_mem_note(int space, uint64_t key, uint64_t ref);
+/* Looks KEY of SPACE up: 1 and *OUT (a copy) when known. */
+int shim_mem_lookup(int space, uint64_t key, struct shim_mem_entry *out);
+/* Adds DREFS to KEY's refs and DMAPS to its maps (SHIM_MEM_VMM, SHIM_MEM_CTX); when both reach
+ * zero the entry goes and its charge is released. Returns 1 if KEY was known. */
+int shim_mem_adjust(int space, uint64_t key, int drefs, int dmaps);
+/* Context CTX is gone: everything charged in it is released. */
+void shim_mem_ctx_gone(uint64_t ctx);
+
+/* Free device memory now on the current context's device (the driver's figure): 0, or -1. */
+int shim_mem_driver_free(int dev, uint64_t *free_bytes);
+
+/* cuMemGetInfo's answer under posd's limit on DEV, from the driver's FREE and TOTAL. */
+void shim_mem_info(int dev, uint64_t *free_bytes, uint64_t *total);
+
+/* A new session: the account goes into its shared memory before it is published. */
+void shim_mem_attached(struct shim_session *s);
+/* The collector, every pass: the account again into the current session's shared memory. */
+void shim_mem_publish(void);
+/* The byte limit on DEV now (POS_MEM_UNLIMITED: none). */
+uint64_t shim_mem_limit(int dev);
+
+/* The shim's dlsym found FOUND for NAME (an "nv..." name): NVML's memory functions are
+ * remembered and answered with the shim's (nvml.c); everything else is FOUND. */
+void *shim_nvml_dlsym(const char *name, void *found);
+
+/* Puts posd's memory limit (bytes, or millionths of each device's memory) into
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT for devices 0..NDEV-1 of TOTALS bytes, keeping a user's
+ * smaller value per device. After cuInit, before any context. */
+void shim_mps_apply_mem(uint64_t limit, uint32_t ppm, int ndev, const uint64_t *totals);
+
 /* ---- events (events.c): what a recorded event covers ---------------------------------- */
 
 struct shim_event_mark {
@@ -349,6 +442,9 @@ void shim_session_before_init(void);
 /* The driver's cuInit failed: the session registered before it ends (a later cuInit attaches
  * again through the collector). */
 void shim_session_init_failed(void);
+/* The first cuInit succeeded: posd's memory limit goes into CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+ * before any context is made (shim_mps_apply_mem). */
+void shim_session_after_init(void);
 /* A child forked before cuInit: it registers as a client of its own at its own cuInit. */
 void shim_session_fresh_child(void);
 void shim_session_note_sync(struct shim_thread *t, uint64_t ns);

@@ -60,7 +60,49 @@
     X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, 0)                               \
     X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0)                           \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)                                   \
-    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)                               \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)                                 \
+    X(cuMemGetInfo, cuMemGetInfo, 2000, 0)                                                         \
+    X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                                                      \
+    X(cuMemAlloc, cuMemAlloc, 2000, 0)                                                             \
+    X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                                          \
+    X(cuMemAllocPitch, cuMemAllocPitch, 2000, 0)                                                   \
+    X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                                                \
+    X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                                               \
+    X(cuMemFree, cuMemFree, 2000, 0)                                                               \
+    X(cuMemFree_v2, cuMemFree, 3020, 0)                                                            \
+    X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                                                  \
+    X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                                             \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)                                  \
+    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 1)                             \
+    X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                                                    \
+    X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 1)                                               \
+    X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                                                  \
+    X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                                                \
+    X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020, 0)                                    \
+    X(cuMemCreate, cuMemCreate, 10020, 0)                                                          \
+    X(cuMemRelease, cuMemRelease, 10020, 0)                                                        \
+    X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0)                          \
+    X(cuMemMap, cuMemMap, 10020, 0)                                                                \
+    X(cuMemUnmap, cuMemUnmap, 10020, 0)                                                            \
+    X(cuArrayCreate, cuArrayCreate, 2000, 0)                                                       \
+    X(cuArrayCreate_v2, cuArrayCreate, 3020, 0)                                                    \
+    X(cuArray3DCreate, cuArray3DCreate, 2000, 0)                                                   \
+    X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0)                                                \
+    X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                                                     \
+    X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)                                     \
+    X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)                                   \
+    X(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010, 0)                                             \
+    X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle, 11000, 0)                                         \
+    X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)                                           \
+    X(cuModuleLoad, cuModuleLoad, 2000, 0)                                                         \
+    X(cuModuleLoadData, cuModuleLoadData, 2000, 0)                                                 \
+    X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0)                                             \
+    X(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 2000, 0)                                       \
+    X(cuModuleUnload, cuModuleUnload, 2000, 0)                                                     \
+    X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0)                                              \
+    X(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 12000, 0)                                      \
+    X(cuLibraryUnload, cuLibraryUnload, 12000, 0)
 
 /* Driver functions the shim itself calls and does not intercept. */
 #define SHIM_HELPERS(X)                                                                            \
@@ -77,6 +119,13 @@
     X(cuEventElapsedTime)                                                                          \
     X(cuEventElapsedTime_v2)                                                                       \
     X(cuStreamCreate)                                                                              \
-    X(cuStreamDestroy_v2)
+    X(cuStreamDestroy_v2)                                                                          \
+    X(cuCtxGetDevice)                                                                              \
+    X(cuDeviceGet)                                                                                 \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuDeviceGetUuid_v2)                                                                          \
+    X(cuDeviceTotalMem_v2)                                                                         \
+    X(cuDevicePrimaryCtxGetState)                                                                  \
+    X(cuMemGetAddressRange_v2)
 
 #endif

@@ -17,8 +17,10 @@ SHIM_API CUresult cuInit(unsigned int Flags)
     CUresult rc = SHIM_REAL(cuInit)(Flags);
     if (rc == CUDA_SUCCESS) {
         shim_cuda_inited = 1;
-        if (shim_active)
+        if (shim_active) {
+            shim_session_after_init(); /* before any context: MPS reads its memory limit then */
             shim_collector_start();
+        }
     } else if (shim_active) {
         shim_session_init_failed();
     }

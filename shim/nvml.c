@@ -1,0 +1,182 @@
+/* NVML's memory figures under posd's limit: nvmlDeviceGetMemoryInfo and _v2, when the process
+ * loads NVML (linked, or dlopen and dlsym: the shim's dlsym hands out these wrappers), answer
+ * what cuMemGetInfo answers on the same device (docs/memory.md). The NVML device is mapped to
+ * its CUDA ordinal by UUID; without CUDA initialised, a device not found, or no limit, NVML's
+ * own figures come back untouched, as do its errors. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pos/client_shm.h"
+#include "shim/shim.h"
+
+#define NVML_SUCCESS                  0
+#define NVML_ERROR_FUNCTION_NOT_FOUND 13
+#define NVML_UUID_LEN                 96
+#define CACHE_SLOTS                   16
+
+/* NVML's documented structures (nvml.h) */
+struct nvml_memory {
+    unsigned long long total, free, used;
+};
+struct nvml_memory_v2 {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+};
+
+typedef int (*mem_fn)(void *dev, struct nvml_memory *m);
+typedef int (*mem_v2_fn)(void *dev, struct nvml_memory_v2 *m);
+typedef int (*uuid_fn)(void *dev, char *uuid, unsigned int len);
+
+static void *real_mem, *real_mem_v2; /* NVML's own, as the shim's dlsym found them */
+
+/* NVML device -> CUDA ordinal, learnt once each */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *dev;
+    int ordinal;
+} cache[CACHE_SLOTS];
+
+/* NVML's function NAME: the one the shim's dlsym found, else the next definition after the
+ * shim's (a linked NVML), else the loaded library's. */
+static void *real_fn(void **slot, const char *name)
+{
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (fn)
+        return fn;
+    fn = shim_real_dlsym(RTLD_NEXT, name);
+    if (!fn) {
+        void *h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (h) {
+            fn = shim_real_dlsym(h, name);
+            dlclose(h);
+        }
+    }
+    if (fn)
+        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    return fn;
+}
+
+/* nvmlDeviceGetUUID from the library that REAL came from. */
+static uuid_fn uuid_of(void *real)
+{
+    Dl_info info;
+    if (!dladdr(real, &info) || !info.dli_fname)
+        return NULL;
+    void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return NULL;
+    uuid_fn f;
+    void *p = shim_real_dlsym(h, "nvmlDeviceGetUUID");
+    memcpy(&f, &p, sizeof f);
+    dlclose(h);
+    return f;
+}
+
+/* CUDA's UUID of ORDINAL as NVML writes one ("GPU-" and 8-4-4-4-12 hex digits). */
+static int cuda_uuid(int ordinal, char *out, size_t cap)
+{
+    CUdevice d;
+    CUuuid u;
+    if (!shim_real_cuDeviceGet || !shim_real_cuDeviceGetUuid_v2 ||
+        shim_real_cuDeviceGet(&d, ordinal) != CUDA_SUCCESS ||
+        shim_real_cuDeviceGetUuid_v2(&u, d) != CUDA_SUCCESS)
+        return -1;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    snprintf(out, cap,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+    return 0;
+}
+
+/* The CUDA ordinal of NVML device DEV, -1 when CUDA does not show it (or is not initialised). */
+static int ordinal_of(void *dev, void *real)
+{
+    if (!shim_cuda_inited)
+        return -1;
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].dev == dev) {
+            int o = cache[i].ordinal;
+            pthread_mutex_unlock(&cache_lock);
+            return o;
+        }
+    pthread_mutex_unlock(&cache_lock);
+    uuid_fn get_uuid = uuid_of(real);
+    char want[NVML_UUID_LEN], have[NVML_UUID_LEN];
+    int n = 0, found = -1;
+    if (!get_uuid || get_uuid(dev, want, sizeof want) != NVML_SUCCESS || !shim_real_cuDeviceGetCount ||
+        shim_real_cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return -1;
+    for (int o = 0; o < n && found < 0; o++)
+        if (cuda_uuid(o, have, sizeof have) == 0 && strcmp(have, want) == 0)
+            found = o;
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (!cache[i].dev) {
+            cache[i].dev = dev;
+            cache[i].ordinal = found;
+            break;
+        }
+    pthread_mutex_unlock(&cache_lock);
+    return found;
+}
+
+/* NVML's TOTAL and FREE of DEV as cuMemGetInfo gives them on its CUDA device; 0 when changed. */
+static int quota_view(void *dev, void *real, unsigned long long *total, unsigned long long *freeb)
+{
+    if (!shim_active)
+        return -1;
+    int o = ordinal_of(dev, real);
+    if (o < 0 || shim_mem_limit(o) == POS_MEM_UNLIMITED)
+        return -1;
+    uint64_t f = *freeb, t = *total;
+    shim_mem_info(o, &f, &t);
+    *freeb = f;
+    *total = t;
+    return 0;
+}
+
+SHIM_API int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_memory *m)
+{
+    mem_fn real;
+    void *p = real_fn(&real_mem, "nvmlDeviceGetMemoryInfo");
+    if (!p)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    memcpy(&real, &p, sizeof real);
+    int rc = real(dev, m);
+    if (rc == NVML_SUCCESS && m && quota_view(dev, p, &m->total, &m->free) == 0)
+        m->used = m->total - m->free;
+    return rc;
+}
+
+SHIM_API int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_memory_v2 *m)
+{
+    mem_v2_fn real;
+    void *p = real_fn(&real_mem_v2, "nvmlDeviceGetMemoryInfo_v2");
+    if (!p)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    memcpy(&real, &p, sizeof real);
+    int rc = real(dev, m);
+    if (rc == NVML_SUCCESS && m && quota_view(dev, p, &m->total, &m->free) == 0) {
+        m->reserved = 0; /* the driver's reservation is outside the quota's view */
+        m->used = m->total - m->free;
+    }
+    return rc;
+}
+
+void *shim_nvml_dlsym(const char *name, void *found)
+{
+    void **slot = strcmp(name, "nvmlDeviceGetMemoryInfo") == 0      ? &real_mem
+                  : strcmp(name, "nvmlDeviceGetMemoryInfo_v2") == 0 ? &real_mem_v2
+                                                                    : NULL;
+    if (!slot || !found)
+        return found;
+    void *wrapper = slot == &real_mem ? (void *)nvmlDeviceGetMemoryInfo
+                                      : (void *)nvmlDeviceGetMemoryInfo_v2;
+    if (found != wrapper)
+        __atomic_store_n(slot, found, __ATOMIC_RELEASE);
+    return wrapper;
+}

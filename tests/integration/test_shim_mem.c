@@ -1,0 +1,380 @@
+/* Integration tests of the shim's memory ledger (docs/memory.md): posd's mem_limit reaches the
+ * shim, every allocation path is refused over it with CUDA_ERROR_OUT_OF_MEMORY and allowed up to
+ * it exactly, threads racing to it never pass it, cuMemGetInfo and NVML show the limit's view,
+ * host memory and other locations pass untouched, unknown frees and odd sizes are the driver's to
+ * answer, the account reaches posd and survives its restart, and the limit goes into
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT. Real processes: posd, the shim and tests/shim/prog_mem.c on
+ * the simulated driver (paths it does not model yet answer CUDA_ERROR_NOT_SUPPORTED, and only
+ * their refusal over the limit is checked). */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pos/client_shm.h"
+#include "tests/cunit_main.h"
+#include "tests/integration/suite.h"
+#include "tests/integration/util.h"
+
+#define OUT_MAX   65536
+#define LIMIT     (64ull << 20)
+#define LIMIT_CFG "[rule capped]\nmatch_app = capped\nmem_limit = 64M\n"
+#define OOM       2   /* CUDA_ERROR_OUT_OF_MEMORY */
+#define NOT_SUPP  801 /* CUDA_ERROR_NOT_SUPPORTED: the simulated driver does not model it yet */
+
+static struct suite suite;
+static char out[OUT_MAX];
+
+/* Runs prog_mem with STEPS (NULL-terminated) as app APP (under the shim unless SHIM is 0), with
+ * extra environment EXTRA ("NAME=VALUE" or NULL); its stdout and stderr in OUT. Returns its exit
+ * status. */
+static int run_steps(const char *app, int shim, const char *extra, const char *const *steps)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.out", suite.dir, app);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (shim)
+            setenv("LD_PRELOAD", util_shim_preload(), 1);
+        setenv("POS_APP", app, 1);
+        setenv("LD_LIBRARY_PATH", "build/sim:build/tests/fakes/sim", 1);
+        unsetenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+        unsetenv("POS_SHIM_MEM_LIMIT");
+        if (extra)
+            putenv((char *)extra);
+        const char *argv[64] = {"build/tests/shim_mem"};
+        int n = 1;
+        for (; steps[n - 1] && n < 63; n++)
+            argv[n] = steps[n - 1];
+        argv[n] = NULL;
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    for (int i = 0; i < 3000 && waitpid(pid, &st, WNOHANG) != pid; i++)
+        usleep(10000);
+    if (kill(pid, 0) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    util_read_file(path, out, sizeof out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The N-th (0-based) output line of step OP in OUT, NULL if there is none. */
+static const char *step_line(const char *op, int n)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "%s rc=", op);
+    const char *p = out;
+    for (;;) {
+        p = strstr(p, pat);
+        if (!p)
+            return NULL;
+        if (p == out || p[-1] == '\n') {
+            if (n-- == 0)
+                return p;
+        }
+        p++;
+    }
+}
+
+/* FIELD's number ("FIELD=N") in the N-th line of OP; -1 if absent. */
+static long long step_field(const char *op, int n, const char *field)
+{
+    const char *l = step_line(op, n);
+    if (!l)
+        return -1;
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=", field);
+    const char *end = strchr(l, '\n');
+    const char *f = strstr(l, pat);
+    if (!f || (end && f > end)) {
+        if (strcmp(field, "rc") == 0)
+            return strtoll(l + strlen(op) + 4, NULL, 10);
+        return -1;
+    }
+    return strtoll(f + strlen(pat), NULL, 10);
+}
+
+static long long rc_of(const char *op, int n)
+{
+    return step_field(op, n, "rc");
+}
+
+static int suite_init(void)
+{
+    if (suite_open(&suite, "shim-mem", LIMIT_CFG) != 0 || access("build/posd", X_OK) != 0 ||
+        access("build/tests/shim_mem", X_OK) != 0)
+        return -1;
+    if (suite_posd_start(&suite, "fifo") <= 0 || access(suite.sock, F_OK) != 0)
+        return -1;
+    return 0;
+}
+
+static int suite_clean(void)
+{
+    return suite_close(&suite);
+}
+
+/* ---- every path under, at and over the limit ------------------------------------------------ */
+
+struct path {
+    const char *name;      /* the prog_mem step */
+    const char *half;      /* the step for half the limit */
+    const char *one_over;  /* the step for a little more than what is left at the limit */
+    const char *too_much;  /* a step larger than the whole limit */
+};
+
+/* Half of 64 MiB in each path's own terms (arrays: width x height x depth x channels x size). */
+static const struct path paths[] = {
+    {"alloc", "alloc:32M", "alloc:1", "alloc:65M"},
+    {"pitch", "pitch:4096:8192", "pitch:1:1", "pitch:4096:16641"},
+    {"managed", "managed:32M", "managed:1", "managed:65M"},
+    {"async", "async:32M", "async:1", "async:65M"},
+    {"pool", "pool:32M", "pool:1", "pool:65M"},
+    {"vmm", "vmm:32M", "vmm:2M", "vmm:66M"},
+    {"array", "array:4096:2048", "array:1:1", "array:4096:4161"},
+    {"array3d", "array3d:1024:1024:8", "array3d:1:1:1", "array3d:1024:1024:17"},
+    {"mipmap", "mipmap:4096:2048:1", "mipmap:1:1:1", "mipmap:4096:4161:1"},
+};
+
+/* Each path: half the limit and half again fit (the second is exactly at it, and cuMemGetInfo
+ * then says 0 free), one byte more is refused as out of memory, and after the frees all is
+ * given back; a request larger than the limit is refused without the driver. */
+static void test_every_path_under_at_and_over_the_limit(void)
+{
+    int modelled = 0;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const struct path *p = &paths[i];
+        const char *steps[] = {p->too_much, p->half, p->half, "info", p->one_over, "free",
+                               "free",      "info",  NULL};
+        CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+        CU_ASSERT_EQUAL(rc_of(p->name, 0), OOM);
+        CU_ASSERT_EQUAL(step_field(p->name, 0, "used"), 0);
+        if (rc_of(p->name, 1) == NOT_SUPP)
+            continue; /* the simulated driver does not model it yet */
+        modelled++;
+        if (rc_of(p->name, 1) != 0 || rc_of(p->name, 2) != 0 || rc_of(p->name, 3) != OOM)
+            fprintf(stderr, "%s: %s\n", p->name, out);
+        CU_ASSERT_EQUAL(rc_of(p->name, 1), 0);
+        CU_ASSERT_EQUAL(rc_of(p->name, 2), 0);
+        CU_ASSERT_EQUAL((unsigned long long)step_field(p->name, 2, "used"), LIMIT);
+        CU_ASSERT_EQUAL(step_field("info", 0, "free"), 0);
+        CU_ASSERT_EQUAL(rc_of(p->name, 3), OOM);
+        CU_ASSERT_EQUAL(rc_of("free", 1), 0);
+        CU_ASSERT_EQUAL(step_field("free", 1, "used"), 0);
+        CU_ASSERT_EQUAL((unsigned long long)step_field("info", 1, "free"), LIMIT);
+    }
+    CU_ASSERT(modelled >= 1); /* cuMemAlloc at least */
+}
+
+/* Threads of one process racing to the limit: together they get exactly the limit's worth, and
+ * the account never shows more; two such processes at once, each under its own limit, too. */
+static void test_racing_threads_never_pass_the_limit(void)
+{
+    const char *steps[] = {"threads:8:1M", "info", NULL};
+    CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+    CU_ASSERT_EQUAL(step_field("threads", 0, "ok"), 64);
+    CU_ASSERT((unsigned long long)step_field("threads", 0, "max") <= LIMIT);
+    CU_ASSERT_EQUAL((unsigned long long)step_field("threads", 0, "used"), LIMIT);
+    CU_ASSERT_EQUAL(step_field("info", 0, "free"), 0);
+}
+
+/* ---- what the process is shown ---------------------------------------------------------------- */
+
+/* Under a limit cuMemGetInfo says total = the limit and free = the limit less what the process
+ * holds, the same twice with nothing in between; without one, what the driver says. */
+static void test_mem_get_info_shows_the_limit(void)
+{
+    const char *steps[] = {"info", "info", "alloc:16M", "info", "info", NULL};
+    CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+    CU_ASSERT_EQUAL((unsigned long long)step_field("info", 0, "total"), LIMIT);
+    CU_ASSERT_EQUAL((unsigned long long)step_field("info", 0, "free"), LIMIT);
+    CU_ASSERT_EQUAL(step_field("info", 1, "free"), step_field("info", 0, "free"));
+    CU_ASSERT_EQUAL((unsigned long long)step_field("info", 2, "free"), LIMIT - (16ull << 20));
+    CU_ASSERT_EQUAL(step_field("info", 3, "free"), step_field("info", 2, "free"));
+    CU_ASSERT_EQUAL((unsigned long long)step_field("info", 3, "total"), LIMIT);
+
+    const char *plain[] = {"info", "alloc:16M", "info", NULL};
+    CU_ASSERT_EQUAL(run_steps("uncapped", 0, NULL, plain), 0);
+    long long t0 = step_field("info", 0, "total"), f0 = step_field("info", 1, "free");
+    CU_ASSERT_EQUAL(run_steps("uncapped", 1, NULL, plain), 0);
+    CU_ASSERT(t0 > (long long)LIMIT);
+    CU_ASSERT_EQUAL(step_field("info", 0, "total"), t0);
+    CU_ASSERT_EQUAL(step_field("info", 1, "free"), f0);
+}
+
+/* NVML, loaded by dlopen and dlsym, agrees with cuMemGetInfo under the limit (v1 and v2), and
+ * says what it says without one. */
+static void test_nvml_agrees_with_mem_get_info(void)
+{
+    const char *steps[] = {"alloc:16M", "info", "nvml", NULL};
+    CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+    long long f = step_field("info", 0, "free"), t = step_field("info", 0, "total");
+    const char *n = strstr(out, "nvml free=");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+    unsigned long long nf, nt, nu, f2, t2, u2;
+    CU_ASSERT_EQUAL(sscanf(n, "nvml free=%llu total=%llu used=%llu v2free=%llu v2total=%llu "
+                              "v2used=%llu",
+                           &nf, &nt, &nu, &f2, &t2, &u2),
+                    6);
+    CU_ASSERT_EQUAL((long long)nf, f);
+    CU_ASSERT_EQUAL((long long)nt, t);
+    CU_ASSERT_EQUAL(nu, 16ull << 20);
+    CU_ASSERT_EQUAL((long long)f2, f);
+    CU_ASSERT_EQUAL((long long)t2, t);
+    CU_ASSERT_EQUAL(u2, 16ull << 20);
+
+    CU_ASSERT_EQUAL(run_steps("uncapped", 1, NULL, steps), 0);
+    n = strstr(out, "nvml free=");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+    CU_ASSERT_EQUAL(sscanf(n, "nvml free=%llu total=%llu used=%llu", &nf, &nt, &nu), 3);
+    CU_ASSERT_EQUAL(nu, 0); /* the fake's own figures: nothing used */
+    CU_ASSERT((long long)nt > (long long)LIMIT);
+}
+
+/* ---- what passes untouched -------------------------------------------------------------------- */
+
+/* Host memory (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister) and host locations (a VMM
+ * allocation, a pool) are neither counted nor refused, even far over the limit. */
+static void test_host_memory_passes_untouched(void)
+{
+    const char *steps[] = {"hostalloc:100M", "allochost:100M", "hostreg:100M", "vmmhost:100M",
+                           "poolhost:100M",  "freeall",        NULL};
+    CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+    const char *ops[] = {"hostalloc", "allochost", "hostreg"};
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(rc_of(ops[i], 0), 0);
+        CU_ASSERT_EQUAL(step_field(ops[i], 0, "used"), 0);
+    }
+    CU_ASSERT_NOT_EQUAL(rc_of("vmmhost", 0), OOM);
+    CU_ASSERT_EQUAL(step_field("vmmhost", 0, "used"), 0);
+    if (!step_line("poolcreate", 0)) { /* the simulated driver made the pool */
+        CU_ASSERT_NOT_EQUAL(rc_of("poolhost", 0), OOM);
+        CU_ASSERT_EQUAL(step_field("poolhost", 0, "used"), 0);
+    }
+    CU_ASSERT_EQUAL(rc_of("freeall", 0), 0);
+}
+
+/* A free of a pointer the shim never saw, a zero-byte request and one near 2^64 get the
+ * driver's own answers (without a limit: the same as without the shim); under the limit the
+ * one near 2^64 is out of memory, and nothing is charged. */
+static void test_unknown_frees_and_odd_sizes_get_the_drivers_answers(void)
+{
+    const char *steps[] = {"freebogus", "alloc:0", "alloc:0xffffffffffffffff", NULL};
+    CU_ASSERT_EQUAL(run_steps("uncapped", 0, NULL, steps), 0);
+    long long bogus = rc_of("freebogus", 0), zero = rc_of("alloc", 0), huge = rc_of("alloc", 1);
+    CU_ASSERT_NOT_EQUAL(bogus, 0);
+    CU_ASSERT_EQUAL(run_steps("uncapped", 1, NULL, steps), 0);
+    CU_ASSERT_EQUAL(rc_of("freebogus", 0), bogus);
+    CU_ASSERT_EQUAL(rc_of("alloc", 0), zero);
+    CU_ASSERT_EQUAL(rc_of("alloc", 1), huge);
+    CU_ASSERT_EQUAL(step_field("alloc", 1, "used"), 0);
+    CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+    CU_ASSERT_EQUAL(rc_of("freebogus", 0), bogus);
+    CU_ASSERT_EQUAL(rc_of("alloc", 0), zero);
+    CU_ASSERT_EQUAL(rc_of("alloc", 1), OOM);
+    CU_ASSERT_EQUAL(step_field("alloc", 1, "used"), 0);
+}
+
+/* Refusals are said on stderr at most once a second, however many there are. */
+static void test_refusals_are_said_once_a_second(void)
+{
+    const char *steps[64] = {"alloc:64M"};
+    for (int i = 1; i < 40; i++)
+        steps[i] = "alloc:1";
+    CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+    CU_ASSERT_EQUAL(rc_of("alloc", 39), OOM);
+    CU_ASSERT_EQUAL(util_count(out, "refused (CUDA_ERROR_OUT_OF_MEMORY)"), 1);
+}
+
+/* ---- posd's side ---------------------------------------------------------------------------- */
+
+/* The account of a client (app APP) as posd's STATS gives it: used bytes, -1 if not found. */
+static long long posd_used(const char *app, int *found)
+{
+    struct pos_device_stats dev;
+    static struct pos_client_stats cs[64];
+    int n = util_stats(suite.sock, &dev, cs, 64);
+    *found = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(cs[i].app, app) == 0) {
+            *found = 1;
+            return (long long)cs[i].mem_used;
+        }
+    return -1;
+}
+
+/* posd sees what the client holds; a restarted posd sees it again from the re-registration. */
+static void test_account_reaches_posd_and_survives_its_restart(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/held.out", suite.dir);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        setenv("LD_PRELOAD", util_shim_preload(), 1);
+        setenv("POS_APP", "capped", 1);
+        execl("build/tests/shim_mem", "shim_mem", "alloc:16M", "alloc:8M", "hold:6000", (char *)NULL);
+        _exit(127);
+    }
+    int found = 0;
+    long long used = -1;
+    for (int i = 0; i < 300 && used != (24ll << 20); i++) {
+        usleep(10000);
+        used = posd_used("capped", &found);
+    }
+    CU_ASSERT_EQUAL(used, 24ll << 20);
+    util_posd_stop(&suite.posd, SIGKILL);
+    CU_ASSERT_FATAL(suite_posd_start(&suite, "fifo") > 0);
+    used = -1;
+    for (int i = 0; i < 300 && used != (24ll << 20); i++) {
+        usleep(10000);
+        used = posd_used("capped", &found);
+    }
+    CU_ASSERT_EQUAL(used, 24ll << 20);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* ---- MPS ------------------------------------------------------------------------------------ */
+
+/* posd's limit is in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT when the first context is made; a smaller
+ * one of the user's is kept, a larger one lowered. */
+static void test_mps_memory_limit_is_set_before_the_first_context(void)
+{
+    const char *steps[] = {NULL};
+    CU_ASSERT_EQUAL(run_steps("capped", 1, NULL, steps), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "env 0=64M\n"));
+    CU_ASSERT_EQUAL(run_steps("capped", 1, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=16M", steps), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "env 0=16M\n"));
+    CU_ASSERT_EQUAL(run_steps("capped", 1, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1G", steps), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "env 0=64M\n"));
+    CU_ASSERT_EQUAL(run_steps("uncapped", 1, NULL, steps), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "env -\n"));
+}
+
+void pos_test_register(void)
+{
+    CU_pSuite s = POS_ADD_SUITE("shim_mem", suite_init, suite_clean);
+    POS_ADD_TEST(s, test_every_path_under_at_and_over_the_limit);
+    POS_ADD_TEST(s, test_racing_threads_never_pass_the_limit);
+    POS_ADD_TEST(s, test_mem_get_info_shows_the_limit);
+    POS_ADD_TEST(s, test_nvml_agrees_with_mem_get_info);
+    POS_ADD_TEST(s, test_host_memory_passes_untouched);
+    POS_ADD_TEST(s, test_unknown_frees_and_odd_sizes_get_the_drivers_answers);
+    POS_ADD_TEST(s, test_refusals_are_said_once_a_second);
+    POS_ADD_TEST(s, test_account_reaches_posd_and_survives_its_restart);
+    POS_ADD_TEST(s, test_mps_memory_limit_is_set_before_the_first_context);
+}
