@@ -58,8 +58,9 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
     struct sched_mem_limit mem = c->pol.mem_limit;
     if (q->flags & POS_CTL_HAS_MEM_LIMIT) {
         if (q->mem_limit_ppm > POS_MEM_PPM_WHOLE) {
-            snprintf(msg, cap, "bad memory limit: a share of %u millionths of the device (at most "
-                               "%u)",
+            snprintf(msg, cap,
+                     "bad memory limit: a share of %u millionths of the device (at most "
+                     "%u)",
                      q->mem_limit_ppm, POS_MEM_PPM_WHOLE);
             return -EINVAL;
         }
