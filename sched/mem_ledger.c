@@ -76,10 +76,8 @@ void posd_mem_read(const struct posd_client *c, struct posd_mem_figures *f)
             at_most(atomic_load_explicit(&a->refused, memory_order_relaxed), POSD_MEM_DEVICE_MAX);
         for (int k = 0; k < POS_MEM_KINDS; k++)
             f->bytes[k] += at_most(atomic_load_explicit(&a->bytes[k], memory_order_relaxed), total);
-        if (a == rule) {
+        if (a == rule)
             f->total = total;
-            f->dev_used = used;
-        }
     }
     f->limit = posd_mem_limit_bytes(c, f->total);
 }
