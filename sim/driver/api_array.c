@@ -179,11 +179,9 @@ API CUresult cuArrayDestroy(CUarray hArray)
 
 API CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_check_init_out(pArrayDescriptor);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!pArrayDescriptor)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_array *a = drv_handle_get(H_ARRAY, hArray);
     if (!a)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -276,11 +274,9 @@ API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 API CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray,
                                       unsigned int level)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_check_init_out(pLevelArray);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!pLevelArray)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_mipmap *m = drv_handle_get(H_MIPMAP, hMipmappedArray);
     if (!m)
         return CUDA_ERROR_INVALID_HANDLE;

@@ -63,6 +63,12 @@ CUresult drv_check_init(void)
     return CUDA_SUCCESS;
 }
 
+CUresult drv_check_init_out(const void *out)
+{
+    CUresult rc = drv_check_init();
+    return rc != CUDA_SUCCESS ? rc : out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 API CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)

@@ -18,13 +18,8 @@ static CUresult linear_alloc(size_t bytes, int how, CUdeviceptr *out)
     CUresult rc = drv_mem_charge(bytes, CHARGE_ALLOC);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct drv_region r = {.kind = MEM_DEVICE, .how = how};
-    rc = drv_arena_map_new(bytes, &r);
-    if (rc == CUDA_SUCCESS && drv_region_add(&r) < 0) {
-        munmap((void *)r.base, r.size);
-        drv_arena_release(r.off, r.size);
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    struct drv_region r;
+    rc = drv_devmem_new(bytes, how, NULL, &r);
     if (rc != CUDA_SUCCESS) {
         drv_mem_uncharge(bytes, CHARGE_ALLOC);
         return rc;
@@ -35,8 +30,7 @@ static CUresult linear_alloc(size_t bytes, int how, CUdeviceptr *out)
 
 void drv_linear_free(const struct drv_region *r)
 {
-    munmap((void *)r->base, r->size);
-    drv_arena_release(r->off, r->size);
+    drv_devmem_drop(r);
     drv_mem_uncharge(r->size, CHARGE_ALLOC);
 }
 
@@ -115,8 +109,16 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
  * 200 ms; a caller of cuMemGetInfo looks itself when nobody has for 100 ms. */
 #define MEMINFO_LIVENESS_NS 100000000LL
 
-static void mem_info(uint64_t *free_bytes, uint64_t *total)
+/* cuMemGetInfo's figures, for the calling thread's context. */
+static CUresult mem_info(const void *free_out, const void *total_out, uint64_t *free_bytes,
+                         uint64_t *total)
 {
+    if (!free_out || !total_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     drv_lock();
     int64_t now = drv_mono_ns();
     if (now - drv.shm->last_liveness_ns > MEMINFO_LIVENESS_NS)
@@ -125,37 +127,28 @@ static void mem_info(uint64_t *free_bytes, uint64_t *total)
     *total = drv.g->p.mem_bytes;
     *free_bytes = used < *total ? *total - used : 0;
     drv_unlock();
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    if (!free_bytes || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     uint64_t f, t;
-    mem_info(&f, &t);
-    *free_bytes = f;
-    *total = t;
-    return CUDA_SUCCESS;
+    CUresult rc = mem_info(free_bytes, total, &f, &t);
+    if (rc == CUDA_SUCCESS)
+        *free_bytes = f, *total = t;
+    return rc;
 }
 
 /* The 32-bit ABI of CUDA 3.1 and before: figures above 4 GiB are clamped. */
 API CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
 {
-    if (!free_bytes || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     uint64_t f, t;
-    mem_info(&f, &t);
-    *free_bytes = f > UINT32_MAX ? UINT32_MAX : (unsigned)f;
-    *total = t > UINT32_MAX ? UINT32_MAX : (unsigned)t;
-    return CUDA_SUCCESS;
+    CUresult rc = mem_info(free_bytes, total, &f, &t);
+    if (rc == CUDA_SUCCESS) {
+        *free_bytes = f > UINT32_MAX ? UINT32_MAX : (unsigned)f;
+        *total = t > UINT32_MAX ? UINT32_MAX : (unsigned)t;
+    }
+    return rc;
 }
 
 API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
