@@ -427,6 +427,10 @@ static void test_sizes_near_2_64_and_zero_are_refused_never_wrapped(void)
     CUarray a;
     CUDA_ARRAY3D_DESCRIPTOR d = {SIZE_MAX / 2, SIZE_MAX / 2, 4, CU_AD_FORMAT_FLOAT, 4, 0};
     CU_ASSERT_EQUAL(cuArray3DCreate(&a, &d), CUDA_ERROR_OUT_OF_MEMORY);
+    /* 2^64 - 1 MiB: what the device holds plus it would wrap to a little */
+    CUDA_ARRAY3D_DESCRIPTOR near = {(1ull << 62) - (1ull << 18), 0, 0, CU_AD_FORMAT_UNSIGNED_INT8,
+                                    4, 0};
+    CU_ASSERT_EQUAL(cuArray3DCreate(&a, &near), CUDA_ERROR_OUT_OF_MEMORY);
     /* zero bytes: invalid, as NVIDIA's driver answers */
     CU_ASSERT_EQUAL(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
     CU_ASSERT_EQUAL(cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
