@@ -765,6 +765,25 @@ static void test_ipc_memory_is_shared_with_a_second_process(void)
     CK(cuIpcGetMemHandle(&h, p));
     CUdeviceptr q;
     CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, h, 0), CUDA_ERROR_INVALID_CONTEXT); /* our own */
+    CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, h, 2), CUDA_ERROR_INVALID_VALUE);   /* bad flags */
+    /* garbage handles are refused, never mapped */
+    CUipcMemHandle junk;
+    memset(&junk, 0, sizeof junk);
+    CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, junk, 0), CUDA_ERROR_INVALID_VALUE);
+    memcpy(&junk, &h, sizeof h);
+    int32_t init_pid = 1; /* another process's name: its start time is not the exporter's */
+    memcpy(junk.reserved + 8, &init_pid, sizeof init_pid);
+    CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, junk, 0), CUDA_ERROR_INVALID_VALUE);
+    int devnull = open("/dev/null", O_RDONLY);
+    CUmemoryPool ip;
+    CUmemGenericAllocationHandle ih;
+    CU_ASSERT_EQUAL(cuMemPoolImportFromShareableHandle(&ip, (void *)(intptr_t)devnull,
+                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                    CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuMemImportFromShareableHandle(&ih, (void *)(intptr_t)-1,
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                    CUDA_ERROR_INVALID_VALUE);
+    close(devnull);
     char hex[2 * sizeof h.reserved + 1];
     hex_put(hex, h.reserved, sizeof h.reserved);
     unsigned long long before = all_used();
