@@ -133,6 +133,16 @@ API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* The 32-bit ABI of CUDA 3.1 and before: above 4 GiB, clamped. */
+API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t b;
+    CUresult rc = cuDeviceTotalMem_v2(bytes ? &b : NULL, dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = b > UINT32_MAX ? UINT32_MAX : (unsigned)b;
+    return rc;
+}
+
 API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     if (!uuid)

@@ -749,6 +749,14 @@ static void test_procaddr_resolves_the_memory_entry_points(void)
     }
     CK(cuGetProcAddress("cuMemGetInfo", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
     CU_ASSERT_PTR_EQUAL(fn, (void *)cuMemGetInfo_v2);
+    /* the 32-bit ABIs of CUDA 3.1 clamp the 8 GiB device */
+    CK(cuGetProcAddress("cuMemGetInfo", &fn, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    unsigned f32 = 0, t32 = 0;
+    CK(((CUresult(*)(unsigned *, unsigned *))fn)(&f32, &t32));
+    CU_ASSERT_EQUAL(t32, 0xffffffffu);
+    CK(cuGetProcAddress("cuDeviceTotalMem", &fn, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    CK(((CUresult(*)(unsigned *, CUdevice))fn)(&t32, 0));
+    CU_ASSERT_EQUAL(t32, 0xffffffffu);
 }
 
 /* ---- between processes ------------------------------------------------------------------- */
