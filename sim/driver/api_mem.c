@@ -13,13 +13,13 @@
 
 /* A new allocation of BYTES made by HOW (linear or managed): charged, backed by the arena,
  * registered. */
-static CUresult linear_alloc(size_t bytes, int how, CUdeviceptr *out)
+static CUresult linear_alloc(struct drv_ctx *c, size_t bytes, int how, CUdeviceptr *out)
 {
     CUresult rc = drv_mem_charge(bytes, CHARGE_ALLOC);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_region r;
-    rc = drv_devmem_new(bytes, how, NULL, &r);
+    rc = drv_devmem_new(bytes, how, c, &r);
     if (rc != CUDA_SUCCESS) {
         drv_mem_uncharge(bytes, CHARGE_ALLOC);
         return rc;
@@ -34,6 +34,18 @@ void drv_linear_free(const struct drv_region *r)
     drv_mem_uncharge(r->size, CHARGE_ALLOC);
 }
 
+void drv_linear_ctx_gone(struct drv_ctx *ctx)
+{
+    const int hows[] = {ALLOC_LINEAR, ALLOC_MANAGED};
+    for (size_t h = 0; h < 2; h++) {
+        struct drv_region *taken;
+        size_t n = drv_region_take_all(hows[h], ctx, &taken);
+        for (size_t i = 0; i < n; i++)
+            drv_linear_free(&taken[i]);
+        free(taken);
+    }
+}
+
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!dptr || bytesize == 0)
@@ -42,7 +54,7 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return linear_alloc(bytesize, ALLOC_LINEAR, dptr);
+    return linear_alloc(c, bytesize, ALLOC_LINEAR, dptr);
 }
 
 /* Rows are aligned to 512 bytes, as NVIDIA's driver pitches them on every GPU since Fermi
@@ -64,7 +76,7 @@ API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthI
     size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
     if (Height > SIZE_MAX / pitch)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = linear_alloc(pitch * Height, ALLOC_LINEAR, dptr);
+    rc = linear_alloc(c, pitch * Height, ALLOC_LINEAR, dptr);
     if (rc == CUDA_SUCCESS)
         *pPitch = pitch;
     return rc;
@@ -80,7 +92,7 @@ API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int 
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return linear_alloc(bytesize, ALLOC_MANAGED, dptr);
+    return linear_alloc(c, bytesize, ALLOC_MANAGED, dptr);
 }
 
 API CUresult cuMemFree_v2(CUdeviceptr dptr)

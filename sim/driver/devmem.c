@@ -121,6 +121,31 @@ int drv_region_take(uintptr_t base, int kind, int how, struct drv_region *out)
     return found;
 }
 
+size_t drv_region_take_all(int how, const void *obj, struct drv_region **out)
+{
+    size_t n = 0;
+    *out = NULL;
+    pthread_rwlock_wrlock(&reg_lock);
+    for (size_t i = 0; i < nregions; i++)
+        n += regions[i].kind == MEM_DEVICE && regions[i].how == how && regions[i].obj == obj;
+    struct drv_region *taken = n ? malloc(n * sizeof *taken) : NULL;
+    if (taken) {
+        size_t k = 0, j = 0;
+        for (size_t i = 0; i < nregions; i++) {
+            if (regions[i].kind == MEM_DEVICE && regions[i].how == how && regions[i].obj == obj)
+                taken[k++] = regions[i];
+            else
+                regions[j++] = regions[i];
+        }
+        nregions = j;
+    } else {
+        n = 0;
+    }
+    pthread_rwlock_unlock(&reg_lock);
+    *out = taken;
+    return n;
+}
+
 /* ---- the charge ------------------------------------------------------------------------- */
 
 uint64_t drv_device_mem_used(void)

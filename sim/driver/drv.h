@@ -121,6 +121,7 @@ struct drv_ctx {
     _Atomic uint64_t completed;
     _Atomic int sticky; /* CUresult that poisons the context, 0 if none */
     int destroyed;
+    _Atomic int nmodules;         /* modules loaded in it, charged (api_module.c) */
     struct drv_ctx *retired_next; /* in drv.retired, once destroyed */
     /* start-up settings the model ignores, read back as set (api_config.c) */
     int cache_config;    /* CUfunc_cache */
@@ -429,7 +430,8 @@ struct drv_region {
     int kind;     /* enum drv_mem_kind */
     int how;      /* enum drv_alloc_how (device memory) */
     uint64_t off; /* where it lies in this process's arena (own device memory) */
-    void *obj;    /* the pool (ALLOC_POOL*), the import (ALLOC_IPC_IMPORT), the mapping (VMM) */
+    void *obj;    /* the context (linear, managed), the pool (ALLOC_POOL*), the import
+                   * (ALLOC_IPC_IMPORT), the allocation (VMM) */
 };
 
 /* Adds R; 0, -EEXIST when it overlaps another, -ENOMEM. */
@@ -439,6 +441,9 @@ int drv_region_find(uintptr_t p, struct drv_region *out);
 /* Removes the region that starts exactly at BASE with KIND and, unless 0, HOW, into *OUT (may
  * be NULL): 1, or 0 when there is none. */
 int drv_region_take(uintptr_t base, int kind, int how, struct drv_region *out);
+
+/* Removes every device region made by HOW for OBJ into a malloc'd *OUT: how many. */
+size_t drv_region_take_all(int how, const void *obj, struct drv_region **out);
 
 /* What a charge is for: an allocation counts against CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, the
  * overhead of a context or module only against the device. */
@@ -504,6 +509,15 @@ int drv_share_fd_read(int fd, struct drv_share *s, void *extra, size_t n);
 
 /* Frees a linear or managed allocation taken from the registry (api_mem.c). */
 void drv_linear_free(const struct drv_region *r);
+
+/* Context CTX is being destroyed (its work done): what it allocated goes with it, as NVIDIA's
+ * driver frees a context's memory: linear and managed memory (api_mem.c), arrays
+ * (api_array.c), opened IPC memory (api_ipc.c), its modules' memory (api_module.c). Pools and
+ * VMM allocations belong to the device and stay. */
+void drv_linear_ctx_gone(struct drv_ctx *ctx);
+void drv_array_ctx_gone(struct drv_ctx *ctx);
+void drv_ipc_ctx_gone(struct drv_ctx *ctx);
+void drv_module_ctx_gone(struct drv_ctx *ctx);
 /* Frees a pool allocation (own or imported) taken from the registry, now (api_pool.c). */
 void drv_pool_free_region(const struct drv_region *r);
 

@@ -732,6 +732,39 @@ static void test_context_and_module_overhead_is_measured_by_meminfo(void)
     CK(cuCtxSetCurrent(ctx));
 }
 
+static void test_destroying_a_context_frees_what_it_allocated(void)
+{
+    size_t f0 = free_now();
+    CUcontext c2;
+    CK(cuCtxCreate_v2(&c2, 0, 0));
+    CUdeviceptr lin, man, pooled, kept;
+    size_t pitch;
+    CK(cuMemAlloc(&lin, 16 * MIB));
+    CK(cuMemAllocPitch(&kept, &pitch, 4096, 256, 4));
+    CK(cuMemAllocManaged(&man, 4 * MIB, CU_MEM_ATTACH_GLOBAL));
+    CUarray a;
+    CUDA_ARRAY_DESCRIPTOR d = {1024, 1024, CU_AD_FORMAT_FLOAT, 1};
+    CK(cuArrayCreate(&a, &d));
+    CUmipmappedArray m;
+    CUDA_ARRAY3D_DESCRIPTOR dm = {256, 256, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    CK(cuMipmappedArrayCreate(&m, &dm, 3));
+    CUmodule mod;
+    CK(cuModuleLoadData(&mod, module_text));
+    /* stream-ordered memory belongs to the device's pool, not to the context */
+    CK(cuMemAllocAsync(&pooled, 8 * MIB, NULL));
+    CK(cuCtxSynchronize());
+    CK(cuCtxDestroy(c2));
+    CK(cuCtxSetCurrent(ctx));
+    CU_ASSERT_EQUAL(f0 - free_now(), 8 * MIB);
+    CU_ASSERT_EQUAL(cuMemFree(lin), CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuMemFree(kept), CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+    CU_ASSERT_EQUAL(cuMipmappedArrayDestroy(m), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuModuleUnload(mod)); /* a stale module's handle: its memory went with the context */
+    CK(cuMemFree(pooled));
+    CU_ASSERT_EQUAL(free_now(), f0);
+}
+
 static void test_procaddr_resolves_the_memory_entry_points(void)
 {
     void *fn = NULL;
@@ -936,6 +969,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_vmm_host_locations_take_no_device_memory);
     POS_ADD_TEST(s, test_vmm_memory_goes_with_the_last_handle_or_mapping);
     POS_ADD_TEST(s, test_context_and_module_overhead_is_measured_by_meminfo);
+    POS_ADD_TEST(s, test_destroying_a_context_frees_what_it_allocated);
     POS_ADD_TEST(s, test_procaddr_resolves_the_memory_entry_points);
     POS_ADD_TEST(s, test_ipc_memory_is_shared_with_a_second_process);
     POS_ADD_TEST(s, test_pool_and_vmm_exports_reach_a_second_process);
