@@ -280,6 +280,7 @@ TEST_DEPS_test_posapp_stats   := $(call obj,tools/posapp_stats.c)
 TEST_DEPS_test_posstat_format := $(call obj,tools/posstat_format.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
 TEST_DEPS_test_sim_driver     := $(SIM_LIB)
 TEST_LIBS_test_sim_driver     := -lelf
+TEST_DEPS_test_sim_memory     := $(SIM_LIB)
 TEST_DEPS_test_sim_startup    := $(SIM_LIB)
 TEST_LIBS_test_sim_startup    := -lelf -ldl
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)

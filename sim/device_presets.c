@@ -12,11 +12,20 @@
 #include <strings.h>
 
 #define GIB (UINT64_C(1) << 30)
+#define MIB (UINT64_C(1) << 20)
 
 /* Defaults shared by every preset unless it says otherwise. */
 #define COMMON_DEFAULTS                                                                            \
     .max_threads_per_block = 1024, .graph_node_latency_us = 0.8, .copy_latency_us = 8.0,           \
-    .ctx_switch_us = 50.0, .timeslice_us = 2000.0, .mode = SIM_MODE_TIMESLICE, .scale = 1.0
+    .ctx_switch_us = 50.0, .timeslice_us = 2000.0, .mode = SIM_MODE_TIMESLICE, .scale = 1.0,         \
+    .module_mem_bytes = 2 * MIB
+
+/* A context's device memory (docs/sim.md, "Device memory"): the local memory of the default
+ * 1 KiB stack for every thread the device can hold (threads/SM x SMs), the 8 MiB malloc heap,
+ * the 1 MiB printf FIFO and 64 MiB of the driver's own (its queues and internal kernels'
+ * state), rounded up to 2 MiB: an estimate, as no vendor publishes the figure. */
+#define CTX_MEM(sms, threads)                                                                      \
+    ((((uint64_t)(sms) * (threads) * 1024 + 73 * MIB) + 2 * MIB - 1) / (2 * MIB) * (2 * MIB))
 
 static const struct sim_dev_params presets[] = {
     {
@@ -40,6 +49,7 @@ static const struct sim_dev_params presets[] = {
         .dram_bw = 51.2e9,
         .copy_bw = 20e9,
         .mem_bytes = 8 * GIB,
+        .ctx_mem_bytes = CTX_MEM(6, 2048), /* 86 MiB */
         .launch_latency_us = 6.0,
         COMMON_DEFAULTS,
     },
@@ -65,6 +75,7 @@ static const struct sim_dev_params presets[] = {
         .dram_bw = 204.8e9,
         .copy_bw = 50e9,
         .mem_bytes = 64 * GIB,
+        .ctx_mem_bytes = CTX_MEM(16, 1536), /* 98 MiB */
         .launch_latency_us = 4.0,
         COMMON_DEFAULTS,
     },
@@ -90,6 +101,7 @@ static const struct sim_dev_params presets[] = {
         .dram_bw = 760e9,
         .copy_bw = 25e9,
         .mem_bytes = 10 * GIB,
+        .ctx_mem_bytes = CTX_MEM(68, 1536), /* 176 MiB */
         .launch_latency_us = 2.5,
         COMMON_DEFAULTS,
     },
@@ -114,6 +126,7 @@ static const struct sim_dev_params presets[] = {
         .dram_bw = 4.8e12,
         .copy_bw = 55e9,
         .mem_bytes = 141ULL * 1000 * 1000 * 1000,
+        .ctx_mem_bytes = CTX_MEM(132, 2048), /* 338 MiB */
         .launch_latency_us = 2.0,
         COMMON_DEFAULTS,
     },
@@ -167,6 +180,8 @@ static const struct field fields[] = {
     FLD(dram_bw, F_DBL),
     FLD(copy_bw, F_DBL),
     FLD(mem_bytes, F_U64),
+    FLD(ctx_mem_bytes, F_U64),
+    FLD(module_mem_bytes, F_U64),
     FLD(launch_latency_us, F_DBL),
     FLD(graph_node_latency_us, F_DBL),
     FLD(copy_latency_us, F_DBL),
@@ -335,6 +350,8 @@ int sim_params_validate(const struct sim_dev_params *p, char *err, size_t errlen
         bad = "fp32_flops, fp16_flops, dram_bw and copy_bw must be > 0";
     else if (p->mem_bytes < (UINT64_C(1) << 20))
         bad = "mem_bytes must be at least 1 MiB";
+    else if (p->ctx_mem_bytes > p->mem_bytes / 2 || p->module_mem_bytes > p->mem_bytes / 2)
+        bad = "ctx_mem_bytes and module_mem_bytes must be at most half of mem_bytes";
     else if (p->launch_latency_us < 0 || p->graph_node_latency_us < 0 || p->copy_latency_us < 0 ||
              p->ctx_switch_us < 0)
         bad = "latencies must be >= 0";

@@ -30,6 +30,8 @@ struct sim_dev_params {
     double dram_bw;               /* bytes/s */
     double copy_bw;               /* host<->device copy bytes/s (one direction) */
     uint64_t mem_bytes;           /* device memory */
+    uint64_t ctx_mem_bytes;       /* device memory a context holds from creation (estimate) */
+    uint64_t module_mem_bytes;    /* device memory a loaded module or library holds */
     double launch_latency_us;     /* GPU-side cost of starting one kernel from a stream */
     double graph_node_latency_us; /* the same for a kernel node of a launched graph */
     double copy_latency_us;       /* fixed cost of one host<->device copy */

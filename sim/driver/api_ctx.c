@@ -59,12 +59,20 @@ static CUresult ctx_new(CUdevice dev, unsigned flags, int primary, struct drv_ct
     c->flags = flags;
     c->primary = primary;
     c->max_sms = ctx_share_sms();
+    drv_mem_limit_read();
+    /* what a context holds on the device from its creation (ctx_mem_bytes: its stacks,
+     * heap, printf FIFO and the driver's state), given back at its destruction */
+    if (drv_mem_charge(drv.g->p.ctx_mem_bytes, CHARGE_OVERHEAD) != CUDA_SUCCESS) {
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     drv_lock();
     c->slot = sim_gpu_ctx_add(drv.g, drv.owner);
     if (c->slot >= 0)
         sim_gpu_ctx_limit_sms(drv.g, c->slot, c->max_sms);
     drv_unlock();
     if (c->slot < 0) {
+        drv_mem_uncharge(drv.g->p.ctx_mem_bytes, CHARGE_OVERHEAD);
         free(c);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -78,6 +86,7 @@ static CUresult ctx_new(CUdevice dev, unsigned flags, int primary, struct drv_ct
         drv_lock();
         sim_gpu_ctx_remove(drv.g, c->slot, drv_device_now());
         drv_unlock();
+        drv_mem_uncharge(drv.g->p.ctx_mem_bytes, CHARGE_OVERHEAD);
         free(c->legacy);
         free(c);
         return rc;
@@ -119,6 +128,7 @@ static void ctx_teardown(struct drv_ctx *c)
     drv_lock();
     sim_gpu_ctx_remove(drv.g, c->slot, drv_device_now());
     drv_unlock();
+    drv_mem_uncharge(drv.g->p.ctx_mem_bytes, CHARGE_OVERHEAD);
 }
 
 static void push_current(CUcontext h)

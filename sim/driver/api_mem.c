@@ -1,6 +1,7 @@
-/* Memory: simulated device allocations (lazily backed host mappings, counted against the
- * shared device's capacity), pinned and registered host memory, and the copy and memset
- * operations, synchronous and on streams. Device pointers are unified addresses. */
+/* Memory: linear, pitched and managed device allocations (ranges of the process's arena,
+ * devmem.c, counted against the shared device's capacity), cuMemGetInfo, pinned and
+ * registered host memory, and the copy and memset operations, synchronous and on streams.
+ * Device pointers are unified addresses. */
 #include "sim/driver/drv.h"
 
 #include <errno.h>
@@ -8,104 +9,35 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* ---- the allocation registry ------------------------------------------------------------ */
-
-struct region {
-    uintptr_t base;
-    size_t size;
-    int kind;
-};
-
-static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct region *regions;
-static size_t nregions, capregions;
-
-/* Index of the first region with base > P (caller holds reg_lock). */
-static size_t upper_bound(uintptr_t p)
-{
-    size_t lo = 0, hi = nregions;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (regions[mid].base <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static const struct region *find_region(uintptr_t p)
-{
-    size_t i = upper_bound(p);
-    if (i == 0)
-        return NULL;
-    const struct region *r = &regions[i - 1];
-    return p < r->base + r->size ? r : NULL;
-}
-
-int drv_mem_lookup(const void *ptr, size_t n)
-{
-    uintptr_t p = (uintptr_t)ptr;
-    int kind = 0;
-    pthread_rwlock_rdlock(&reg_lock);
-    const struct region *r = find_region(p);
-    if (r && n <= r->size - (p - r->base))
-        kind = r->kind;
-    pthread_rwlock_unlock(&reg_lock);
-    return kind;
-}
-
-static int region_add(uintptr_t base, size_t size, int kind)
-{
-    pthread_rwlock_wrlock(&reg_lock);
-    size_t i = upper_bound(base);
-    int overlap = (i > 0 && regions[i - 1].base + regions[i - 1].size > base) ||
-                  (i < nregions && regions[i].base < base + size);
-    if (overlap) {
-        pthread_rwlock_unlock(&reg_lock);
-        return -EEXIST;
-    }
-    if (nregions == capregions) {
-        size_t cap = capregions ? capregions * 2 : 64;
-        struct region *nr = realloc(regions, cap * sizeof *nr);
-        if (!nr) {
-            pthread_rwlock_unlock(&reg_lock);
-            return -ENOMEM;
-        }
-        regions = nr;
-        capregions = cap;
-    }
-    memmove(&regions[i + 1], &regions[i], (nregions - i) * sizeof *regions);
-    regions[i] = (struct region){base, size, kind};
-    nregions++;
-    pthread_rwlock_unlock(&reg_lock);
-    return 0;
-}
-
-/* Removes the region that starts exactly at BASE and has KIND; returns its size or 0. */
-static size_t region_remove(uintptr_t base, int kind)
-{
-    size_t size = 0;
-    pthread_rwlock_wrlock(&reg_lock);
-    size_t i = upper_bound(base);
-    if (i > 0 && regions[i - 1].base == base && regions[i - 1].kind == kind) {
-        size = regions[i - 1].size;
-        memmove(&regions[i - 1], &regions[i], (nregions - i) * sizeof *regions);
-        nregions--;
-    }
-    pthread_rwlock_unlock(&reg_lock);
-    return size;
-}
-
 /* ---- device memory ---------------------------------------------------------------------- */
 
-static uint64_t device_mem_used(void)
+/* A new allocation of BYTES made by HOW (linear or managed): charged, backed by the arena,
+ * registered. */
+static CUresult linear_alloc(size_t bytes, int how, CUdeviceptr *out)
 {
-    uint64_t used = 0;
-    for (int i = 0; i < SIM_MAX_OWNERS; i++)
-        if (drv.g->owners[i].used)
-            used += drv.g->owners[i].mem_used;
-    return used;
+    CUresult rc = drv_mem_charge(bytes, CHARGE_ALLOC);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct drv_region r = {.kind = MEM_DEVICE, .how = how};
+    rc = drv_arena_map_new(bytes, &r);
+    if (rc == CUDA_SUCCESS && drv_region_add(&r) < 0) {
+        munmap((void *)r.base, r.size);
+        drv_arena_release(r.off, r.size);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc != CUDA_SUCCESS) {
+        drv_mem_uncharge(bytes, CHARGE_ALLOC);
+        return rc;
+    }
+    *out = (CUdeviceptr)r.base;
+    return CUDA_SUCCESS;
+}
+
+void drv_linear_free(const struct drv_region *r)
+{
+    munmap((void *)r->base, r->size);
+    drv_arena_release(r->off, r->size);
+    drv_mem_uncharge(r->size, CHARGE_ALLOC);
 }
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -116,25 +48,45 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    drv_lock();
-    int fits = device_mem_used() + bytesize <= drv.g->p.mem_bytes;
-    if (fits)
-        drv.g->owners[drv.owner].mem_used += bytesize;
-    drv_unlock();
-    if (!fits)
+    return linear_alloc(bytesize, ALLOC_LINEAR, dptr);
+}
+
+/* Rows are aligned to 512 bytes, as NVIDIA's driver pitches them on every GPU since Fermi
+ * (CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT is the smaller texture requirement). */
+#define PITCH_ALIGN 512
+
+API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                size_t Height, unsigned int ElementSizeBytes)
+{
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (WidthInBytes > SIZE_MAX - (PITCH_ALIGN - 1))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED || region_add((uintptr_t)p, bytesize, MEM_DEVICE) < 0) {
-        if (p != MAP_FAILED)
-            munmap(p, bytesize);
-        drv_lock();
-        drv.g->owners[drv.owner].mem_used -= bytesize;
-        drv_unlock();
+    size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+    if (Height > SIZE_MAX / pitch)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *dptr = (CUdeviceptr)(uintptr_t)p;
-    return CUDA_SUCCESS;
+    rc = linear_alloc(pitch * Height, ALLOC_LINEAR, dptr);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
+}
+
+/* Managed memory lives on the device here (there is no migration to model): it counts as
+ * device memory, as it does on a GPU while the device touches it. */
+API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return linear_alloc(bytesize, ALLOC_MANAGED, dptr);
 }
 
 API CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -144,18 +96,35 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
         return rc;
     if (dptr == 0)
         return CUDA_SUCCESS;
-    if (drv_mem_lookup((void *)(uintptr_t)dptr, 1) != MEM_DEVICE)
+    struct drv_region r;
+    if (!drv_region_find((uintptr_t)dptr, &r) || r.base != (uintptr_t)dptr || r.kind != MEM_DEVICE ||
+        r.how == ALLOC_IPC_IMPORT || r.how == ALLOC_VMM)
         return CUDA_ERROR_INVALID_VALUE;
     /* like cudaFree, wait for queued work, which may still touch the memory */
     drv_sync_all();
-    size_t size = region_remove((uintptr_t)dptr, MEM_DEVICE);
-    if (!size)
+    if (!drv_region_take((uintptr_t)dptr, MEM_DEVICE, r.how, &r))
         return CUDA_ERROR_INVALID_VALUE;
-    munmap((void *)(uintptr_t)dptr, size);
-    drv_lock();
-    drv.g->owners[drv.owner].mem_used -= size;
-    drv_unlock();
+    if (r.how == ALLOC_POOL || r.how == ALLOC_POOL_IMPORT)
+        drv_pool_free_region(&r);
+    else
+        drv_linear_free(&r);
     return CUDA_SUCCESS;
+}
+
+/* Whether a dead process's memory may still be counted: the device process looks every
+ * 200 ms; a caller of cuMemGetInfo looks itself when nobody has for 100 ms. */
+#define MEMINFO_LIVENESS_NS 100000000LL
+
+static void mem_info(uint64_t *free_bytes, uint64_t *total)
+{
+    drv_lock();
+    int64_t now = drv_mono_ns();
+    if (now - drv.shm->last_liveness_ns > MEMINFO_LIVENESS_NS)
+        drv_liveness_scan(now);
+    uint64_t used = drv_device_mem_used();
+    *total = drv.g->p.mem_bytes;
+    *free_bytes = used < *total ? *total - used : 0;
+    drv_unlock();
 }
 
 API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -166,11 +135,26 @@ API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    drv_lock();
-    uint64_t used = device_mem_used();
-    *total = drv.g->p.mem_bytes;
-    *free_bytes = used < *total ? *total - used : 0;
-    drv_unlock();
+    uint64_t f, t;
+    mem_info(&f, &t);
+    *free_bytes = f;
+    *total = t;
+    return CUDA_SUCCESS;
+}
+
+/* The 32-bit ABI of CUDA 3.1 and before: figures above 4 GiB are clamped. */
+API CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t f, t;
+    mem_info(&f, &t);
+    *free_bytes = f > UINT32_MAX ? UINT32_MAX : (unsigned)f;
+    *total = t > UINT32_MAX ? UINT32_MAX : (unsigned)t;
     return CUDA_SUCCESS;
 }
 
@@ -179,15 +163,14 @@ API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdevice
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_rwlock_rdlock(&reg_lock);
-    const struct region *r = find_region((uintptr_t)dptr);
-    int ok = r && r->kind == MEM_DEVICE;
-    if (ok && pbase)
-        *pbase = (CUdeviceptr)r->base;
-    if (ok && psize)
-        *psize = r->size;
-    pthread_rwlock_unlock(&reg_lock);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    struct drv_region r;
+    if (!drv_region_find((uintptr_t)dptr, &r) || r.kind != MEM_DEVICE)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = (CUdeviceptr)r.base;
+    if (psize)
+        *psize = r.size;
+    return CUDA_SUCCESS;
 }
 
 /* ---- host memory ------------------------------------------------------------------------ */
@@ -205,7 +188,7 @@ API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (region_add((uintptr_t)p, bytesize, MEM_HOST_PINNED) < 0) {
+    if (drv_region_add(&(struct drv_region){.base = (uintptr_t)p, .size = bytesize, .kind = MEM_HOST_PINNED}) < 0) {
         munmap(p, bytesize);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -226,10 +209,10 @@ API CUresult cuMemFreeHost(void *p)
     if (drv_mem_lookup(p, 1) != MEM_HOST_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
     drv_sync_all();
-    size_t size = region_remove((uintptr_t)p, MEM_HOST_PINNED);
-    if (!size)
+    struct drv_region r;
+    if (!drv_region_take((uintptr_t)p, MEM_HOST_PINNED, 0, &r))
         return CUDA_ERROR_INVALID_VALUE;
-    munmap(p, size);
+    munmap(p, r.size);
     return CUDA_SUCCESS;
 }
 
@@ -243,7 +226,7 @@ API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    int r = region_add((uintptr_t)p, bytesize, MEM_HOST_REGISTERED);
+    int r = drv_region_add(&(struct drv_region){.base = (uintptr_t)p, .size = bytesize, .kind = MEM_HOST_REGISTERED});
     if (r == -EEXIST)
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     return r < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
@@ -264,7 +247,7 @@ API CUresult cuMemHostUnregister(void *p)
     if (drv_mem_lookup(p, 1) != MEM_HOST_REGISTERED)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     drv_sync_all();
-    return region_remove((uintptr_t)p, MEM_HOST_REGISTERED) ? CUDA_SUCCESS
+    return drv_region_take((uintptr_t)p, MEM_HOST_REGISTERED, 0, NULL) ? CUDA_SUCCESS
                                                             : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 

@@ -34,8 +34,15 @@ static CUresult module_build(const void *image, struct drv_module *m)
         drv_debug("module %s", err);
         return CUDA_ERROR_INVALID_IMAGE;
     }
+    /* the module's code, constants and globals on the device: a fixed figure per module
+     * (module_mem_bytes), charged while it is loaded */
+    if (drv_mem_charge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD) != CUDA_SUCCESS) {
+        free(decls);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     m->funcs = calloc(n ? n : 1, sizeof *m->funcs);
     if (!m->funcs) {
+        drv_mem_uncharge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD);
         free(decls);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -55,6 +62,7 @@ static void module_release(struct drv_module *m)
     for (size_t i = 0; i < m->nfuncs; i++)
         drv_handle_free(H_FUNC, m->funcs[i].handle);
     free(m->funcs);
+    drv_mem_uncharge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD);
 }
 
 static CUresult module_load_image(CUmodule *module, const void *image)

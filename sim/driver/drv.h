@@ -22,7 +22,7 @@
 /* ---- shared segment ------------------------------------------------------------------- */
 
 #define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
-#define SIM_SHM_VERSION 5
+#define SIM_SHM_VERSION 6
 
 /* Each process's launches reach the model through a ring of its own: it fills an op it
  * allocated earlier (its pool) and publishes it here without the device lock; whoever takes
@@ -261,6 +261,8 @@ struct drv_proc {
     int want_ops; /* a SUB_WANT_OPS is out, not yet granted (agent) */
     struct drv_ctx *primary;    /* the primary context, created on first retain */
     struct drv_ctx *retired;    /* destroyed contexts, kept for the process's life (api_ctx.c) */
+    uint64_t mem_alloc;         /* device memory of allocations (no overheads; device lock) */
+    uint64_t mem_limit;         /* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT for device 0; 0 = none */
     uint64_t submitted_all;     /* ops submitted by the process (under the shm lock) */
     _Atomic uint64_t completed_all;
     uint64_t agent_cycles; /* statistics, reported with POS_SIM_DEBUG */
@@ -324,6 +326,10 @@ enum drv_handle_type {
     H_GRAPH,
     H_EXEC,
     H_LINK,
+    H_ARRAY,
+    H_MIPMAP,
+    H_MEMPOOL,
+    H_MEMALLOC, /* CUmemGenericAllocationHandle */
     H_NTYPES
 };
 
@@ -398,6 +404,95 @@ enum drv_mem_kind { MEM_DEVICE = 1, MEM_HOST_PINNED, MEM_HOST_REGISTERED };
 
 /* Kind of the allocation that holds [p, p+n), or 0 if none does. */
 int drv_mem_lookup(const void *p, size_t n);
+
+/* ---- device memory (devmem.c): the registry, the arena, the charge ---------------------- */
+
+/* The path that made a device-memory region, which says what may free it. */
+enum drv_alloc_how {
+    ALLOC_LINEAR = 1,  /* cuMemAlloc, cuMemAllocPitch: cuMemFree */
+    ALLOC_MANAGED,     /* cuMemAllocManaged: cuMemFree */
+    ALLOC_POOL,        /* from a pool of this process: cuMemFree(Async) */
+    ALLOC_POOL_IMPORT, /* cuMemPoolImportPointer: cuMemFree(Async), takes no memory */
+    ALLOC_IPC_IMPORT,  /* cuIpcOpenMemHandle: cuIpcCloseMemHandle, takes no memory */
+    ALLOC_VMM,         /* a mapping with access set: cuMemUnmap */
+};
+
+/* One allocation in the process's address space: [base, base + size). */
+struct drv_region {
+    uintptr_t base;
+    size_t size;
+    int kind;     /* enum drv_mem_kind */
+    int how;      /* enum drv_alloc_how (device memory) */
+    uint64_t off; /* where it lies in this process's arena (own device memory) */
+    void *obj;    /* the pool (ALLOC_POOL*), the import (ALLOC_IPC_IMPORT), the mapping (VMM) */
+};
+
+/* Adds R; 0, -EEXIST when it overlaps another, -ENOMEM. */
+int drv_region_add(const struct drv_region *r);
+/* Copies the region that holds P into *OUT: 1, or 0 when none does. */
+int drv_region_find(uintptr_t p, struct drv_region *out);
+/* Removes the region that starts exactly at BASE with KIND and, unless 0, HOW, into *OUT (may
+ * be NULL): 1, or 0 when there is none. */
+int drv_region_take(uintptr_t base, int kind, int how, struct drv_region *out);
+
+/* What a charge is for: an allocation counts against CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, the
+ * overhead of a context or module only against the device. */
+enum drv_charge_kind { CHARGE_ALLOC, CHARGE_OVERHEAD };
+
+/* Charges BYTES of device memory to this process under the device lock: CUDA_SUCCESS, or
+ * CUDA_ERROR_OUT_OF_MEMORY when the device (all processes together, dead ones reclaimed
+ * first) or the process's MPS limit has no room. Never wraps. */
+CUresult drv_mem_charge(uint64_t bytes, int what);
+/* Gives back what drv_mem_charge charged. */
+void drv_mem_uncharge(uint64_t bytes, int what);
+/* Device memory held by every process (caller holds the device lock). */
+uint64_t drv_device_mem_used(void);
+/* At context creation: reads CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (mps mode). */
+void drv_mem_limit_read(void);
+
+/* Device memory is backed by one memfd per process, the arena, carved into ranges (offsets
+ * are never reused; a freed range's pages are punched out), so that another process can map
+ * a range through /proc/PID/fd/FD (IPC, pools, VMM handles). */
+/* Takes a range of SIZE bytes of the arena, unmapped: 0 and *OFF, or -1. */
+int drv_arena_take(size_t size, uint64_t *off);
+/* Maps a new range of SIZE bytes read-write: fills R's base, size and off. */
+CUresult drv_arena_map_new(size_t size, struct drv_region *r);
+/* Maps [OFF, OFF + SIZE) of arena FD (-1: this process's) at AT (NULL: anywhere; else
+ * MAP_FIXED) with PROT. Returns the address or NULL. */
+void *drv_arena_map(int fd, uint64_t off, size_t size, void *at, int prot);
+/* Gives back the pages of this process's range [OFF, OFF + SIZE). */
+void drv_arena_release(uint64_t off, size_t size);
+
+/* What one process tells another about a range of its arena (in a CUipcMemHandle, a
+ * CUmemPoolPtrExportData, or a shareable file descriptor's contents). */
+#define DRV_SHARE_MAGIC 0x53736f70u /* "posS" */
+enum drv_share_kind { SHARE_IPC = 1, SHARE_POOL, SHARE_POOL_PTR, SHARE_VMM };
+struct drv_share {
+    uint32_t magic, kind;
+    int32_t pid, fd;  /* the exporter and its arena's descriptor */
+    uint64_t start;   /* the exporter's start time (pid reuse) */
+    uint64_t ino;     /* the arena's inode */
+    uint64_t off, size;
+    uint64_t id;      /* the pool or allocation it belongs to (exporter's numbering) */
+};
+/* Fills S for this process's range [OFF, OFF + SIZE); -1 when it has no arena. */
+int drv_share_fill(struct drv_share *s, int kind, uint64_t off, uint64_t size, uint64_t id);
+/* Opens the arena S names, checked (magic, KIND, the process alive, the same file): a file
+ * descriptor, or -1 (not ours, gone, or this very process: -2). */
+int drv_share_open(const struct drv_share *s, int kind);
+/* A shareable handle: a new memfd holding S and EXTRA (N bytes). Returns it or -1. */
+int drv_share_fd_make(const struct drv_share *s, const void *extra, size_t n);
+/* Reads what drv_share_fd_make wrote into S and EXTRA: 0, or -1 when FD is not one. */
+int drv_share_fd_read(int fd, struct drv_share *s, void *extra, size_t n);
+
+/* Frees a linear or managed allocation taken from the registry (api_mem.c). */
+void drv_linear_free(const struct drv_region *r);
+/* Frees a pool allocation (own or imported) taken from the registry, now (api_pool.c). */
+void drv_pool_free_region(const struct drv_region *r);
+
+/* A memory location: 1 for the device, 2 for the host (HOST, HOST_NUMA on a node that exists,
+ * HOST_NUMA_CURRENT), 0 when invalid. */
+int drv_location_kind(const CUmemLocation *l);
 
 /* ---- launch (api_launch.c), graphs (api_graph.c) ----------------------------------------- */
 

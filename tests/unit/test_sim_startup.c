@@ -37,8 +37,8 @@ __attribute__((constructor)) static void child_modes(void)
     if (strcmp(mode, "unmodelled") == 0) {
         /* two calls of one unmodelled function, one of another: one line each */
         int ok = cuInit(0) == CUDA_SUCCESS &&
-                 cuArrayDestroy((CUarray)0x10) == CUDA_ERROR_NOT_SUPPORTED &&
-                 cuArrayDestroy((CUarray)0x10) == CUDA_ERROR_NOT_SUPPORTED &&
+                 cuSurfObjectDestroy(0x10) == CUDA_ERROR_NOT_SUPPORTED &&
+                 cuSurfObjectDestroy(0x10) == CUDA_ERROR_NOT_SUPPORTED &&
                  cuTexObjectDestroy(1) == CUDA_ERROR_NOT_SUPPORTED;
         _exit(ok ? 0 : 1);
     }
@@ -89,7 +89,7 @@ static int run_child(const char *mode, char *out, size_t cap)
 
 static void test_unmodelled_calls_need_cuInit_first(void)
 {
-    CU_ASSERT_EQUAL(cuArrayDestroy((CUarray)0x10), CUDA_ERROR_NOT_INITIALIZED);
+    CU_ASSERT_EQUAL(cuSurfObjectDestroy(0x10), CUDA_ERROR_NOT_INITIALIZED);
     CU_ASSERT_EQUAL(cuCtxGetCacheConfig(&(CUfunc_cache){0}), CUDA_ERROR_NOT_INITIALIZED);
     /* the runtime asks for export tables before cuInit */
     const void *t = (void *)1;
@@ -146,16 +146,16 @@ static void test_exports_every_function_nvidia_exports(void)
  * and answer CUDA_ERROR_NOT_SUPPORTED. */
 static void test_unmodelled_calls_are_not_supported(void)
 {
-    CU_ASSERT_EQUAL(cuArrayDestroy((CUarray)0x10), CUDA_ERROR_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(cuSurfObjectDestroy(0x10), CUDA_ERROR_NOT_SUPPORTED);
     void *fn = NULL;
     CUdriverProcAddressQueryResult st;
-    CK(cuGetProcAddress_v2("cuArrayCreate", &fn, 13000, 0, &st));
-    CU_ASSERT_PTR_EQUAL(fn, dlsym(self_driver, "cuArrayCreate_v2"));
-    CUarray a;
-    CUDA_ARRAY_DESCRIPTOR d = {
-        .Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
-    CU_ASSERT_EQUAL(((CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))fn)(&a, &d),
-                    CUDA_ERROR_NOT_SUPPORTED);
+    CK(cuGetProcAddress_v2("cuGraphicsResourceGetMappedPointer", &fn, 13000, 0, &st));
+    CU_ASSERT_PTR_EQUAL(fn, dlsym(self_driver, "cuGraphicsResourceGetMappedPointer_v2"));
+    CUdeviceptr p;
+    size_t n;
+    CU_ASSERT_EQUAL(
+        ((CUresult(*)(CUdeviceptr *, size_t *, CUgraphicsResource))fn)(&p, &n, NULL),
+        CUDA_ERROR_NOT_SUPPORTED);
     CK(cuGetProcAddress_v2("cuMemcpy2DAsync", &fn, 13000,
                            CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
     CU_ASSERT_PTR_EQUAL(fn, dlsym(self_driver, "cuMemcpy2DAsync_v2_ptsz"));
@@ -167,7 +167,7 @@ static void test_unmodelled_call_says_so_once(void)
 {
     char out[8192];
     CU_ASSERT_EQUAL(run_child("unmodelled", out, sizeof out), 0);
-    CU_ASSERT_EQUAL(util_count(out, "cuArrayDestroy is not modelled"), 1);
+    CU_ASSERT_EQUAL(util_count(out, "cuSurfObjectDestroy is not modelled"), 1);
     CU_ASSERT_EQUAL(util_count(out, "cuTexObjectDestroy is not modelled"), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "CUDA_ERROR_NOT_SUPPORTED"));
 }
