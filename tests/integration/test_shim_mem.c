@@ -28,15 +28,12 @@
 static struct suite suite;
 static char out[OUT_MAX];
 
-/* Runs prog_mem with STEPS (NULL-terminated) as app APP (under the shim unless SHIM is 0), with
- * extra environment EXTRA ("NAME=VALUE" or NULL); its stdout and stderr in OUT. Returns its exit
- * status. */
-static int run_steps(const char *app, int shim, const char *extra, const char *const *steps)
+/* Starts prog_mem with STEPS (NULL-terminated) as app APP (under the shim unless SHIM is 0),
+ * with extra environment EXTRA ("NAME=VALUE" or NULL), its stdout and stderr into PATH. */
+static pid_t start_steps(const char *app, int shim, const char *extra, const char *const *steps,
+                         const char *path)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s.out", suite.dir, app);
     pid_t pid = fork();
-    CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
@@ -57,6 +54,12 @@ static int run_steps(const char *app, int shim, const char *extra, const char *c
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    return pid;
+}
+
+/* Waits up to 30 s for PID (killed after), its output from PATH in OUT; its exit status. */
+static int wait_steps(pid_t pid, const char *path)
+{
     int st = 0;
     for (int i = 0; i < 3000 && waitpid(pid, &st, WNOHANG) != pid; i++)
         usleep(10000);
@@ -66,6 +69,16 @@ static int run_steps(const char *app, int shim, const char *extra, const char *c
     }
     util_read_file(path, out, sizeof out);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs prog_mem with STEPS to its end (start_steps); its output in OUT, its exit status. */
+static int run_steps(const char *app, int shim, const char *extra, const char *const *steps)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.out", suite.dir, app);
+    pid_t pid = start_steps(app, shim, extra, steps, path);
+    CU_ASSERT_FATAL(pid >= 0);
+    return wait_steps(pid, path);
 }
 
 /* The N-th (0-based) output line of step OP in OUT, NULL if there is none. */
@@ -173,7 +186,8 @@ static void test_every_path_under_at_and_over_the_limit(void)
         CU_ASSERT_EQUAL(step_field("free", 1, "used"), 0);
         CU_ASSERT_EQUAL((unsigned long long)step_field("info", 1, "free"), LIMIT);
     }
-    CU_ASSERT(modelled >= 1); /* cuMemAlloc at least */
+    /* the simulated driver models every one of them */
+    CU_ASSERT_EQUAL(modelled, (int)(sizeof paths / sizeof paths[0]));
 }
 
 /* Threads of one process racing to the limit: together they get exactly the limit's worth, and
@@ -296,6 +310,89 @@ static void test_refusals_are_said_once_a_second(void)
     CU_ASSERT_EQUAL(util_count(out, "refused (CUDA_ERROR_OUT_OF_MEMORY)"), 1);
 }
 
+/* ---- lifetimes ------------------------------------------------------------------------------ */
+
+/* The k-th kind's committed bytes in the N-th "kinds" line. */
+static long long kind_bytes(int n, int kind)
+{
+    char f[8];
+    snprintf(f, sizeof f, "k%d", kind);
+    return step_field("kinds", n, f);
+}
+
+/* A VMM allocation stays charged while it is mapped or referenced: released and still mapped,
+ * it is; unmapped too, it is not; retained once more, one release leaves it charged. */
+static void test_vmm_charge_lasts_until_released_and_unmapped(void)
+{
+    const char *steps[] = {"vmm:2M", "map",    "release", "kinds", "unmap", "kinds", "vmm:2M",
+                           "map",    "retain", "release", "unmap", "kinds", NULL};
+    CU_ASSERT_EQUAL(run_steps("uncapped", 1, NULL, steps), 0);
+    CU_ASSERT_EQUAL(rc_of("vmm", 0), 0);
+    CU_ASSERT_EQUAL(kind_bytes(0, POS_MEM_VMM), 2ll << 20);
+    CU_ASSERT_EQUAL(kind_bytes(1, POS_MEM_VMM), 0);
+    CU_ASSERT_EQUAL(step_field("unmap", 0, "used"), 0);
+    CU_ASSERT_EQUAL(rc_of("retain", 0), 0);
+    CU_ASSERT_EQUAL(kind_bytes(2, POS_MEM_VMM), 2ll << 20);
+}
+
+/* Memory imported from another process is shown as IPC but not counted in the importer's use
+ * (its exporter holds it), and goes at its close. */
+static void test_ipc_import_is_shown_not_counted(void)
+{
+    char path[256], file[256], env[300];
+    snprintf(path, sizeof path, "%s/exporter.out", suite.dir);
+    snprintf(file, sizeof file, "%s/ipc.handle", suite.dir);
+    snprintf(env, sizeof env, "POS_TEST_IPC_FILE=%s", file);
+    unlink(file);
+    const char *exp[] = {"alloc:8M", "ipcget", "hold:4000", NULL};
+    pid_t pid = start_steps("uncapped", 1, env, exp, path);
+    CU_ASSERT_FATAL(pid >= 0);
+    for (int i = 0; i < 300 && access(file, F_OK) != 0; i++)
+        usleep(10000);
+    usleep(100000); /* its handle written whole */
+    const char *imp[] = {"ipcopen", "kinds", "free", "kinds", NULL};
+    CU_ASSERT_EQUAL(run_steps("capped", 1, env, imp), 0);
+    CU_ASSERT_EQUAL(rc_of("ipcopen", 0), 0);
+    CU_ASSERT_EQUAL(step_field("ipcopen", 0, "used"), 0);
+    CU_ASSERT_EQUAL(kind_bytes(0, POS_MEM_IPC), 8ll << 20);
+    CU_ASSERT_EQUAL(rc_of("free", 0), 0);
+    CU_ASSERT_EQUAL(kind_bytes(1, POS_MEM_IPC), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* A second context and a module are charged what the driver's free memory fell by when they
+ * were made (the simulated driver's per-context and per-module overheads), and give it back at
+ * their destroy and unload. */
+static void test_context_and_module_memory_are_measured(void)
+{
+    const char *steps[] = {"info",  "ctx",   "kinds", "info",   "ctxdestroy", "kinds",
+                           "module", "kinds", "info",  "unload", "kinds",      NULL};
+    CU_ASSERT_EQUAL(run_steps("uncapped", 1, NULL, steps), 0);
+    long long f0 = step_field("info", 0, "free"), f1 = step_field("info", 1, "free"),
+              f2 = step_field("info", 2, "free");
+    CU_ASSERT(kind_bytes(0, POS_MEM_CONTEXT) > 0);
+    CU_ASSERT_EQUAL(kind_bytes(0, POS_MEM_CONTEXT), f0 - f1);
+    CU_ASSERT_EQUAL(kind_bytes(1, POS_MEM_CONTEXT), 0);
+    CU_ASSERT(kind_bytes(2, POS_MEM_MODULE) > 0);
+    CU_ASSERT_EQUAL(kind_bytes(2, POS_MEM_MODULE), f0 - f2);
+    CU_ASSERT_EQUAL(kind_bytes(3, POS_MEM_MODULE), 0);
+    CU_ASSERT_EQUAL(step_field("unload", 0, "used"), 0);
+}
+
+/* A context that goes takes what was allocated in it: a destroyed context, and the primary
+ * context at its last release. */
+static void test_a_context_takes_its_allocations_with_it(void)
+{
+    const char *steps[] = {"ctx", "inctx", "alloc:8M", "ctxdestroy", "alloc:4M", "primaryrelease",
+                           NULL};
+    CU_ASSERT_EQUAL(run_steps("uncapped", 1, NULL, steps), 0);
+    CU_ASSERT_EQUAL(rc_of("alloc", 0), 0);
+    CU_ASSERT_EQUAL(step_field("ctxdestroy", 0, "used"), 0);
+    CU_ASSERT_EQUAL(step_field("alloc", 1, "used"), 4ll << 20);
+    CU_ASSERT_EQUAL(step_field("primaryrelease", 0, "used"), 0);
+}
+
 /* ---- posd's side ---------------------------------------------------------------------------- */
 
 /* The account of a client (app APP) as posd's STATS gives it: used bytes, -1 if not found. */
@@ -318,17 +415,9 @@ static void test_account_reaches_posd_and_survives_its_restart(void)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/held.out", suite.dir);
-    pid_t pid = fork();
+    const char *held[] = {"alloc:16M", "alloc:8M", "hold:6000", NULL};
+    pid_t pid = start_steps("capped", 1, NULL, held, path);
     CU_ASSERT_FATAL(pid >= 0);
-    if (pid == 0) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        setenv("LD_PRELOAD", util_shim_preload(), 1);
-        setenv("POS_APP", "capped", 1);
-        execl("build/tests/shim_mem", "shim_mem", "alloc:16M", "alloc:8M", "hold:6000", (char *)NULL);
-        _exit(127);
-    }
     int found = 0;
     long long used = -1;
     for (int i = 0; i < 300 && used != (24ll << 20); i++) {
@@ -375,6 +464,10 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_host_memory_passes_untouched);
     POS_ADD_TEST(s, test_unknown_frees_and_odd_sizes_get_the_drivers_answers);
     POS_ADD_TEST(s, test_refusals_are_said_once_a_second);
+    POS_ADD_TEST(s, test_vmm_charge_lasts_until_released_and_unmapped);
+    POS_ADD_TEST(s, test_ipc_import_is_shown_not_counted);
+    POS_ADD_TEST(s, test_context_and_module_memory_are_measured);
+    POS_ADD_TEST(s, test_a_context_takes_its_allocations_with_it);
     POS_ADD_TEST(s, test_account_reaches_posd_and_survives_its_restart);
     POS_ADD_TEST(s, test_mps_memory_limit_is_set_before_the_first_context);
 }
