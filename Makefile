@@ -345,7 +345,7 @@ FAKE_NVML_SIM := $(B)/tests/fakes/sim/libnvidia-ml.so.1
 $(FAKE_NVML_SIM): $(B)/obj/tests/fakes/nvml_sim.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
-TEST_DEPS_test_shim_mem := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(FAKE_NVML_SIM) \
+TEST_DEPS_test_shim_mem := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(FAKE_NVML_SIM) $(TEST_OBJS_model) \
     $(POSCLIENT_OBJ)
 TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)

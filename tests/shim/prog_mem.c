@@ -7,6 +7,7 @@
  *   primaryrelease free freeall freebogus info nvml ctx ctxdestroy module unload
  *   threads:T:S (T threads allocate S bytes each until refused; prints the most ever used)
  *   env (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) kinds (the account by kind) hold:MS
+ *   simused (what the simulated driver says this process holds on device 0)
  * Sizes take K, M, G (binary). Prints "launches 0" last. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -389,6 +390,14 @@ int main(int argc, char **argv)
                 len += snprintf(extra + len, sizeof extra - (size_t)len, "%sk%d=%llu",
                                 k ? " " : "", k, (unsigned long long)atomic_load(&ac->bytes[k]));
             say(op, CUDA_SUCCESS, extra);
+            continue;
+        } else if (!strcmp(op, "simused")) {
+            CUresult (*sim_used)(CUdevice, unsigned long long *, unsigned long long *);
+            SET_FN(sim_used, dlsym(RTLD_DEFAULT, "pos_sim_mem_used"));
+            unsigned long long all = 0, mine = 0;
+            rc = sim_used ? sim_used(0, &all, &mine) : CUDA_ERROR_NOT_FOUND;
+            snprintf(extra, sizeof extra, "mine=%llu", mine);
+            say(op, rc, extra);
             continue;
         } else if (!strcmp(op, "hold")) {
             usleep((useconds_t)a * 1000);
