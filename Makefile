@@ -347,7 +347,7 @@ FAKE_NVML_SIM := $(B)/tests/fakes/sim/libnvidia-ml.so.1
 $(FAKE_NVML_SIM): $(B)/obj/tests/fakes/nvml_sim.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
-TEST_DEPS_test_shim_mem := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(FAKE_NVML_SIM) \
+TEST_DEPS_test_shim_mem := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(FAKE_NVML_SIM) $(TEST_OBJS_model) \
     $(POSCLIENT_OBJ)
 TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
@@ -365,7 +365,7 @@ TEST_DEPS_test_hashcat := $(SIM_LIB) $(SHIM) $(POSD)
 TEST_DEPS_test_sim_stop := $(SIM_LIB)
 TEST_DEPS_test_sim_isolation := $(SIM_LIB)
 TEST_DEPS_test_sim_agents := $(SIM_LIB)
-TEST_DEPS_test_memory := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(POSCLIENT_OBJ)
+TEST_DEPS_test_memory := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(FAKE_NVML_SIM) $(POSCLIENT_OBJ)
 TEST_DEPS_test_valgrind := $(SIM_LIB) $(POSAPP) $(POSD)
 # The hostile client test_hostile runs as another user (tests/integration/hostile.c).
 HOSTILE := $(B)/tests/hostile

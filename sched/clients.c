@@ -433,8 +433,8 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
         snprintf(mem, sizeof mem, " mem_limit %s", limit);
     }
-    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s%s%s",
-             c->id, (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
+    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s%s%s", c->id,
+             (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
              c->pol.priority, share, mem, c->pol.rule[0] ? " rule " : "", c->pol.rule);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* posd's configuration: the daemon settings, scheduling classes and the admin's rules that
  * match clients (by app name, uid, gid, cgroup) and set their class, priority, SLO, weight,
- * in-flight limit, SM share, GPU memory limit and device. Loaded with libinih from posd.conf plus the drop-ins
- * of policy.d/ in lexical order; docs/policy.md documents every key. */
+ * in-flight limit, SM share, GPU memory limit and device. Loaded with libinih from posd.conf plus
+ * the drop-ins of policy.d/ in lexical order; docs/policy.md documents every key. */
 #ifndef POS_SCHED_CONFIG_H
 #define POS_SCHED_CONFIG_H
 

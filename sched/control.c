@@ -58,8 +58,9 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
     struct sched_mem_limit mem = c->pol.mem_limit;
     if (q->flags & POS_CTL_HAS_MEM_LIMIT) {
         if (q->mem_limit_ppm > POS_MEM_PPM_WHOLE) {
-            snprintf(msg, cap, "bad memory limit: a share of %u millionths of the device (at most "
-                               "%u)",
+            snprintf(msg, cap,
+                     "bad memory limit: a share of %u millionths of the device (at most "
+                     "%u)",
                      q->mem_limit_ppm, POS_MEM_PPM_WHOLE);
             return -EINVAL;
         }
@@ -96,17 +97,18 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
         posd_mem_limit_publish(c, mem);
     posd_engine_reconf(d, c);
     posd_arm_tick(d, posd_engine_tick(d));
-    char limit[40] = "", over[POSD_MEM_OVER_MAX];
+    /* the memory limit when it was asked for or there is one, and whether use is above it */
+    char limit[24], said[40] = "", over[POSD_MEM_OVER_MAX];
     if ((q->flags & POS_CTL_HAS_MEM_LIMIT) ||
         !sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT)) {
-        memcpy(limit, "; mem_limit ", 13);
-        sched_mem_limit_format(c->mem_limit, limit + 12, sizeof limit - 12);
+        sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
+        snprintf(said, sizeof said, "; mem_limit %s", limit);
     }
     posd_mem_over(c, over, sizeof over);
     snprintf(msg, cap,
              "client %u (pid %d, %s): class %s priority %d until it exits or the configuration "
              "reloads%s%s",
-             c->id, (int)c->ident.pid, c->ident.app, c->pol.class_name, c->pol.priority, limit,
+             c->id, (int)c->ident.pid, c->ident.app, c->pol.class_name, c->pol.priority, said,
              over);
     return 0;
 }

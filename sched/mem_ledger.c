@@ -72,14 +72,12 @@ void posd_mem_read(const struct posd_client *c, struct posd_mem_figures *f)
         uint64_t used = at_most(atomic_load_explicit(&a->used, memory_order_relaxed), total);
         f->used += used;
         f->peak += at_most(atomic_load_explicit(&a->peak, memory_order_relaxed), total);
-        f->refused += at_most(atomic_load_explicit(&a->refused, memory_order_relaxed),
-                              POSD_MEM_DEVICE_MAX);
+        f->refused +=
+            at_most(atomic_load_explicit(&a->refused, memory_order_relaxed), POSD_MEM_DEVICE_MAX);
         for (int k = 0; k < POS_MEM_KINDS; k++)
             f->bytes[k] += at_most(atomic_load_explicit(&a->bytes[k], memory_order_relaxed), total);
-        if (a == rule) {
+        if (a == rule)
             f->total = total;
-            f->dev_used = used;
-        }
     }
     f->limit = posd_mem_limit_bytes(c, f->total);
 }
@@ -107,6 +105,7 @@ void posd_mem_over(const struct posd_client *c, char *buf, size_t cap)
     char u[24], l[24];
     sched_mem_bytes_format(used, u, sizeof u);
     sched_mem_bytes_format(limit, l, sizeof l);
-    snprintf(buf, cap, "; it uses %s on device %d, above %s: new allocations fail until it frees enough",
-             u, c->pol.device, l);
+    snprintf(buf, cap,
+             "; it uses %s on device %d, above %s: new allocations fail until it frees enough", u,
+             c->pol.device, l);
 }

@@ -366,11 +366,10 @@ void posd_share_reconf(const struct posd *d, const struct posd_client *c);
 struct posd_mem_figures {
     uint64_t used, peak, refused;  /* used: reserved and committed, IPC imports aside */
     uint64_t bytes[POS_MEM_KINDS]; /* committed, by kind */
-    uint64_t total;    /* the memory of the device its rules put it on, as its shim saw it (0:
-                        * not known yet) */
-    uint64_t dev_used; /* what it uses on that device */
-    uint64_t limit;    /* its limit there (POS_MEM_UNLIMITED: none, or a share of a device
-                        * whose size is not known yet) */
+    uint64_t total; /* the memory of the device its rules put it on, as its shim saw it (0: not
+                     * known yet) */
+    uint64_t limit; /* its limit there (POS_MEM_UNLIMITED: none, or a share of a device whose
+                     * size is not known yet) */
 };
 /* Writes L into C's shared memory (its limit from now on) and bumps mem_word. */
 void posd_mem_limit_publish(struct posd_client *c, struct sched_mem_limit l);

@@ -4,8 +4,8 @@
  * cached one, which the next launch then asks the driver for once. A context that goes takes
  * the shim's timing events in it first (shim/devtime.c). A context's own device memory is
  * measured (the driver's free memory before and after its creation, where a context of the
- * same device is current to ask) and charged until it goes, with all that was charged in it
- * (docs/memory.md). */
+ * same device is current to ask; NVML's for a device's first context under a limit) and
+ * charged until it goes, with all that was charged in it (docs/memory.md). */
 #include "pos/client_shm.h"
 #include "shim/shim.h"
 
@@ -43,24 +43,43 @@ static CUresult forget(CUresult rc)
 
 /* ---- context memory ------------------------------------------------------------------------ */
 
-/* The driver's free memory on DEV before a context is made, where it can be asked (a context of
- * DEV is current): 0, or -1. */
-static int free_before(CUdevice dev, uint64_t *before)
+/* How a context's memory is measured: the driver's free memory on its device (a context of it
+ * current on the thread), or, for a device's first context under a limit, NVML's. */
+enum measure_by { MEASURE_NONE = 0, MEASURE_DRIVER, MEASURE_NVML };
+
+/* Free memory on DEV before a context is made, and how it was asked for. */
+static enum measure_by free_before(CUdevice dev, uint64_t *before)
 {
-    return shim_active ? shim_mem_driver_free((int)dev, before) : -1;
+    if (!shim_active)
+        return MEASURE_NONE;
+    if (shim_mem_driver_free((int)dev, before) == 0)
+        return MEASURE_DRIVER;
+    /* no context to ask: NVML's device-wide figure, whose start-up is paid only where the
+     * charge matters to a limit */
+    if (shim_mem_limit((int)dev) != POS_MEM_UNLIMITED &&
+        shim_nvml_device_free((int)dev, before) == 0)
+        return MEASURE_NVML;
+    return MEASURE_NONE;
 }
 
-/* After CTX was made current on DEV: charges what the driver's free memory fell by since
- * BEFORE (HAVE_BEFORE: it was known). Never more than the driver says was taken. */
-static void charge_context(CUresult rc, int have_before, uint64_t before, CUdevice dev,
+/* After CTX was made current on DEV: charges what the free memory fell by since BEFORE, asked
+ * again the same way (BY). Never more than the driver (or NVML) says was taken. */
+static void charge_context(CUresult rc, enum measure_by by, uint64_t before, CUdevice dev,
                            CUcontext ctx)
 {
-    uint64_t after;
+    uint64_t after = 0;
     if (rc != CUDA_SUCCESS || !shim_active || !ctx)
         return;
-    uint64_t taken = have_before && shim_mem_driver_free((int)dev, &after) == 0 && before > after
-                         ? before - after
-                         : 0;
+    int have_after = by == MEASURE_DRIVER ? shim_mem_driver_free((int)dev, &after) == 0
+                     : by == MEASURE_NVML ? shim_nvml_device_free((int)dev, &after) == 0
+                                          : 0;
+    uint64_t taken = have_after && before > after ? before - after : 0;
+    if (shim_cfg.debug)
+        shim_log("context %p on device %d: %llu bytes (%s)", (void *)ctx, (int)dev,
+                 (unsigned long long)taken,
+                 by == MEASURE_DRIVER ? "the driver's free memory before and after"
+                 : by == MEASURE_NVML ? "NVML's free memory before and after"
+                                      : "not measured: no context or NVML to ask before it");
     shim_mem_charge((int)dev, taken, POS_MEM_CONTEXT, SHIM_MEM_CTX, (uint64_t)(uintptr_t)ctx,
                     (uint64_t)(uintptr_t)ctx);
 }
@@ -84,11 +103,11 @@ SHIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     unsigned flags = 0;
     int active = 1;
     uint64_t before = 0;
-    int have_before = 0;
+    enum measure_by by = MEASURE_NONE;
     if (shim_active && pctx && dev >= 0 && dev < POS_MEM_MAX_DEVICES &&
         shim_real_cuDevicePrimaryCtxGetState &&
         shim_real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
-        have_before = free_before(dev, &before) == 0;
+        by = free_before(dev, &before);
     CUresult rc = real(pctx, dev);
     if (rc != CUDA_SUCCESS || !shim_active || !pctx || dev < 0 || dev >= POS_MEM_MAX_DEVICES)
         return rc;
@@ -101,7 +120,7 @@ SHIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         CUcontext prev = NULL;
         int pushed = shim_real_cuCtxPushCurrent_v2 && shim_real_cuCtxPushCurrent_v2(*pctx) ==
                                                           CUDA_SUCCESS;
-        charge_context(rc, have_before, before, dev, *pctx);
+        charge_context(rc, by, before, dev, *pctx);
         if (pushed)
             shim_real_cuCtxPopCurrent_v2(&prev);
     }
@@ -128,18 +147,18 @@ static CUresult primary_released(CUresult rc, CUdevice dev, int reset)
  * change, and named under POS_DEBUG, so a program that finds the driver by dlopen can be
  * seen to reach the shim with its context. */
 static CUresult created(CUresult rc, CUcontext *pctx, const char *how, CUdevice dev,
-                        int have_before, uint64_t before)
+                        enum measure_by by, uint64_t before)
 {
     if (rc == CUDA_SUCCESS && shim_cfg.debug)
         shim_log("%s created context %p", how, (void *)*pctx);
     forget(rc);
     if (rc == CUDA_SUCCESS && pctx)
-        charge_context(rc, have_before, before, dev, *pctx);
+        charge_context(rc, by, before, dev, *pctx);
     return rc;
 }
 
 /* What a cuCtxCreate needs before the driver's: the free memory it may measure from. */
-#define CREATE_BEFORE()                                                                                uint64_t before = 0;                                                                               int have_before = free_before(dev, &before) == 0
+#define CREATE_BEFORE()                                                                                uint64_t before = 0;                                                                               enum measure_by by = free_before(dev, &before)
 
 SHIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -171,7 +190,7 @@ SHIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
 SHIM_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CREATE_BEFORE();
-    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate", dev, have_before, before);
+    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate", dev, by, before);
 }
 
 SHIM_API CUresult cuCtxDestroy(CUcontext ctx)
@@ -195,7 +214,7 @@ SHIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 SHIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CREATE_BEFORE();
-    return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2", dev, have_before, before);
+    return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2", dev, by, before);
 }
 
 SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
@@ -203,7 +222,7 @@ SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, i
 {
     CREATE_BEFORE();
     return created(SHIM_REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev), pctx, "cuCtxCreate_v3",
-                   dev, have_before, before);
+                   dev, by, before);
 }
 
 SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
@@ -211,7 +230,7 @@ SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, uns
 {
     CREATE_BEFORE();
     return created(SHIM_REAL(cuCtxCreate_v4)(pctx, params, flags, dev), pctx, "cuCtxCreate_v4",
-                   dev, have_before, before);
+                   dev, by, before);
 }
 
 SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)

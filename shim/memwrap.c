@@ -82,13 +82,13 @@ SHIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned int fl
 PITCH_WRAPPER(cuMemAllocPitch_v2, CUdeviceptr, size_t)
 PITCH_WRAPPER(cuMemAllocPitch, CUdeviceptr_v1, unsigned int)
 
-/* Any free of a device pointer: what the shim charged for it is released once the driver has
+/* Any free of KEY of SPACE: what the shim charged for it is released once the driver has
  * freed it (taken out of the map before, so that an address the driver hands out again at once
  * is never confused with it). */
-#define FREE_PTR(key, call)                                                                        \
+#define FREE_KEY(space, key, call)                                                                  \
     ({                                                                                             \
         struct shim_mem_entry e_;                                                                  \
-        int known_ = shim_active && (key) && shim_mem_take(SHIM_MEM_DPTR, (key), &e_);             \
+        int known_ = shim_active && (key) && shim_mem_take((space), (key), &e_);                   \
         CUresult rc_ = (call);                                                                     \
         known_ ? shim_mem_untake(rc_, &e_) : rc_;                                                  \
     })
@@ -96,13 +96,13 @@ PITCH_WRAPPER(cuMemAllocPitch, CUdeviceptr_v1, unsigned int)
 SHIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     __typeof__(&cuMemFree_v2) real = SHIM_REAL(cuMemFree_v2);
-    return FREE_PTR((uint64_t)dptr, real(dptr));
+    return FREE_KEY(SHIM_MEM_DPTR, (uint64_t)dptr, real(dptr));
 }
 
 SHIM_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
     __typeof__(&cuMemFree) real = SHIM_REAL(cuMemFree);
-    return FREE_PTR((uint64_t)dptr, real(dptr));
+    return FREE_KEY(SHIM_MEM_DPTR, (uint64_t)dptr, real(dptr));
 }
 
 /* ---- stream-ordered allocation and pools ---------------------------------------------------
@@ -148,13 +148,13 @@ POOL_ASYNC_WRAPPER(cuMemAllocFromPoolAsync_ptsz)
 SHIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
 {
     __typeof__(&cuMemFreeAsync) real = SHIM_REAL(cuMemFreeAsync);
-    return FREE_PTR((uint64_t)dptr, real(dptr, stream));
+    return FREE_KEY(SHIM_MEM_DPTR, (uint64_t)dptr, real(dptr, stream));
 }
 
 SHIM_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 {
     __typeof__(&cuMemFreeAsync_ptsz) real = SHIM_REAL(cuMemFreeAsync_ptsz);
-    return FREE_PTR((uint64_t)dptr, real(dptr, stream));
+    return FREE_KEY(SHIM_MEM_DPTR, (uint64_t)dptr, real(dptr, stream));
 }
 
 SHIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
@@ -169,10 +169,7 @@ SHIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *prop
 
 SHIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-    struct shim_mem_entry e;
-    int known = shim_active && shim_mem_take(SHIM_MEM_POOL, (uint64_t)(uintptr_t)pool, &e);
-    CUresult rc = SHIM_REAL(cuMemPoolDestroy)(pool);
-    return known ? shim_mem_untake(rc, &e) : rc;
+    return FREE_KEY(SHIM_MEM_POOL, (uint64_t)(uintptr_t)pool, SHIM_REAL(cuMemPoolDestroy)(pool));
 }
 
 /* The size of the allocation at DPTR, as the driver gives it; 0 if it does not. */
@@ -217,7 +214,7 @@ SHIM_API CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, u
 SHIM_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     __typeof__(&cuIpcCloseMemHandle) real = SHIM_REAL(cuIpcCloseMemHandle);
-    return FREE_PTR((uint64_t)dptr, real(dptr));
+    return FREE_KEY(SHIM_MEM_DPTR, (uint64_t)dptr, real(dptr));
 }
 
 /* ---- virtual memory management --------------------------------------------------------------
@@ -330,10 +327,7 @@ ARRAY_WRAPPER(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1,
 
 SHIM_API CUresult cuArrayDestroy(CUarray arr)
 {
-    struct shim_mem_entry e;
-    int known = shim_active && arr && shim_mem_take(SHIM_MEM_ARRAY, (uint64_t)(uintptr_t)arr, &e);
-    CUresult rc = SHIM_REAL(cuArrayDestroy)(arr);
-    return known ? shim_mem_untake(rc, &e) : rc;
+    return FREE_KEY(SHIM_MEM_ARRAY, (uint64_t)(uintptr_t)arr, SHIM_REAL(cuArrayDestroy)(arr));
 }
 
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
@@ -364,11 +358,7 @@ SHIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY
 
 SHIM_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray arr)
 {
-    struct shim_mem_entry e;
-    int known =
-        shim_active && arr && shim_mem_take(SHIM_MEM_MIPMAP, (uint64_t)(uintptr_t)arr, &e);
-    CUresult rc = SHIM_REAL(cuMipmappedArrayDestroy)(arr);
-    return known ? shim_mem_untake(rc, &e) : rc;
+    return FREE_KEY(SHIM_MEM_MIPMAP, (uint64_t)(uintptr_t)arr, SHIM_REAL(cuMipmappedArrayDestroy)(arr));
 }
 
 /* ---- cuMemGetInfo ------------------------------------------------------------------------- */
@@ -442,11 +432,7 @@ MODULE_LOAD(cuModuleLoadFatBinary, (CUmodule * module, const void *fatbin), (mod
 
 SHIM_API CUresult cuModuleUnload(CUmodule module)
 {
-    struct shim_mem_entry e;
-    int known = shim_active && module &&
-                shim_mem_take(SHIM_MEM_MODULE, (uint64_t)(uintptr_t)module, &e);
-    CUresult rc = SHIM_REAL(cuModuleUnload)(module);
-    return known ? shim_mem_untake(rc, &e) : rc;
+    return FREE_KEY(SHIM_MEM_MODULE, (uint64_t)(uintptr_t)module, SHIM_REAL(cuModuleUnload)(module));
 }
 
 /* a library is no context's: charged to the device current at its load, with no context */
@@ -465,9 +451,5 @@ LIBRARY_LOAD(cuLibraryLoadFromFile, const char *)
 
 SHIM_API CUresult cuLibraryUnload(CUlibrary library)
 {
-    struct shim_mem_entry e;
-    int known = shim_active && library &&
-                shim_mem_take(SHIM_MEM_LIBRARY, (uint64_t)(uintptr_t)library, &e);
-    CUresult rc = SHIM_REAL(cuLibraryUnload)(library);
-    return known ? shim_mem_untake(rc, &e) : rc;
+    return FREE_KEY(SHIM_MEM_LIBRARY, (uint64_t)(uintptr_t)library, SHIM_REAL(cuLibraryUnload)(library));
 }

@@ -2,7 +2,8 @@
  * loads NVML (linked, or dlopen and dlsym: the shim's dlsym hands out these wrappers), answer
  * what cuMemGetInfo answers on the same device (docs/memory.md). The NVML device is mapped to
  * its CUDA ordinal by UUID; without CUDA initialised, a device not found, or no limit, NVML's
- * own figures come back untouched, as do its errors. */
+ * own figures come back untouched, as do its errors. NVML also measures a device's first
+ * context under a limit, where no context is there to ask the driver (shim_nvml_device_free). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -179,4 +180,41 @@ void *shim_nvml_dlsym(const char *name, void *found)
     if (found != wrapper)
         __atomic_store_n(slot, found, __ATOMIC_RELEASE);
     return wrapper;
+}
+
+/* ---- NVML's device-wide free memory, for the first context of a device ------------------- */
+
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+static mem_fn own_mem;                       /* NVML's own nvmlDeviceGetMemoryInfo */
+static int (*own_by_uuid)(const char *, void **); /* nvmlDeviceGetHandleByUUID */
+
+/* NVML for the shim's own use (once): loaded if the machine has it, and initialised (NVML counts
+ * its initialisations: the process's own use of it is not disturbed). */
+static void own_nvml(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return;
+    int (*init)(void);
+    void *p = shim_real_dlsym(h, "nvmlInit_v2");
+    memcpy(&init, &p, sizeof init);
+    if (!init || init() != NVML_SUCCESS)
+        return;
+    p = shim_real_dlsym(h, "nvmlDeviceGetHandleByUUID");
+    memcpy(&own_by_uuid, &p, sizeof own_by_uuid);
+    p = shim_real_dlsym(h, "nvmlDeviceGetMemoryInfo");
+    memcpy(&own_mem, &p, sizeof own_mem);
+}
+
+int shim_nvml_device_free(int ordinal, uint64_t *free_bytes)
+{
+    pthread_once(&own_once, own_nvml);
+    char uuid[NVML_UUID_LEN];
+    void *dev = NULL;
+    struct nvml_memory m;
+    if (!own_mem || !own_by_uuid || cuda_uuid(ordinal, uuid, sizeof uuid) != 0 ||
+        own_by_uuid(uuid, &dev) != NVML_SUCCESS || own_mem(dev, &m) != NVML_SUCCESS)
+        return -1;
+    *free_bytes = m.free;
+    return 0;
 }

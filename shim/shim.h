@@ -411,6 +411,10 @@ uint64_t shim_mem_limit(int dev);
  * remembered and answered with the shim's (nvml.c); everything else is FOUND. */
 void *shim_nvml_dlsym(const char *name, void *found);
 
+/* NVML's free memory on CUDA device ORDINAL, the whole device's (NVML loaded and initialised for
+ * the shim on first use, if the machine has it): 0, or -1. */
+int shim_nvml_device_free(int ordinal, uint64_t *free_bytes);
+
 /* Puts posd's memory limit (bytes, or millionths of each device's memory) into
  * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT for devices 0..NDEV-1 of TOTALS bytes, keeping a user's
  * smaller value per device. After cuInit, before any context. */

@@ -1,6 +1,7 @@
 /* posctl: posd's admin tool. Lists and shows clients (a STATS request), sets a client's class,
- * priority or GPU memory limit at run time, reloads the configuration, drains and undrains a device (CONTROL
- * requests, include/pos/proto.h). One table of commands; the protocol is tools/posclient.c. */
+ * priority or GPU memory limit at run time, reloads the configuration, drains and undrains a device
+ * (CONTROL requests, include/pos/proto.h). One table of commands; the protocol is
+ * tools/posclient.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>

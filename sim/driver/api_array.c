@@ -14,6 +14,8 @@ struct drv_array {
     CUDA_ARRAY3D_DESCRIPTOR d;
     uint64_t bytes;
     struct drv_mipmap *parent; /* a level of it: freed with it */
+    struct drv_ctx *ctx;       /* the context it goes with */
+    struct drv_array *next;    /* in arrays */
 };
 
 struct drv_mipmap {
@@ -22,7 +24,14 @@ struct drv_mipmap {
     unsigned nlevels;
     uint64_t bytes;
     struct drv_array *levels; /* [nlevels], their handles made on first cuMipmappedArrayGetLevel */
+    struct drv_ctx *ctx;
+    struct drv_mipmap *next; /* in mipmaps */
 };
+
+/* Every live array and mipmapped array, for their contexts' destruction. */
+static pthread_mutex_t array_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct drv_array *arrays;
+static struct drv_mipmap *mipmaps;
 
 /* One format: bytes per element (per block of BW x BH texels for block formats) and the
  * channels it must have (0: 1, 2 or 4, as NumChannels says). */
@@ -142,8 +151,26 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
         free(a);
         return rc;
     }
+    a->ctx = c;
+    pthread_mutex_lock(&array_lock);
+    a->next = arrays;
+    arrays = a;
+    pthread_mutex_unlock(&array_lock);
     *out = a->handle;
     return CUDA_SUCCESS;
+}
+
+/* Takes A off the list and frees it (caller holds array_lock). */
+static void array_free(struct drv_array *a)
+{
+    for (struct drv_array **pp = &arrays; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    drv_handle_free(H_ARRAY, a->handle);
+    drv_mem_uncharge(a->bytes, CHARGE_ALLOC);
+    free(a);
 }
 
 API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
@@ -167,23 +194,21 @@ API CUresult cuArrayDestroy(CUarray hArray)
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct drv_array *a = drv_handle_get(H_ARRAY, hArray);
-    if (!a || a->parent) /* a level goes with its mipmapped array */
-        return CUDA_ERROR_INVALID_HANDLE;
     drv_sync_all();
-    drv_handle_free(H_ARRAY, hArray);
-    drv_mem_uncharge(a->bytes, CHARGE_ALLOC);
-    free(a);
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&array_lock);
+    struct drv_array *a = drv_handle_get(H_ARRAY, hArray);
+    int ok = a && !a->parent; /* a level goes with its mipmapped array */
+    if (ok)
+        array_free(a);
+    pthread_mutex_unlock(&array_lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 API CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_check_init_out(pArrayDescriptor);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!pArrayDescriptor)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_array *a = drv_handle_get(H_ARRAY, hArray);
     if (!a)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -269,6 +294,11 @@ API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
         free(m);
         return rc;
     }
+    m->ctx = c;
+    pthread_mutex_lock(&array_lock);
+    m->next = mipmaps;
+    mipmaps = m;
+    pthread_mutex_unlock(&array_lock);
     *pHandle = m->handle;
     return CUDA_SUCCESS;
 }
@@ -276,11 +306,9 @@ API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 API CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray,
                                       unsigned int level)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_check_init_out(pLevelArray);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!pLevelArray)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_mipmap *m = drv_handle_get(H_MIPMAP, hMipmappedArray);
     if (!m)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -293,21 +321,49 @@ API CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMi
     return CUDA_SUCCESS;
 }
 
-API CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+/* Takes M off the list and frees it with its levels (caller holds array_lock). */
+static void mipmap_free(struct drv_mipmap *m)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_mipmap *m = drv_handle_get(H_MIPMAP, hMipmappedArray);
-    if (!m)
-        return CUDA_ERROR_INVALID_HANDLE;
-    drv_sync_all();
-    drv_handle_free(H_MIPMAP, hMipmappedArray);
+    for (struct drv_mipmap **pp = &mipmaps; *pp; pp = &(*pp)->next)
+        if (*pp == m) {
+            *pp = m->next;
+            break;
+        }
+    drv_handle_free(H_MIPMAP, m->handle);
     for (unsigned l = 0; l < m->nlevels; l++)
         if (m->levels[l].handle)
             drv_handle_free(H_ARRAY, m->levels[l].handle);
     drv_mem_uncharge(m->bytes, CHARGE_ALLOC);
     free(m->levels);
     free(m);
-    return CUDA_SUCCESS;
+}
+
+API CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    CUresult rc = drv_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    drv_sync_all();
+    pthread_mutex_lock(&array_lock);
+    struct drv_mipmap *m = drv_handle_get(H_MIPMAP, hMipmappedArray);
+    if (m)
+        mipmap_free(m);
+    pthread_mutex_unlock(&array_lock);
+    return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void drv_array_ctx_gone(struct drv_ctx *ctx)
+{
+    pthread_mutex_lock(&array_lock);
+    for (struct drv_array *a = arrays, *next; a; a = next) {
+        next = a->next;
+        if (a->ctx == ctx)
+            array_free(a);
+    }
+    for (struct drv_mipmap *m = mipmaps, *next; m; m = next) {
+        next = m->next;
+        if (m->ctx == ctx)
+            mipmap_free(m);
+    }
+    pthread_mutex_unlock(&array_lock);
 }

@@ -110,6 +110,9 @@ static void ctx_teardown(struct drv_ctx *c)
 {
     drv_ctx_sync(c);
     drv_handle_free(H_CTX, c->handle);
+    drv_linear_ctx_gone(c);
+    drv_array_ctx_gone(c);
+    drv_ipc_ctx_gone(c);
     pthread_mutex_lock(&drv.lock);
     c->destroyed = 1;
     c->retired_next = drv.retired;
@@ -125,6 +128,7 @@ static void ctx_teardown(struct drv_ctx *c)
         s = next;
     }
     c->legacy = NULL;
+    drv_module_ctx_gone(c);
     drv_lock();
     sim_gpu_ctx_remove(drv.g, c->slot, drv_device_now());
     drv_unlock();

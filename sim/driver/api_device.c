@@ -63,6 +63,12 @@ CUresult drv_check_init(void)
     return CUDA_SUCCESS;
 }
 
+CUresult drv_check_init_out(const void *out)
+{
+    CUresult rc = drv_check_init();
+    return rc != CUDA_SUCCESS ? rc : out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 API CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
@@ -125,6 +131,16 @@ API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
         return rc;
     *bytes = drv.g->p.mem_bytes;
     return CUDA_SUCCESS;
+}
+
+/* The 32-bit ABI of CUDA 3.1 and before: above 4 GiB, clamped. */
+API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t b;
+    CUresult rc = cuDeviceTotalMem_v2(bytes ? &b : NULL, dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = b > UINT32_MAX ? UINT32_MAX : (unsigned)b;
+    return rc;
 }
 
 API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)

@@ -15,6 +15,7 @@ struct ipc_import {
     struct drv_share share;
     uintptr_t base;
     int refs;
+    struct drv_ctx *ctx; /* the context that opened it: closed with it */
     struct ipc_import *next;
 };
 
@@ -79,7 +80,7 @@ API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, un
         free(im);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *im = (struct ipc_import){s, (uintptr_t)at, 1, NULL};
+    *im = (struct ipc_import){s, (uintptr_t)at, 1, c, NULL};
     pthread_mutex_lock(&ipc_lock);
     im->next = imports;
     imports = im;
@@ -91,6 +92,14 @@ API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, un
 API CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
     return cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+}
+
+/* Unmaps an import taken off the list. */
+static void import_free(struct ipc_import *im)
+{
+    drv_region_take(im->base, MEM_DEVICE, ALLOC_IPC_IMPORT, NULL);
+    munmap((void *)im->base, im->share.size);
+    free(im);
 }
 
 API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
@@ -113,9 +122,22 @@ API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     pthread_mutex_unlock(&ipc_lock);
     if (last) {
         drv_sync_all(); /* queued work may still read or write it */
-        drv_region_take(im->base, MEM_DEVICE, ALLOC_IPC_IMPORT, NULL);
-        munmap((void *)im->base, im->share.size);
-        free(im);
+        import_free(im);
     }
     return CUDA_SUCCESS;
+}
+
+void drv_ipc_ctx_gone(struct drv_ctx *ctx)
+{
+    pthread_mutex_lock(&ipc_lock);
+    for (struct ipc_import **pp = &imports; *pp;) {
+        struct ipc_import *im = *pp;
+        if (im->ctx != ctx) {
+            pp = &im->next;
+            continue;
+        }
+        *pp = im->next;
+        import_free(im);
+    }
+    pthread_mutex_unlock(&ipc_lock);
 }

@@ -13,18 +13,13 @@
 
 /* A new allocation of BYTES made by HOW (linear or managed): charged, backed by the arena,
  * registered. */
-static CUresult linear_alloc(size_t bytes, int how, CUdeviceptr *out)
+static CUresult linear_alloc(struct drv_ctx *c, size_t bytes, int how, CUdeviceptr *out)
 {
     CUresult rc = drv_mem_charge(bytes, CHARGE_ALLOC);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct drv_region r = {.kind = MEM_DEVICE, .how = how};
-    rc = drv_arena_map_new(bytes, &r);
-    if (rc == CUDA_SUCCESS && drv_region_add(&r) < 0) {
-        munmap((void *)r.base, r.size);
-        drv_arena_release(r.off, r.size);
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    struct drv_region r;
+    rc = drv_devmem_new(bytes, how, c, &r);
     if (rc != CUDA_SUCCESS) {
         drv_mem_uncharge(bytes, CHARGE_ALLOC);
         return rc;
@@ -35,9 +30,20 @@ static CUresult linear_alloc(size_t bytes, int how, CUdeviceptr *out)
 
 void drv_linear_free(const struct drv_region *r)
 {
-    munmap((void *)r->base, r->size);
-    drv_arena_release(r->off, r->size);
+    drv_devmem_drop(r);
     drv_mem_uncharge(r->size, CHARGE_ALLOC);
+}
+
+void drv_linear_ctx_gone(struct drv_ctx *ctx)
+{
+    const int hows[] = {ALLOC_LINEAR, ALLOC_MANAGED};
+    for (size_t h = 0; h < 2; h++) {
+        struct drv_region *taken;
+        size_t n = drv_region_take_all(hows[h], ctx, &taken);
+        for (size_t i = 0; i < n; i++)
+            drv_linear_free(&taken[i]);
+        free(taken);
+    }
 }
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -48,7 +54,7 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return linear_alloc(bytesize, ALLOC_LINEAR, dptr);
+    return linear_alloc(c, bytesize, ALLOC_LINEAR, dptr);
 }
 
 /* Rows are aligned to 512 bytes, as NVIDIA's driver pitches them on every GPU since Fermi
@@ -70,7 +76,7 @@ API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthI
     size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
     if (Height > SIZE_MAX / pitch)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = linear_alloc(pitch * Height, ALLOC_LINEAR, dptr);
+    rc = linear_alloc(c, pitch * Height, ALLOC_LINEAR, dptr);
     if (rc == CUDA_SUCCESS)
         *pPitch = pitch;
     return rc;
@@ -86,7 +92,7 @@ API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int 
     CUresult rc = drv_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return linear_alloc(bytesize, ALLOC_MANAGED, dptr);
+    return linear_alloc(c, bytesize, ALLOC_MANAGED, dptr);
 }
 
 API CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -115,8 +121,16 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
  * 200 ms; a caller of cuMemGetInfo looks itself when nobody has for 100 ms. */
 #define MEMINFO_LIVENESS_NS 100000000LL
 
-static void mem_info(uint64_t *free_bytes, uint64_t *total)
+/* cuMemGetInfo's figures, for the calling thread's context. */
+static CUresult mem_info(const void *free_out, const void *total_out, uint64_t *free_bytes,
+                         uint64_t *total)
 {
+    if (!free_out || !total_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct drv_ctx *c;
+    CUresult rc = drv_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     drv_lock();
     int64_t now = drv_mono_ns();
     if (now - drv.shm->last_liveness_ns > MEMINFO_LIVENESS_NS)
@@ -125,37 +139,28 @@ static void mem_info(uint64_t *free_bytes, uint64_t *total)
     *total = drv.g->p.mem_bytes;
     *free_bytes = used < *total ? *total - used : 0;
     drv_unlock();
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    if (!free_bytes || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     uint64_t f, t;
-    mem_info(&f, &t);
-    *free_bytes = f;
-    *total = t;
-    return CUDA_SUCCESS;
+    CUresult rc = mem_info(free_bytes, total, &f, &t);
+    if (rc == CUDA_SUCCESS)
+        *free_bytes = f, *total = t;
+    return rc;
 }
 
 /* The 32-bit ABI of CUDA 3.1 and before: figures above 4 GiB are clamped. */
 API CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
 {
-    if (!free_bytes || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     uint64_t f, t;
-    mem_info(&f, &t);
-    *free_bytes = f > UINT32_MAX ? UINT32_MAX : (unsigned)f;
-    *total = t > UINT32_MAX ? UINT32_MAX : (unsigned)t;
-    return CUDA_SUCCESS;
+    CUresult rc = mem_info(free_bytes, total, &f, &t);
+    if (rc == CUDA_SUCCESS) {
+        *free_bytes = f > UINT32_MAX ? UINT32_MAX : (unsigned)f;
+        *total = t > UINT32_MAX ? UINT32_MAX : (unsigned)t;
+    }
+    return rc;
 }
 
 API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)

@@ -9,6 +9,25 @@
 
 #define MAX_IMAGE (64u << 20)
 
+/* A loaded module's device memory (module_mem_bytes), counted in its context, which gives
+ * back what its modules still hold when it is destroyed (drv_module_ctx_gone). */
+static CUresult module_charge(struct drv_module *m)
+{
+    CUresult rc = drv_mem_charge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD);
+    if (rc == CUDA_SUCCESS && m->ctx)
+        atomic_fetch_add(&m->ctx->nmodules, 1);
+    return rc;
+}
+
+static void module_uncharge(struct drv_module *m)
+{
+    if (m->ctx && m->ctx->destroyed)
+        return;
+    if (m->ctx)
+        atomic_fetch_sub(&m->ctx->nmodules, 1);
+    drv_mem_uncharge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD);
+}
+
 static CUresult module_build(const void *image, struct drv_module *m)
 {
     if (!image)
@@ -36,13 +55,13 @@ static CUresult module_build(const void *image, struct drv_module *m)
     }
     /* the module's code, constants and globals on the device: a fixed figure per module
      * (module_mem_bytes), charged while it is loaded */
-    if (drv_mem_charge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD) != CUDA_SUCCESS) {
+    if (module_charge(m) != CUDA_SUCCESS) {
         free(decls);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     m->funcs = calloc(n ? n : 1, sizeof *m->funcs);
     if (!m->funcs) {
-        drv_mem_uncharge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD);
+        module_uncharge(m);
         free(decls);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -62,7 +81,13 @@ static void module_release(struct drv_module *m)
     for (size_t i = 0; i < m->nfuncs; i++)
         drv_handle_free(H_FUNC, m->funcs[i].handle);
     free(m->funcs);
-    drv_mem_uncharge(drv.g->p.module_mem_bytes, CHARGE_OVERHEAD);
+    module_uncharge(m);
+}
+
+void drv_module_ctx_gone(struct drv_ctx *ctx)
+{
+    int n = atomic_exchange(&ctx->nmodules, 0);
+    drv_mem_uncharge((uint64_t)n * drv.g->p.module_mem_bytes, CHARGE_OVERHEAD);
 }
 
 static CUresult module_load_image(CUmodule *module, const void *image)

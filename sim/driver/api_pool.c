@@ -139,9 +139,10 @@ static CUresult pool_take(struct drv_pool *p, uint64_t size)
 void drv_pool_free_region(const struct drv_region *r)
 {
     struct drv_pool *p = r->obj;
-    munmap((void *)r->base, r->size);
     if (r->how == ALLOC_POOL)
-        drv_arena_release(r->off, r->size);
+        drv_devmem_drop(r);
+    else
+        munmap((void *)r->base, r->size);
     pthread_mutex_lock(&pool_lock);
     pool_put(p, r->size);
     pthread_mutex_unlock(&pool_lock);
@@ -167,13 +168,8 @@ static CUresult pool_alloc(struct drv_pool *p, CUdeviceptr *dptr, size_t size, C
     rc = pool_take(p, size);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct drv_region r = {.kind = MEM_DEVICE, .how = ALLOC_POOL, .obj = p};
-    rc = drv_arena_map_new(size, &r);
-    if (rc == CUDA_SUCCESS && drv_region_add(&r) < 0) {
-        munmap((void *)r.base, r.size);
-        drv_arena_release(r.off, r.size);
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    struct drv_region r;
+    rc = drv_devmem_new(size, ALLOC_POOL, p, &r);
     if (rc != CUDA_SUCCESS) {
         pthread_mutex_lock(&pool_lock);
         pool_put(p, size);
@@ -255,11 +251,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptsz)
         return CUDA_ERROR_INVALID_VALUE;
     }
     struct drv_op_desc d;
-    memset(&d, 0, sizeof d);
-    d.kind = SIM_OP_HOST;
-    d.effect = EFF_HOSTFN;
-    d.u.host.fn = free_when_reached;
-    d.u.host.data = r;
+    drv_host_fn_desc(&d, free_when_reached, r);
     if (drv_submit(s, &d, NULL) != CUDA_SUCCESS) {
         /* the stream cannot take it (a sticky error): free once its work is done */
         drv_sync_all();
@@ -284,16 +276,7 @@ static CUresult props_check(const CUmemPoolProps *props, int *kind)
 {
     if (!props || props->win32SecurityAttributes)
         return CUDA_ERROR_INVALID_VALUE;
-    if (props->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED)
-        return CUDA_ERROR_NOT_SUPPORTED; /* managed pools: the device has no such support */
-    if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (props->handleTypes & CU_MEM_HANDLE_TYPE_FABRIC)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    if (props->handleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return CUDA_ERROR_INVALID_VALUE;
-    *kind = drv_location_kind(&props->location);
-    return *kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return drv_mem_props_check(props->allocType, props->handleTypes, &props->location, kind);
 }
 
 API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
@@ -316,17 +299,36 @@ API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps
     return CUDA_SUCCESS;
 }
 
-API CUresult cuMemPoolDestroy(CUmemoryPool pool)
+/* The prologue of calls on one pool: initialised, then the pool of handle H with pool_lock
+ * held (CUDA_SUCCESS), or the error with the lock released. */
+static CUresult pool_enter(CUmemoryPool h, struct drv_pool **out)
 {
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&pool_lock);
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
-    if (!p || p->is_default) {
-        pthread_mutex_unlock(&pool_lock);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    *out = drv_handle_get(H_MEMPOOL, h);
+    if (*out)
+        return CUDA_SUCCESS;
+    pthread_mutex_unlock(&pool_lock);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Ends a call that pool_enter began, with RC. */
+static CUresult pool_leave(CUresult rc)
+{
+    pthread_mutex_unlock(&pool_lock);
+    return rc;
+}
+
+API CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    struct drv_pool *p;
+    CUresult rc = pool_enter(pool, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (p->is_default)
+        return pool_leave(CUDA_ERROR_INVALID_VALUE);
     for (int i = 0; i < 2; i++)
         if (current_pool[i] == p)
             current_pool[i] = NULL;
@@ -335,130 +337,95 @@ API CUresult cuMemPoolDestroy(CUmemoryPool pool)
     p->destroyed = 1;
     pool_shrink(p, 0);
     pool_maybe_free(p);
-    pthread_mutex_unlock(&pool_lock);
-    return CUDA_SUCCESS;
+    return pool_leave(CUDA_SUCCESS);
 }
 
 API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    CUresult rc = drv_check_init();
+    struct drv_pool *p;
+    CUresult rc = pool_enter(pool, &p);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&pool_lock);
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
-    if (p)
-        pool_shrink(p, minBytesToKeep);
-    pthread_mutex_unlock(&pool_lock);
-    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    pool_shrink(p, minBytesToKeep);
+    return pool_leave(CUDA_SUCCESS);
+}
+
+static int is_u64_attr(CUmemPool_attribute attr)
+{
+    return attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD && attr <= CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+}
+
+static int is_reuse_attr(CUmemPool_attribute attr)
+{
+    return attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+           attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
 }
 
 API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-    CUresult rc = drv_check_init();
+    struct drv_pool *p;
+    CUresult rc = value ? pool_enter(pool, &p) : CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pool_lock);
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
-    rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     cuuint64_t v64 = 0;
-    if (p && attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD && attr <= CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+    if (is_u64_attr(attr))
         memcpy(&v64, value, sizeof v64);
-    switch (p ? attr : 0) {
-    case 0:
-        break;
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+    if (is_reuse_attr(attr))
         p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
-        break;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+    else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
         p->threshold = v64;
-        break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: /* may only be reset, to 0 */
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-        if (v64)
-            rc = CUDA_ERROR_INVALID_VALUE;
-        else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
-            p->reserved_high = p->reserved;
-        else
-            p->used_high = p->used;
-        break;
-    default: /* the current figures are read-only */
+    else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && !v64) /* may only be reset, to 0 */
+        p->reserved_high = p->reserved;
+    else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && !v64)
+        p->used_high = p->used;
+    else /* the current figures are read-only */
         rc = CUDA_ERROR_INVALID_VALUE;
-    }
-    pthread_mutex_unlock(&pool_lock);
-    return rc;
+    return pool_leave(rc);
 }
 
 API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-    CUresult rc = drv_check_init();
+    struct drv_pool *p;
+    CUresult rc = value ? pool_enter(pool, &p) : CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pool_lock);
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
-    rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    cuuint64_t v64 = 0;
-    switch (p ? attr : 0) {
-    case 0:
-        break;
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+    const cuuint64_t figures[] = {p->threshold, p->reserved, p->reserved_high, p->used,
+                                  p->used_high};
+    if (is_reuse_attr(attr))
         *(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
-        break;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v64 = p->threshold; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: v64 = p->reserved; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: v64 = p->reserved_high; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: v64 = p->used; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: v64 = p->used_high; break;
-    default: rc = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (rc == CUDA_SUCCESS && attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-        memcpy(value, &v64, sizeof v64);
-    pthread_mutex_unlock(&pool_lock);
-    return rc;
+    else if (is_u64_attr(attr))
+        memcpy(value, &figures[attr - CU_MEMPOOL_ATTR_RELEASE_THRESHOLD], sizeof figures[0]);
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    return pool_leave(rc);
 }
 
 API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
-    CUresult rc = drv_check_init();
+    struct drv_pool *p;
+    CUresult rc = map || !count ? pool_enter(pool, &p) : CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!map && count)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pool_lock);
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
-    rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; p && i < count && rc == CUDA_SUCCESS; i++)
+    for (size_t i = 0; i < count; i++)
         if (!drv_location_kind(&map[i].location) ||
             map[i].flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            rc = CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; p && i < count && rc == CUDA_SUCCESS; i++)
+            return pool_leave(CUDA_ERROR_INVALID_VALUE);
+    for (size_t i = 0; i < count; i++)
         if (drv_location_kind(&map[i].location) == 1)
             p->access = map[i].flags;
-    pthread_mutex_unlock(&pool_lock);
-    return rc;
+    return pool_leave(CUDA_SUCCESS);
 }
 
 API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
                                 CUmemLocation *location)
 {
-    CUresult rc = drv_check_init();
+    struct drv_pool *p;
+    int kind = drv_location_kind(location);
+    CUresult rc = flags && kind ? pool_enter(memPool, &p) : CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!flags || !drv_location_kind(location))
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pool_lock);
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, memPool);
-    if (p)
-        *flags = drv_location_kind(location) == 1 ? p->access : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    pthread_mutex_unlock(&pool_lock);
-    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    *flags = kind == 1 ? p->access : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return pool_leave(CUDA_SUCCESS);
 }
 
 /* ---- the device's default and current pools ---------------------------------------------- */
@@ -539,37 +506,27 @@ API CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool poo
                                               CUmemAllocationHandleType handleType,
                                               unsigned long long flags)
 {
-    CUresult rc = drv_check_init();
+    struct drv_pool *p;
+    CUresult rc = drv_share_call_check(handle_out, handleType, flags);
+    if (rc == CUDA_SUCCESS)
+        rc = pool_enter(pool, &p);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!handle_out || flags || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pool_lock);
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
-    int ok = p && !p->imported && (p->props.handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     struct drv_share s;
-    if (ok)
-        ok = drv_share_fill(&s, SHARE_POOL, 0, 0, p->id) == 0;
-    CUmemPoolProps props = ok ? p->props : (CUmemPoolProps){0};
-    pthread_mutex_unlock(&pool_lock);
-    if (!ok)
-        return CUDA_ERROR_INVALID_VALUE;
-    int fd = drv_share_fd_make(&s, &props, sizeof props);
-    if (fd < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *(int *)handle_out = fd;
-    return CUDA_SUCCESS;
+    int ok = !p->imported && (p->props.handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+             drv_share_fill(&s, SHARE_POOL, 0, 0, p->id) == 0;
+    CUmemPoolProps props = p->props;
+    pool_leave(CUDA_SUCCESS);
+    return ok ? drv_share_export(&s, &props, sizeof props, handle_out) : CUDA_ERROR_INVALID_VALUE;
 }
 
 API CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
                                                 CUmemAllocationHandleType handleType,
                                                 unsigned long long flags)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_share_call_check(pool_out, handleType, flags);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!pool_out || flags || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_share s;
     CUmemPoolProps props;
     if (drv_share_fd_read((int)(intptr_t)handle, &s, &props, sizeof props) < 0)

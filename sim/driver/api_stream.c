@@ -468,11 +468,7 @@ static CUresult host_func(int ptsz, CUstream h, CUhostFn fn, void *userData)
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_op_desc d;
-    memset(&d, 0, sizeof d);
-    d.kind = SIM_OP_HOST;
-    d.effect = EFF_HOSTFN;
-    d.u.host.fn = fn;
-    d.u.host.data = userData;
+    drv_host_fn_desc(&d, fn, userData);
     if (drv_capture_node(s, &d, &rc))
         return rc;
     return drv_submit(s, &d, NULL);

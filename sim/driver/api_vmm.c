@@ -111,16 +111,7 @@ static CUresult prop_check(const CUmemAllocationProp *prop, int *kind)
 {
     if (!prop)
         return CUDA_ERROR_INVALID_VALUE;
-    if (prop->type == CU_MEM_ALLOCATION_TYPE_MANAGED)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    if (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return CUDA_ERROR_INVALID_VALUE;
-    *kind = drv_location_kind(&prop->location);
-    return *kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return drv_mem_props_check(prop->type, prop->requestedHandleTypes, &prop->location, kind);
 }
 
 static int aligned(uint64_t v)
@@ -192,11 +183,9 @@ API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                     CUmemGenericAllocationHandle handle)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_check_init_out(prop);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!prop)
-        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&vmm_lock);
     struct vmm_alloc *a = alloc_get(handle);
     if (a)
@@ -421,11 +410,9 @@ API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *loca
 
 API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_check_init_out(handle);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!handle)
-        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&vmm_lock);
     long i = map_at((uintptr_t)addr);
     if (i >= 0) {
@@ -442,11 +429,9 @@ API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAll
                                           CUmemAllocationHandleType handleType,
                                           unsigned long long flags)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_share_call_check(shareableHandle, handleType, flags);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!shareableHandle || flags || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&vmm_lock);
     struct vmm_alloc *a = alloc_get(handle);
     int ok = a && a->fd < 0 &&
@@ -458,23 +443,15 @@ API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAll
         prop = a->prop;
     }
     pthread_mutex_unlock(&vmm_lock);
-    if (!ok)
-        return CUDA_ERROR_INVALID_VALUE;
-    int fd = drv_share_fd_make(&s, &prop, sizeof prop);
-    if (fd < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *(int *)shareableHandle = fd;
-    return CUDA_SUCCESS;
+    return ok ? drv_share_export(&s, &prop, sizeof prop, shareableHandle) : CUDA_ERROR_INVALID_VALUE;
 }
 
 API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                             CUmemAllocationHandleType shHandleType)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_share_call_check(handle, shHandleType, 0);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_share s;
     CUmemAllocationProp prop;
     if (drv_share_fd_read((int)(intptr_t)osHandle, &s, &prop, sizeof prop) < 0 ||

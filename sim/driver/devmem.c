@@ -121,6 +121,31 @@ int drv_region_take(uintptr_t base, int kind, int how, struct drv_region *out)
     return found;
 }
 
+size_t drv_region_take_all(int how, const void *obj, struct drv_region **out)
+{
+    size_t n = 0;
+    *out = NULL;
+    pthread_rwlock_wrlock(&reg_lock);
+    for (size_t i = 0; i < nregions; i++)
+        n += regions[i].kind == MEM_DEVICE && regions[i].how == how && regions[i].obj == obj;
+    struct drv_region *taken = n ? malloc(n * sizeof *taken) : NULL;
+    if (taken) {
+        size_t k = 0, j = 0;
+        for (size_t i = 0; i < nregions; i++) {
+            if (regions[i].kind == MEM_DEVICE && regions[i].how == how && regions[i].obj == obj)
+                taken[k++] = regions[i];
+            else
+                regions[j++] = regions[i];
+        }
+        nregions = j;
+    } else {
+        n = 0;
+    }
+    pthread_rwlock_unlock(&reg_lock);
+    *out = taken;
+    return n;
+}
+
 /* ---- the charge ------------------------------------------------------------------------- */
 
 uint64_t drv_device_mem_used(void)
@@ -333,6 +358,23 @@ CUresult drv_arena_map_new(size_t size, struct drv_region *r)
     return CUDA_SUCCESS;
 }
 
+CUresult drv_devmem_new(size_t size, int how, void *obj, struct drv_region *r)
+{
+    *r = (struct drv_region){.kind = MEM_DEVICE, .how = how, .obj = obj};
+    CUresult rc = drv_arena_map_new(size, r);
+    if (rc == CUDA_SUCCESS && drv_region_add(r) < 0) {
+        drv_devmem_drop(r);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc;
+}
+
+void drv_devmem_drop(const struct drv_region *r)
+{
+    munmap((void *)r->base, r->size);
+    drv_arena_release(r->off, r->size);
+}
+
 void drv_arena_release(uint64_t off, size_t size)
 {
     size_t ps = page_size();
@@ -394,12 +436,45 @@ int drv_share_fd_make(const struct drv_share *s, const void *extra, size_t n)
     return fd;
 }
 
+CUresult drv_share_export(const struct drv_share *s, const void *extra, size_t n, void *fd_out)
+{
+    int fd = drv_share_fd_make(s, extra, n);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)fd_out = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult drv_share_call_check(const void *out, CUmemAllocationHandleType type,
+                              unsigned long long flags)
+{
+    CUresult rc = drv_check_init_out(out);
+    if (rc == CUDA_SUCCESS && (flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    return rc;
+}
+
 int drv_share_fd_read(int fd, struct drv_share *s, void *extra, size_t n)
 {
     if (fd < 0 || pread(fd, s, sizeof *s, 0) != (ssize_t)sizeof *s ||
         s->magic != DRV_SHARE_MAGIC || (n && pread(fd, extra, n, sizeof *s) != (ssize_t)n))
         return -1;
     return 0;
+}
+
+CUresult drv_mem_props_check(CUmemAllocationType type, unsigned handle_types,
+                             const CUmemLocation *location, int *kind)
+{
+    if (type == CU_MEM_ALLOCATION_TYPE_MANAGED)
+        return CUDA_ERROR_NOT_SUPPORTED; /* managed pools and VMM: the device has no support */
+    if (type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handle_types & CU_MEM_HANDLE_TYPE_FABRIC)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (handle_types & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE; /* Win32 handles on Linux */
+    *kind = drv_location_kind(location);
+    return *kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 int drv_location_kind(const CUmemLocation *l)

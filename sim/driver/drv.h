@@ -121,6 +121,7 @@ struct drv_ctx {
     _Atomic uint64_t completed;
     _Atomic int sticky; /* CUresult that poisons the context, 0 if none */
     int destroyed;
+    _Atomic int nmodules;         /* modules loaded in it, charged (api_module.c) */
     struct drv_ctx *retired_next; /* in drv.retired, once destroyed */
     /* start-up settings the model ignores, read back as set (api_config.c) */
     int cache_config;    /* CUfunc_cache */
@@ -366,6 +367,9 @@ struct drv_ticket {
     uint64_t seq;
 };
 
+/* Fills D as a host op that calls FN(DATA) (in the agent) when its stream reaches it. */
+void drv_host_fn_desc(struct drv_op_desc *d, CUhostFn fn, void *data);
+
 /* Submits one op on S (the caller resolved everything). Returns CUDA_SUCCESS or an error;
  * fills *T when T is not NULL. */
 CUresult drv_submit(struct drv_stream *s, struct drv_op_desc *d, struct drv_ticket *t);
@@ -391,6 +395,8 @@ CUresult drv_ctx_sync(struct drv_ctx *ctx);
 
 /* Common prologue: not initialised, forked child. */
 CUresult drv_check_init(void);
+/* The same, then CUDA_ERROR_INVALID_VALUE when OUT (where the answer goes) is NULL. */
+CUresult drv_check_init_out(const void *out);
 
 /* ---- modules (api_module.c) -------------------------------------------------------------- */
 
@@ -424,7 +430,8 @@ struct drv_region {
     int kind;     /* enum drv_mem_kind */
     int how;      /* enum drv_alloc_how (device memory) */
     uint64_t off; /* where it lies in this process's arena (own device memory) */
-    void *obj;    /* the pool (ALLOC_POOL*), the import (ALLOC_IPC_IMPORT), the mapping (VMM) */
+    void *obj;    /* the context (linear, managed), the pool (ALLOC_POOL*), the import
+                   * (ALLOC_IPC_IMPORT), the allocation (VMM) */
 };
 
 /* Adds R; 0, -EEXIST when it overlaps another, -ENOMEM. */
@@ -434,6 +441,9 @@ int drv_region_find(uintptr_t p, struct drv_region *out);
 /* Removes the region that starts exactly at BASE with KIND and, unless 0, HOW, into *OUT (may
  * be NULL): 1, or 0 when there is none. */
 int drv_region_take(uintptr_t base, int kind, int how, struct drv_region *out);
+
+/* Removes every device region made by HOW for OBJ into a malloc'd *OUT: how many. */
+size_t drv_region_take_all(int how, const void *obj, struct drv_region **out);
 
 /* What a charge is for: an allocation counts against CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, the
  * overhead of a context or module only against the device. */
@@ -457,6 +467,11 @@ void drv_mem_limit_read(void);
 int drv_arena_take(size_t size, uint64_t *off);
 /* Maps a new range of SIZE bytes read-write: fills R's base, size and off. */
 CUresult drv_arena_map_new(size_t size, struct drv_region *r);
+/* A new device allocation of SIZE bytes made by HOW for OBJ: mapped and registered (*R). */
+CUresult drv_devmem_new(size_t size, int how, void *obj, struct drv_region *r);
+/* Unmaps what R maps of this process's arena and gives its pages back (R is no longer
+ * registered). */
+void drv_devmem_drop(const struct drv_region *r);
 /* Maps [OFF, OFF + SIZE) of arena FD (-1: this process's) at AT (NULL: anywhere; else
  * MAP_FIXED) with PROT. Returns the address or NULL. */
 void *drv_arena_map(int fd, uint64_t off, size_t size, void *at, int prot);
@@ -482,17 +497,37 @@ int drv_share_fill(struct drv_share *s, int kind, uint64_t off, uint64_t size, u
 int drv_share_open(const struct drv_share *s, int kind);
 /* A shareable handle: a new memfd holding S and EXTRA (N bytes). Returns it or -1. */
 int drv_share_fd_make(const struct drv_share *s, const void *extra, size_t n);
+/* The same into the int at FD_OUT (a POSIX shareable handle): CUDA_SUCCESS, or
+ * CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult drv_share_export(const struct drv_share *s, const void *extra, size_t n, void *fd_out);
+/* The prologue of the shareable-handle calls: initialised, OUT not NULL, no FLAGS, a POSIX
+ * file descriptor's TYPE (the only one on Linux here). */
+CUresult drv_share_call_check(const void *out, CUmemAllocationHandleType type,
+                              unsigned long long flags);
 /* Reads what drv_share_fd_make wrote into S and EXTRA: 0, or -1 when FD is not one. */
 int drv_share_fd_read(int fd, struct drv_share *s, void *extra, size_t n);
 
 /* Frees a linear or managed allocation taken from the registry (api_mem.c). */
 void drv_linear_free(const struct drv_region *r);
+
+/* Context CTX is being destroyed (its work done): what it allocated goes with it, as NVIDIA's
+ * driver frees a context's memory: linear and managed memory (api_mem.c), arrays
+ * (api_array.c), opened IPC memory (api_ipc.c), its modules' memory (api_module.c). Pools and
+ * VMM allocations belong to the device and stay. */
+void drv_linear_ctx_gone(struct drv_ctx *ctx);
+void drv_array_ctx_gone(struct drv_ctx *ctx);
+void drv_ipc_ctx_gone(struct drv_ctx *ctx);
+void drv_module_ctx_gone(struct drv_ctx *ctx);
 /* Frees a pool allocation (own or imported) taken from the registry, now (api_pool.c). */
 void drv_pool_free_region(const struct drv_region *r);
 
 /* A memory location: 1 for the device, 2 for the host (HOST, HOST_NUMA on a node that exists,
  * HOST_NUMA_CURRENT), 0 when invalid. */
 int drv_location_kind(const CUmemLocation *l);
+/* The properties a pool or a VMM allocation is made with: CUDA_SUCCESS and the location's
+ * *KIND, or the error to return. */
+CUresult drv_mem_props_check(CUmemAllocationType type, unsigned handle_types,
+                             const CUmemLocation *location, int *kind);
 
 /* ---- launch (api_launch.c), graphs (api_graph.c) ----------------------------------------- */
 

@@ -278,6 +278,15 @@ static int pool_refill(void)
     return drv.npool > 0;
 }
 
+void drv_host_fn_desc(struct drv_op_desc *d, CUhostFn fn, void *data)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = SIM_OP_HOST;
+    d->effect = EFF_HOSTFN;
+    d->u.host.fn = fn;
+    d->u.host.data = data;
+}
+
 CUresult drv_submit(struct drv_stream *s, struct drv_op_desc *d, struct drv_ticket *t)
 {
     CUresult sticky = (CUresult)atomic_load(&s->ctx->sticky);

@@ -1,14 +1,14 @@
 /* A stand-in libnvidia-ml.so.1 for the shim's memory tests: the one device the simulated driver
  * presents, by its UUID (cuDeviceGetUuid_v2, written as NVML writes one) and its memory
- * (cuDeviceTotalMem_v2 total; free = total less POS_FAKE_NVML_USED bytes, 0 if unset), so that
- * the shim's NVML wrappers can map it to CUDA device 0 and be compared with cuMemGetInfo. The
- * process must have loaded the driver. Entry points have NVML's documented C signatures; 0 is
+ * (cuDeviceTotalMem_v2 total; free = total less what every process holds on it,
+ * pos_sim_mem_used), so that the shim's NVML wrappers can map it to CUDA device 0 and be compared
+ * with cuMemGetInfo, and the shim can measure a first context with it. The process must have
+ * loaded the driver. Entry points have NVML's documented C signatures; 0 is
  * NVML_SUCCESS. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 struct nvml_memory {
@@ -60,6 +60,15 @@ int nvmlDeviceGetUUID(void *dev, char *uuid, unsigned int len)
     return 0;
 }
 
+int nvmlDeviceGetHandleByUUID(const char *uuid, void **dev)
+{
+    char mine[96];
+    if (nvmlDeviceGetUUID(FAKE_DEVICE, mine, sizeof mine) != 0 || strcmp(mine, uuid) != 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *dev = FAKE_DEVICE;
+    return 0;
+}
+
 static int figures(void *dev, unsigned long long *total, unsigned long long *freeb)
 {
     CUresult (*tot)(size_t *, CUdevice);
@@ -68,8 +77,12 @@ static int figures(void *dev, unsigned long long *total, unsigned long long *fre
     size_t t = 0;
     if (dev != FAKE_DEVICE || !tot || tot(&t, 0) != CUDA_SUCCESS)
         return NVML_ERROR_UNKNOWN;
-    const char *u = getenv("POS_FAKE_NVML_USED");
-    unsigned long long used = u ? strtoull(u, NULL, 10) : 0;
+    CUresult (*used_fn)(CUdevice, unsigned long long *, unsigned long long *);
+    p = driver_fn("pos_sim_mem_used");
+    memcpy(&used_fn, &p, sizeof used_fn);
+    unsigned long long used = 0, mine = 0;
+    if (!used_fn || used_fn(0, &used, &mine) != CUDA_SUCCESS)
+        return NVML_ERROR_UNKNOWN;
     *total = t;
     *freeb = used < t ? t - used : 0;
     return 0;

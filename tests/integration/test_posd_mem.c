@@ -122,6 +122,14 @@ static double prom_value(const char *text, const char *prefix, int pid)
     return l ? strtod(strrchr(l, ' ') + 1, NULL) : -1;
 }
 
+/* posd started, and two fake clients A and B registered with it. */
+static void posd_start_with_two(struct client *a, struct client *b)
+{
+    posd_start();
+    CU_ASSERT_FATAL(client_register(suite.sock, a) == 0);
+    CU_ASSERT_FATAL(client_register(suite.sock, b) == 0);
+}
+
 /* ---- the limit --------------------------------------------------------------------------- */
 
 /* The rule's limit is in the shared memory before the client holds it, and in its WELCOME. */
@@ -293,10 +301,8 @@ static void test_stats_and_metrics_show_the_clients_account(void)
  * liar's limit is posd's, not what it wrote. */
 static void test_a_false_account_changes_only_its_own_row(void)
 {
-    posd_start();
     struct client liar, honest;
-    CU_ASSERT_FATAL(client_register(suite.sock, &liar) == 0);
-    CU_ASSERT_FATAL(client_register(suite.sock, &honest) == 0);
+    posd_start_with_two(&liar, &honest);
     account(&honest, 0, 16 * GIB, GIB, GIB, 1);
     atomic_store(&honest.shm->mem[0].bytes[POS_MEM_LINEAR], GIB);
     for (int dev = 0; dev < POS_MEM_MAX_DEVICES; dev++) {
@@ -336,10 +342,8 @@ static void test_a_false_account_changes_only_its_own_row(void)
  * by what it held. */
 static void test_a_client_that_leaves_leaves_nothing_in_the_ledger(void)
 {
-    posd_start();
     struct client stays, leaves;
-    CU_ASSERT_FATAL(client_register(suite.sock, &stays) == 0);
-    CU_ASSERT_FATAL(client_register(suite.sock, &leaves) == 0);
+    posd_start_with_two(&stays, &leaves);
     account(&stays, 0, 16 * GIB, GIB, GIB, 0);
     account(&leaves, 0, 16 * GIB, 2 * GIB, 2 * GIB, 0);
     uint32_t gone_id = leaves.shm->client_id;

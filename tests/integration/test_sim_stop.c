@@ -20,6 +20,7 @@
 #include "tests/integration/util.h"
 
 int pos_sim_fault_stop_in_lock(void);
+CUresult pos_sim_mem_used(CUdevice, unsigned long long *, unsigned long long *);
 
 static struct suite suite; /* no posd: the simulated driver alone */
 
@@ -207,7 +208,7 @@ static pid_t start_attached(const char *inst)
     return pid;
 }
 
-/* A process of instance INST that attaches, finds the whole device memory free, and exits:
+/* A process of instance INST that attaches, finds no memory held but its own, and exits:
  * its exit status (0 when the device was clean). */
 static int run_fresh(const char *inst)
 {
@@ -216,11 +217,11 @@ static int run_fresh(const char *inst)
     if (pid == 0) {
         setenv("POS_SIM_INSTANCE", inst, 1);
         CUcontext c;
-        size_t free_b, total_b;
+        unsigned long long all, mine;
         if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
-            cuCtxSetCurrent(c) != CUDA_SUCCESS || cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS)
+            cuCtxSetCurrent(c) != CUDA_SUCCESS || pos_sim_mem_used(0, &all, &mine) != CUDA_SUCCESS)
             _exit(1);
-        exit(free_b == total_b ? 0 : 2);
+        exit(all == mine ? 0 : 2); /* its own context's memory is all the device holds */
     }
     int st;
     waitpid(pid, &st, 0);

@@ -3,9 +3,11 @@
  * shim), plus what the step measured. Every allocation is pushed on a stack that "free" pops.
  *   alloc:N pitch:W:H managed:N async:N pool:N poolhost:N vmm:N vmmhost:N map unmap release
  *   retain array:W:H array3d:W:H:D mipmap:W:H:L hostalloc:N hostreg:N allochost:N
- *   free freeall freebogus info nvml ctx ctxdestroy module unload
+ *   ipcget ipcopen (the handle in the file POS_TEST_IPC_FILE) inctx (the context "ctx" made)
+ *   primaryrelease free freeall freebogus info nvml ctx ctxdestroy module unload
  *   threads:T:S (T threads allocate S bytes each until refused; prints the most ever used)
  *   env (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) kinds (the account by kind) hold:MS
+ *   simused (what the simulated driver says this process holds on device 0)
  * Sizes take K, M, G (binary). Prints "launches 0" last. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -49,7 +51,7 @@ static void say(const char *op, CUresult rc, const char *extra)
     fflush(stdout);
 }
 
-enum what { W_DPTR, W_HOSTALLOC, W_HOSTREG, W_ARRAY, W_MIPMAP, W_VMM, W_ASYNC };
+enum what { W_DPTR, W_HOSTALLOC, W_HOSTREG, W_ARRAY, W_MIPMAP, W_VMM, W_ASYNC, W_IPC };
 
 static struct item {
     enum what what;
@@ -91,6 +93,7 @@ static CUresult free_item(struct item *it)
     case W_ARRAY: return cuArrayDestroy(it->arr);
     case W_MIPMAP: return cuMipmappedArrayDestroy(it->mip);
     case W_VMM: return cuMemRelease(it->handle);
+    case W_IPC: return cuIpcCloseMemHandle(it->dptr);
     }
     return CUDA_ERROR_INVALID_VALUE;
 }
@@ -235,8 +238,7 @@ int main(int argc, char **argv)
             rc = cuMemCreate(&it.handle, a, &p, 0);
             it.what = W_VMM;
             it.size = a;
-        } else if (!strcmp(op, "map") || !strcmp(op, "unmap") || !strcmp(op, "release") ||
-                   !strcmp(op, "retain")) {
+        } else if (!strcmp(op, "map") || !strcmp(op, "release") || !strcmp(op, "retain")) {
             struct item *top = depth ? &stack[depth - 1] : NULL;
             if (!top || top->what != W_VMM) {
                 printf("%s none\n", op);
@@ -248,9 +250,6 @@ int main(int argc, char **argv)
                     rc = cuMemMap(reserved_va, top->size, 0, top->handle, 0);
                 mapped = reserved_va;
                 mapped_size = top->size;
-            } else if (!strcmp(op, "unmap")) {
-                rc = cuMemUnmap(mapped, mapped_size);
-                cuMemAddressFree(reserved_va, mapped_size);
             } else if (!strcmp(op, "retain")) {
                 CUmemGenericAllocationHandle h2;
                 rc = cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)mapped);
@@ -258,6 +257,44 @@ int main(int argc, char **argv)
                 rc = cuMemRelease(top->handle);
                 depth--;
             }
+            say(op, rc, NULL);
+            continue;
+        } else if (!strcmp(op, "unmap")) {
+            rc = cuMemUnmap(mapped, mapped_size);
+            cuMemAddressFree(reserved_va, mapped_size);
+            say(op, rc, NULL);
+            continue;
+        } else if (!strcmp(op, "ipcget") || !strcmp(op, "ipcopen")) {
+            const char *file = getenv("POS_TEST_IPC_FILE");
+            CUipcMemHandle h;
+            if (!file || (!strcmp(op, "ipcget") && (!depth || stack[depth - 1].what != W_DPTR))) {
+                printf("%s none\n", op);
+                continue;
+            }
+            if (!strcmp(op, "ipcget")) {
+                rc = cuIpcGetMemHandle(&h, stack[depth - 1].dptr);
+                FILE *f = fopen(file, "w");
+                if (f) {
+                    fwrite(&h, sizeof h, 1, f);
+                    fclose(f);
+                }
+                say(op, rc, NULL);
+                continue;
+            }
+            FILE *f = fopen(file, "r");
+            size_t got = f ? fread(&h, sizeof h, 1, f) : 0;
+            if (f)
+                fclose(f);
+            rc = got == 1 ? cuIpcOpenMemHandle(&it.dptr, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                          : CUDA_ERROR_INVALID_VALUE;
+            it.what = W_IPC;
+        } else if (!strcmp(op, "inctx")) {
+            rc = cuCtxSetCurrent(extra_ctx);
+            say(op, rc, NULL);
+            continue;
+        } else if (!strcmp(op, "primaryrelease")) {
+            rc = cuDevicePrimaryCtxRelease(0);
+            depth = 0; /* its allocations went with it */
             say(op, rc, NULL);
             continue;
         } else if (!strcmp(op, "array")) {
@@ -353,6 +390,14 @@ int main(int argc, char **argv)
                 len += snprintf(extra + len, sizeof extra - (size_t)len, "%sk%d=%llu",
                                 k ? " " : "", k, (unsigned long long)atomic_load(&ac->bytes[k]));
             say(op, CUDA_SUCCESS, extra);
+            continue;
+        } else if (!strcmp(op, "simused")) {
+            CUresult (*sim_used)(CUdevice, unsigned long long *, unsigned long long *);
+            SET_FN(sim_used, dlsym(RTLD_DEFAULT, "pos_sim_mem_used"));
+            unsigned long long all = 0, mine = 0;
+            rc = sim_used ? sim_used(0, &all, &mine) : CUDA_ERROR_NOT_FOUND;
+            snprintf(extra, sizeof extra, "mine=%llu", mine);
+            say(op, rc, extra);
             continue;
         } else if (!strcmp(op, "hold")) {
             usleep((useconds_t)a * 1000);

@@ -527,35 +527,45 @@ static void test_json_escaping(void)
     posstat_report_free(&r);
 }
 
+/* Renders R with FN and checks that each of WANT (NULL-terminated) is in it. */
+static void expect_rendered(int (*fn)(FILE *, const struct posstat_report *),
+                            const struct posstat_report *r, const char *const *want)
+{
+    char *out = render(fn, r);
+    for (; *want; want++) {
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, *want));
+        if (!strstr(out, *want))
+            fprintf(stderr, "\n  not in:\n%s\n  want: %s\n", out, *want);
+    }
+    free(out);
+}
+
 /* The memory columns: sizes in binary units, the limit as bytes once its device's size is
  * known, as the share while it is not, "none" without one; exact bytes in JSON. */
 static void test_memory_columns_in_binary_units(void)
 {
-    struct pos_device_stats d = device(100 * S_NS, 3);
     struct pos_client_stats c[3] = {client(1, 10, "a", S_NS), client(2, 20, "b", S_NS),
                                     client(3, 30, "c", S_NS)};
     c[0].mem_used = 1023, c[0].mem_peak = 1024, c[0].mem_limit = 8ull << 30;
     c[0].mem_limit_ppm = 500000, c[0].mem_total = 16ull << 30; /* 50% of a known device */
     c[1].mem_used = (5ull << 30) + (1ull << 29), c[1].mem_peak = 1ull << 48;
     c[1].mem_refused = 12345, c[1].mem_limit = 0; /* a limit of no memory at all */
-    struct posstat_snapshot snap = snapshot(d, c, 3, 1700000000.0);
+    struct posstat_snapshot snap = snapshot(device(100 * S_NS, 3), c, 3, 1700000000.0);
     struct posstat_report r;
     CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &snap, POSSTAT_TOTAL), 0);
-    char *text = render(posstat_render_text, &r);
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "     1023B      8GiB      1KiB        0\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "    5.5GiB        0B    256TiB    12345\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "        0B      none        0B        0\n"));
-    free(text);
-    char *json = render(posstat_render_json, &r);
-    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"mem_used_bytes\":1023,\"mem_limit\":\"8GiB\","
-                                        "\"mem_peak_bytes\":1024,\"mem_refused\":0,"
-                                        "\"mem_limit_bytes\":8589934592,"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"mem_used_bytes\":5905580032,\"mem_limit\":\"0B\","
-                                        "\"mem_peak_bytes\":281474976710656,\"mem_refused\":"
-                                        "12345,\"mem_limit_bytes\":0,"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"mem_limit\":\"none\",\"mem_peak_bytes\":0,"
-                                        "\"mem_refused\":0,\"mem_limit_bytes\":null,"));
-    free(json);
+    expect_rendered(posstat_render_text, &r,
+                    (const char *const[]){"     1023B      8GiB      1KiB        0\n",
+                                          "    5.5GiB        0B    256TiB    12345\n",
+                                          "        0B      none        0B        0\n", NULL});
+    expect_rendered(posstat_render_json, &r,
+                    (const char *const[]){
+                        "\"mem_used_bytes\":1023,\"mem_limit\":\"8GiB\",\"mem_peak_bytes\":1024,"
+                        "\"mem_refused\":0,\"mem_limit_bytes\":8589934592,",
+                        "\"mem_used_bytes\":5905580032,\"mem_limit\":\"0B\",\"mem_peak_bytes\":"
+                        "281474976710656,\"mem_refused\":12345,\"mem_limit_bytes\":0,",
+                        "\"mem_limit\":\"none\",\"mem_peak_bytes\":0,\"mem_refused\":0,"
+                        "\"mem_limit_bytes\":null,",
+                        NULL});
     posstat_report_free(&r);
 }
 

@@ -427,6 +427,10 @@ static void test_sizes_near_2_64_and_zero_are_refused_never_wrapped(void)
     CUarray a;
     CUDA_ARRAY3D_DESCRIPTOR d = {SIZE_MAX / 2, SIZE_MAX / 2, 4, CU_AD_FORMAT_FLOAT, 4, 0};
     CU_ASSERT_EQUAL(cuArray3DCreate(&a, &d), CUDA_ERROR_OUT_OF_MEMORY);
+    /* 2^64 - 1 MiB: what the device holds plus it would wrap to a little */
+    CUDA_ARRAY3D_DESCRIPTOR near = {(1ull << 62) - (1ull << 18), 0, 0, CU_AD_FORMAT_UNSIGNED_INT8,
+                                    4, 0};
+    CU_ASSERT_EQUAL(cuArray3DCreate(&a, &near), CUDA_ERROR_OUT_OF_MEMORY);
     /* zero bytes: invalid, as NVIDIA's driver answers */
     CU_ASSERT_EQUAL(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
     CU_ASSERT_EQUAL(cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
@@ -728,6 +732,39 @@ static void test_context_and_module_overhead_is_measured_by_meminfo(void)
     CK(cuCtxSetCurrent(ctx));
 }
 
+static void test_destroying_a_context_frees_what_it_allocated(void)
+{
+    size_t f0 = free_now();
+    CUcontext c2;
+    CK(cuCtxCreate_v2(&c2, 0, 0));
+    CUdeviceptr lin, man, pooled, kept;
+    size_t pitch;
+    CK(cuMemAlloc(&lin, 16 * MIB));
+    CK(cuMemAllocPitch(&kept, &pitch, 4096, 256, 4));
+    CK(cuMemAllocManaged(&man, 4 * MIB, CU_MEM_ATTACH_GLOBAL));
+    CUarray a;
+    CUDA_ARRAY_DESCRIPTOR d = {1024, 1024, CU_AD_FORMAT_FLOAT, 1};
+    CK(cuArrayCreate(&a, &d));
+    CUmipmappedArray m;
+    CUDA_ARRAY3D_DESCRIPTOR dm = {256, 256, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    CK(cuMipmappedArrayCreate(&m, &dm, 3));
+    CUmodule mod;
+    CK(cuModuleLoadData(&mod, module_text));
+    /* stream-ordered memory belongs to the device's pool, not to the context */
+    CK(cuMemAllocAsync(&pooled, 8 * MIB, NULL));
+    CK(cuCtxSynchronize());
+    CK(cuCtxDestroy(c2));
+    CK(cuCtxSetCurrent(ctx));
+    CU_ASSERT_EQUAL(f0 - free_now(), 8 * MIB);
+    CU_ASSERT_EQUAL(cuMemFree(lin), CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuMemFree(kept), CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+    CU_ASSERT_EQUAL(cuMipmappedArrayDestroy(m), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuModuleUnload(mod)); /* a stale module's handle: its memory went with the context */
+    CK(cuMemFree(pooled));
+    CU_ASSERT_EQUAL(free_now(), f0);
+}
+
 static void test_procaddr_resolves_the_memory_entry_points(void)
 {
     void *fn = NULL;
@@ -745,6 +782,14 @@ static void test_procaddr_resolves_the_memory_entry_points(void)
     }
     CK(cuGetProcAddress("cuMemGetInfo", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
     CU_ASSERT_PTR_EQUAL(fn, (void *)cuMemGetInfo_v2);
+    /* the 32-bit ABIs of CUDA 3.1 clamp the 8 GiB device */
+    CK(cuGetProcAddress("cuMemGetInfo", &fn, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    unsigned f32 = 0, t32 = 0;
+    CK(((CUresult(*)(unsigned *, unsigned *))fn)(&f32, &t32));
+    CU_ASSERT_EQUAL(t32, 0xffffffffu);
+    CK(cuGetProcAddress("cuDeviceTotalMem", &fn, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    CK(((CUresult(*)(unsigned *, CUdevice))fn)(&t32, 0));
+    CU_ASSERT_EQUAL(t32, 0xffffffffu);
 }
 
 /* ---- between processes ------------------------------------------------------------------- */
@@ -761,6 +806,25 @@ static void test_ipc_memory_is_shared_with_a_second_process(void)
     CK(cuIpcGetMemHandle(&h, p));
     CUdeviceptr q;
     CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, h, 0), CUDA_ERROR_INVALID_CONTEXT); /* our own */
+    CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, h, 2), CUDA_ERROR_INVALID_VALUE);   /* bad flags */
+    /* garbage handles are refused, never mapped */
+    CUipcMemHandle junk;
+    memset(&junk, 0, sizeof junk);
+    CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, junk, 0), CUDA_ERROR_INVALID_VALUE);
+    memcpy(&junk, &h, sizeof h);
+    int32_t init_pid = 1; /* another process's name: its start time is not the exporter's */
+    memcpy(junk.reserved + 8, &init_pid, sizeof init_pid);
+    CU_ASSERT_EQUAL(cuIpcOpenMemHandle(&q, junk, 0), CUDA_ERROR_INVALID_VALUE);
+    int devnull = open("/dev/null", O_RDONLY);
+    CUmemoryPool ip;
+    CUmemGenericAllocationHandle ih;
+    CU_ASSERT_EQUAL(cuMemPoolImportFromShareableHandle(&ip, (void *)(intptr_t)devnull,
+                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                    CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuMemImportFromShareableHandle(&ih, (void *)(intptr_t)-1,
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                    CUDA_ERROR_INVALID_VALUE);
+    close(devnull);
     char hex[2 * sizeof h.reserved + 1];
     hex_put(hex, h.reserved, sizeof h.reserved);
     unsigned long long before = all_used();
@@ -905,6 +969,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_vmm_host_locations_take_no_device_memory);
     POS_ADD_TEST(s, test_vmm_memory_goes_with_the_last_handle_or_mapping);
     POS_ADD_TEST(s, test_context_and_module_overhead_is_measured_by_meminfo);
+    POS_ADD_TEST(s, test_destroying_a_context_frees_what_it_allocated);
     POS_ADD_TEST(s, test_procaddr_resolves_the_memory_entry_points);
     POS_ADD_TEST(s, test_ipc_memory_is_shared_with_a_second_process);
     POS_ADD_TEST(s, test_pool_and_vmm_exports_reach_a_second_process);
