@@ -60,7 +60,9 @@ void drv_debug(const char *fmt, ...)
     fprintf(stderr, "pos-sim[%d]: %s\n", (int)getpid(), buf);
 }
 
-/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat), 0 if gone. */
+/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat), 0 if gone. A zombie
+ * (state Z or X) is gone: it has exited, and its parent has only not reaped it yet; a real
+ * driver has its memory back at the exit, when its files close. */
 uint64_t drv_proc_start_time(pid_t pid)
 {
     char path[64], buf[1024];
@@ -74,7 +76,7 @@ uint64_t drv_proc_start_time(pid_t pid)
         return 0;
     buf[n] = '\0';
     char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    if (!p)
+    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
         return 0;
     /* after ") " come fields 3.. ; starttime is field 22 */
     int field = 2;

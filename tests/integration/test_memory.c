@@ -23,9 +23,8 @@
 
 #define OUT_MAX    16384
 #define MIB        (1024ull * 1024)
-#define LIMIT      (64 * MIB) /* the "cap" clients' limit */
+#define LIMIT      (256 * MIB) /* the "cap" clients' limit: the context's 86 MiB and room */
 #define BLOCK      (4 * MIB)
-#define BIG_LIMIT  (1536 * MIB) /* the "big" clients': room for 1 GiB and the context */
 
 static struct suite suite;
 static CUcontext ctx;
@@ -35,7 +34,7 @@ static const char conf_text[] = "[class capped]\n"
                                 "[rule cap]\n"
                                 "match_app = cap*\n"
                                 "class = capped\n"
-                                "mem_limit = 64M\n"
+                                "mem_limit = 256M\n"
                                 "[rule big]\n"
                                 "match_app = big*\n"
                                 "mem_limit = 1536M\n";
@@ -70,7 +69,8 @@ struct proc {
 static void proc_start(struct proc *p, const char *app, int hold, const char *const *args)
 {
     int in[2], out[2];
-    CU_ASSERT_FATAL(pipe(in) == 0 && pipe(out) == 0);
+    /* close-on-exec: a client started later must not hold this one's stdin open */
+    CU_ASSERT_FATAL(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
     memset(p, 0, sizeof *p);
     p->pid = fork();
     if (p->pid == 0) {
@@ -132,6 +132,15 @@ static int proc_finish(struct proc *p)
     return 255;
 }
 
+/* proc_finish, and P's output on stderr when it did not end well. */
+static int proc_done(struct proc *p)
+{
+    int rc = proc_finish(p);
+    if (rc != 0)
+        fprintf(stderr, "pid %d ended with %d:\n%s\n", (int)p->pid, rc, p->text);
+    return rc;
+}
+
 /* The stats posd has of the client with pid PID, in *OUT: 1, or 0 when it has none. */
 static int client_of(pid_t pid, struct pos_client_stats *out)
 {
@@ -157,10 +166,11 @@ static int suite_init(void)
     if (suite_open(&suite, "memory", conf_text) < 0 || access("build/posd", X_OK) != 0 ||
         access("build/tests/shim_memload", X_OK) != 0)
         return -1;
+    /* the fake NVML of the simulated device: the shim measures a device's first context by it */
+    setenv("LD_LIBRARY_PATH", "build/sim:build/tests/fakes/sim", 1);
     if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS)
         return -1;
-    posd_start();
-    return 0;
+    return suite_posd_start(&suite, "priority") > 0 && access(suite.sock, F_OK) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void)
@@ -206,7 +216,7 @@ static long long fill_within(const char *app, const char *path, unsigned long lo
                         "%llu limit %llu\n%s\n",
                 app, path, size, max, threads, dev, known ? (unsigned long long)st.mem_used : 0,
                 known ? (unsigned long long)st.mem_peak : 0, limit, p.text);
-    CU_ASSERT_EQUAL(proc_finish(&p), 0);
+    CU_ASSERT_EQUAL(proc_done(&p), 0);
     return bytes;
 }
 
@@ -217,7 +227,7 @@ static void test_no_path_passes_its_limit(void)
 {
     for (size_t i = 0; i < NPATHS; i++) {
         long long base = device_used();
-        /* under: 4 blocks of 4 MiB fit in 64 MiB with the context */
+        /* under: 4 blocks of 4 MiB fit beside the context */
         long long got = fill_within("cap-under", paths[i], BLOCK, 4, 1, LIMIT, base);
         CU_ASSERT(got >= (long long)(4 * BLOCK));
         /* at: as many as fit */
@@ -252,8 +262,8 @@ static void test_racing_allocations_stay_within_the_limit(void)
     struct pos_client_stats sa, sb;
     CU_ASSERT(client_of(a.pid, &sa) && sa.mem_peak <= LIMIT);
     CU_ASSERT(client_of(b.pid, &sb) && sb.mem_peak <= LIMIT);
-    CU_ASSERT_EQUAL(proc_finish(&a), 0);
-    CU_ASSERT_EQUAL(proc_finish(&b), 0);
+    CU_ASSERT_EQUAL(proc_done(&a), 0);
+    CU_ASSERT_EQUAL(proc_done(&b), 0);
 }
 
 /* ---- failure patterns of other limiters ---------------------------------------------------- */
@@ -265,7 +275,7 @@ static void test_a_caching_allocator_retrying_smaller_fills_its_room(void)
     const char *const args[] = {"retry", "33554432", "1048576", NULL};
     struct proc p;
     proc_start(&p, "cap-retry", 0, args);
-    CU_ASSERT_EQUAL(proc_finish(&p), 0);
+    CU_ASSERT_EQUAL(proc_done(&p), 0);
     long long held = util_number(p.text, "held_bytes");
     CU_ASSERT(held > (long long)(LIMIT / 2) && held <= (long long)LIMIT);
     CU_ASSERT(util_number(p.text, "refusals") >= 1);
@@ -281,7 +291,7 @@ static void test_free_memory_is_equal_before_and_after_a_profiling_run(void)
     const char *const args[] = {"profile", "16777216", NULL};
     struct proc p;
     proc_start(&p, "cap-vllm", 0, args);
-    CU_ASSERT_EQUAL(proc_finish(&p), 0);
+    CU_ASSERT_EQUAL(proc_done(&p), 0);
     long long before = util_number(p.text, "free_before"), after = util_number(p.text, "free_after");
     CU_ASSERT(before > 0);
     CU_ASSERT_EQUAL(before, after);
@@ -300,7 +310,7 @@ static void test_host_cumemcreate_under_a_held_lock_passes_untouched(void)
     const char *const args[] = {"hostvmm", "2097152", NULL};
     struct proc p;
     proc_start(&p, "cap-nccl", 0, args);
-    CU_ASSERT_EQUAL(proc_finish(&p), 0);
+    CU_ASSERT_EQUAL(proc_done(&p), 0);
     CU_ASSERT_EQUAL(util_number(p.text, "made"), 3);
     long long before = util_number(p.text, "free_before");
     CU_ASSERT_EQUAL(util_number(p.text, "free_while_held"), before);
@@ -317,11 +327,11 @@ static void test_opened_ipc_memory_is_its_exporters(void)
     CU_ASSERT_FATAL(proc_wait_for(&e, "\n", 30));
     proc_start(&o, "cap-opener", 0, open_args);
     CU_ASSERT(write(o.in, e.text, strlen(e.text)) == (ssize_t)strlen(e.text));
-    CU_ASSERT_EQUAL(proc_finish(&o), 0);
+    CU_ASSERT_EQUAL(proc_done(&o), 0);
     CU_ASSERT_EQUAL(util_number(o.text, "open_rc"), 0);
     CU_ASSERT_EQUAL(util_number(o.text, "byte"), 0x5a);
     CU_ASSERT_EQUAL(util_number(o.text, "open_info_free"), util_number(o.text, "before_info_free"));
-    CU_ASSERT_EQUAL(proc_finish(&e), 0);
+    CU_ASSERT_EQUAL(proc_done(&e), 0);
     if (util_number(o.text, "byte") != 0x5a)
         fprintf(stderr, "exporter:\n%s\nopener:\n%s\n", e.text, o.text);
 }
@@ -379,8 +389,8 @@ static void test_a_restarted_posd_rebuilds_the_ledger(void)
     CU_ASSERT_EQUAL(b1.mem_used, b0.mem_used);
     CU_ASSERT_EQUAL(memcmp(a1.mem_bytes, a0.mem_bytes, sizeof a0.mem_bytes), 0);
     CU_ASSERT_EQUAL(memcmp(b1.mem_bytes, b0.mem_bytes, sizeof b0.mem_bytes), 0);
-    CU_ASSERT_EQUAL(proc_finish(&a), 0);
-    CU_ASSERT_EQUAL(proc_finish(&b), 0);
+    CU_ASSERT_EQUAL(proc_done(&a), 0);
+    CU_ASSERT_EQUAL(proc_done(&b), 0);
 }
 
 /* posctl set --mem-limit: lowered below what a client holds, its next allocation is refused
@@ -394,13 +404,13 @@ static void test_a_limit_changes_live(void)
     struct pos_client_stats st;
     CU_ASSERT_FATAL(client_of(p.pid, &st));
     struct pos_control req = {.op = POS_CTL_SET, .flags = POS_CTL_HAS_MEM_LIMIT,
-                              .client_id = st.client_id, .mem_limit = 16 * MIB};
+                              .client_id = st.client_id, .mem_limit = 64 * MIB};
     struct pos_control_reply rep;
     char msg[512];
     CU_ASSERT_EQUAL(util_control(suite.sock, &req, &rep, msg, sizeof msg), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(rep.message, "refuse"));
-    CU_ASSERT(client_of(p.pid, &st) && st.mem_limit == 16 * MIB);
-    CU_ASSERT_EQUAL(proc_finish(&p), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(rep.message, "new allocations fail"));
+    CU_ASSERT(client_of(p.pid, &st) && st.mem_limit == 64 * MIB);
+    CU_ASSERT_EQUAL(proc_done(&p), 0);
 }
 
 void pos_test_register(void)
