@@ -762,7 +762,7 @@ if part memory 45 "6. Memory limits: the ledger under a real CUDA program"; then
         for _ in $(seq 500); do grep -q holding "$R/mem.hold.json" 2>/dev/null && break; sleep 0.02; done
         POSSTAT=$ROOT/$GPU/bin/posstat
         "$POSSTAT" -s "$SOCK" -o json >"$R/mem.posstat.json" 2>&1
-        used=$(grep -o '"mem_used":[0-9]*' "$R/mem.posstat.json" | head -1 | cut -d: -f2)
+        used=$(grep -o '"mem_used_bytes":[0-9]*' "$R/mem.posstat.json" | head -1 | cut -d: -f2)
         smi=-
         if [ $SIM = 0 ]; then
             smi=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
