@@ -15,8 +15,7 @@
 #define REFUSAL_GAP  1000000000ull /* at most one refusal line a second */
 
 /* The account, whether or not posd is there: the shared memory gets copies of it. */
-static struct pos_mem_account account[POS_MEM_MAX_DEVICES];
-static _Atomic uint64_t device_total[POS_MEM_MAX_DEVICES]; /* 0: not asked yet */
+static struct pos_mem_account account[POS_MEM_MAX_DEVICES]; /* total 0: device not asked yet */
 
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shim_mem_entry *map[MAP_BUCKETS];
@@ -37,15 +36,13 @@ int shim_mem_current_device(void)
 
 static uint64_t total_of(int dev)
 {
-    uint64_t t = atomic_load_explicit(&device_total[dev], memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&account[dev].total, memory_order_relaxed);
     if (t)
         return t;
     size_t bytes = 0;
     if (shim_real_cuDeviceTotalMem_v2 &&
-        shim_real_cuDeviceTotalMem_v2(&bytes, (CUdevice)dev) == CUDA_SUCCESS && bytes) {
-        atomic_store_explicit(&device_total[dev], bytes, memory_order_relaxed);
+        shim_real_cuDeviceTotalMem_v2(&bytes, (CUdevice)dev) == CUDA_SUCCESS && bytes)
         atomic_store_explicit(&account[dev].total, bytes, memory_order_relaxed);
-    }
     return bytes;
 }
 

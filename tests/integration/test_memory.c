@@ -94,22 +94,28 @@ static void proc_start(struct proc *p, const char *app, int hold, const char *co
     p->out = out[0];
 }
 
-/* Reads P's output until it contains WHAT or it ends (or TIMEOUT_S pass): whether it came. */
-static int proc_wait_for(struct proc *p, const char *what, int timeout_s)
+/* Reads P's output until its part from offset FROM on contains WHAT, or it ends (or TIMEOUT_S
+ * pass): whether it came. */
+static int proc_wait_from(struct proc *p, size_t from, const char *what, int timeout_s)
 {
     double end = util_now() + timeout_s * util_time_scale();
-    while (!strstr(p->text, what)) {
+    while (!strstr(p->text + from, what)) {
         double left = end - util_now();
         struct pollfd pfd = {.fd = p->out, .events = POLLIN};
         if (left <= 0 || poll(&pfd, 1, (int)(left * 1000) + 1) <= 0)
             return 0;
         ssize_t n = read(p->out, p->text + p->len, sizeof p->text - 1 - p->len);
         if (n <= 0)
-            return strstr(p->text, what) != NULL;
+            return strstr(p->text + from, what) != NULL;
         p->len += (size_t)n;
         p->text[p->len] = '\0';
     }
     return 1;
+}
+
+static int proc_wait_for(struct proc *p, const char *what, int timeout_s)
+{
+    return proc_wait_from(p, 0, what, timeout_s);
 }
 
 /* Lets P go (closes its stdin), reads the rest of its output and reaps it: its exit status
@@ -236,7 +242,7 @@ static void test_no_path_passes_its_limit(void)
         /* over: one block bigger than the limit */
         got = fill_within("cap-over", paths[i], LIMIT + BLOCK, 1, 1, LIMIT, base);
         CU_ASSERT_EQUAL(got, 0);
-        CU_ASSERT(device_used() - base <= 0 || device_used() - base < (long long)BLOCK);
+        CU_ASSERT(device_used() - base < (long long)BLOCK);
     }
 }
 
@@ -393,8 +399,29 @@ static void test_a_restarted_posd_rebuilds_the_ledger(void)
     CU_ASSERT_EQUAL(proc_done(&b), 0);
 }
 
-/* posctl set --mem-limit: lowered below what a client holds, its next allocation is refused
- * and posd says so; raised, it is given at once. */
+/* P's answer to one more block ("more" on its stdin): its CUresult, -1 if none came. */
+static long long proc_more(struct proc *p)
+{
+    size_t from = p->len;
+    if (write(p->in, "more\n", 5) != 5 || !proc_wait_from(p, from, "\n", 30))
+        return -1;
+    const char *r = strstr(p->text + from, "more_rc ");
+    return r ? strtoll(r + strlen("more_rc "), NULL, 10) : -1;
+}
+
+/* SET the client's limit to LIMIT: posd's status, its message in MSG. */
+static int set_limit(uint32_t client_id, uint64_t limit, char *msg, size_t cap)
+{
+    struct pos_control req = {.op = POS_CTL_SET, .flags = POS_CTL_HAS_MEM_LIMIT,
+                              .client_id = client_id, .mem_limit = limit};
+    struct pos_control_reply rep;
+    int rc = util_control(suite.sock, &req, &rep, msg, cap);
+    snprintf(msg, cap, "%s", rep.message);
+    return rc;
+}
+
+/* posctl set --mem-limit on a running client: lowered below what it holds, its next allocation
+ * is refused and posd says so; raised, the next one is given at once. */
 static void test_a_limit_changes_live(void)
 {
     const char *const args[] = {"fill", "linear", "16777216", "2", NULL};
@@ -403,13 +430,15 @@ static void test_a_limit_changes_live(void)
     CU_ASSERT_FATAL(proc_wait_for(&p, "holding", 60));
     struct pos_client_stats st;
     CU_ASSERT_FATAL(client_of(p.pid, &st));
-    struct pos_control req = {.op = POS_CTL_SET, .flags = POS_CTL_HAS_MEM_LIMIT,
-                              .client_id = st.client_id, .mem_limit = 64 * MIB};
-    struct pos_control_reply rep;
+    CU_ASSERT_EQUAL(proc_more(&p), 0); /* under its rule's 256 MiB */
     char msg[512];
-    CU_ASSERT_EQUAL(util_control(suite.sock, &req, &rep, msg, sizeof msg), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(rep.message, "new allocations fail"));
+    CU_ASSERT_EQUAL(set_limit(st.client_id, 64 * MIB, msg, sizeof msg), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "new allocations fail"));
     CU_ASSERT(client_of(p.pid, &st) && st.mem_limit == 64 * MIB);
+    CU_ASSERT_EQUAL(proc_more(&p), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(set_limit(st.client_id, 512 * MIB, msg, sizeof msg), 0);
+    CU_ASSERT_EQUAL(proc_more(&p), 0);
+    CU_ASSERT(client_of(p.pid, &st) && st.mem_limit == 512 * MIB && st.mem_refused >= 1);
     CU_ASSERT_EQUAL(proc_done(&p), 0);
 }
 

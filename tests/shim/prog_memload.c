@@ -18,8 +18,9 @@
  *                                            opens it (the handle on stdin) and reads it
  *
  * PATH: linear, pitched, managed, async, pool, vmm, array, array3d, mipmap.
- * With MEMLOAD_HOLD=1, fill prints "holding" once it holds what it got and waits for its stdin
- * to close before it frees. Output: "key value" lines; exit 0 unless a call the mode needs
+ * With MEMLOAD_HOLD=1, fill prints "holding" once it holds what it got and reads its stdin until
+ * it closes, then frees: each line "more" asks for one more block of SIZE by PATH and prints
+ * "more_rc RC". Output: "key value" lines; exit 0 unless a call the mode needs
  * failed unexpectedly. */
 #include <cuda.h>
 #include <pthread.h>
@@ -244,13 +245,24 @@ static int fill(enum path p, size_t size, long max, int threads)
     printf("path %s\nheld %ld\nheld_bytes %zu\nrefused %d\n", path_names[p], held, bytes, refused);
     print_info("");
     fflush(stdout);
+    struct block more[64];
+    int nmore = 0;
     if (getenv("MEMLOAD_HOLD")) {
         printf("holding\n");
         fflush(stdout);
-        char c;
-        while (read(0, &c, 1) > 0)
-            ;
+        char line[64];
+        while (fgets(line, sizeof line, stdin)) {
+            if (strncmp(line, "more", 4) != 0 || nmore == 64)
+                continue;
+            CUresult rc = path_alloc(p, size, &more[nmore]);
+            if (rc == CUDA_SUCCESS)
+                nmore++;
+            printf("more_rc %d\n", (int)rc);
+            fflush(stdout);
+        }
     }
+    for (int i = 0; i < nmore; i++)
+        path_free(p, &more[i]);
     for (int i = 0; i < threads; i++) {
         for (long k = 0; k < f[i].held; k++)
             path_free(p, &f[i].blocks[k]);
