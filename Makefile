@@ -242,7 +242,7 @@ $(POSSTAT): $(call obj,tools/posstat.c tools/posstat_format.c tools/posstat_nvml
     sched/metrics_text.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^ -ldl
 
-$(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
+$(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c kube/cdi.c kube/edits.c) $(POSCLIENT_OBJ) $(MEM_LIMIT_OBJ)
 	$(CC) $(LINK_FLAGS) -o $@ $^
 
 $(POSTRACE): $(call obj,tools/postrace.c tools/timeline.c)

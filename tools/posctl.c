@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kube/cdi.h"
 #include "sched/mem_limit.h"
 #include "tools/posclient.h"
 #include "tools/posstat_format.h"
@@ -32,8 +33,12 @@ static const char usage_text[] =
     "  profiles save              write posd's kernel profiles to its state file now\n"
     "  profiles load FILE         import a kernel profile file (one you may read)\n"
     "  profiles reset             forget every kernel profile (and the state file)\n"
+    "  cdi [--output FILE|-] [--shim PATH] [--socket PATH] [--gpus LIST|auto]\n"
+    "      [--dev-dir DIR|none] [--driver-dir DIR] [--cdi-version 0.6.0|0.5.0]\n"
+    "                             write the CDI spec of kind " KUBE_CDI_KIND " (devices gpu0,\n"
+    "                             gpu1, ... and all) to FILE (default " KUBE_CDI_DEFAULT_OUTPUT ")\n"
     "Changing anything needs root or membership of the group posd; list and show show other\n"
-    "users' clients to root and that group only.\n"
+    "users' clients to root and that group only. cdi does not talk to posd.\n"
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
     "  -h, --help           this text\n";
 
@@ -354,13 +359,84 @@ static int cmd_profiles(int argc, char **argv)
     return control(&q);
 }
 
+/* ---- cdi: the CDI spec (kube/cdi.c) -------------------------------------------------------- */
+
+static int cmd_cdi(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"shim", required_argument, NULL, 'S'},
+        {"socket", required_argument, NULL, 's'},
+        {"gpus", required_argument, NULL, 'g'},
+        {"dev-dir", required_argument, NULL, 'd'},
+        {"driver-dir", required_argument, NULL, 'D'},
+        {"cdi-version", required_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *output = KUBE_CDI_DEFAULT_OUTPUT, *gpu_list = "auto", *version = KUBE_CDI_VERSION;
+    struct kube_edits_opts eo = {.shim = KUBE_HOST_SHIM, .socket = socket_path, .dev_dir = "/dev"};
+    optind = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+        switch (o) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'S':
+            eo.shim = optarg;
+            break;
+        case 's':
+            eo.socket = optarg;
+            break;
+        case 'g':
+            gpu_list = optarg;
+            break;
+        case 'd':
+            eo.dev_dir = strcmp(optarg, "none") == 0 ? NULL : optarg;
+            break;
+        case 'D':
+            eo.driver_dir = optarg;
+            break;
+        case 'V':
+            version = optarg;
+            break;
+        case ':':
+            die(2, "option '%s' needs a value (see --help)", argv[optind - 1]);
+        default:
+            die(2, "bad option '%s' for cdi (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (strcmp(version, KUBE_CDI_VERSION) != 0 && strcmp(version, KUBE_CDI_VERSION_OLD) != 0)
+        die(2, "bad --cdi-version '%s' (%s, or %s for runtimes whose CDI is older)", version,
+            KUBE_CDI_VERSION, KUBE_CDI_VERSION_OLD);
+    int gpus[KUBE_CDI_MAX_GPUS];
+    size_t n;
+    char err[768];
+    if (kube_cdi_parse_gpus(gpu_list, eo.dev_dir, gpus, &n, err, sizeof err) < 0)
+        die(2, "%s", err);
+    int rc = strcmp(output, "-") == 0
+                 ? kube_cdi_write(stdout, &eo, gpus, n, version, err, sizeof err)
+                 : kube_cdi_write_file(output, &eo, gpus, n, version, err, sizeof err);
+    if (rc < 0)
+        die(1, "cdi: %s", err);
+    if (strcmp(output, "-") != 0) {
+        fprintf(stderr, "posctl: wrote %s: %s devices", output, KUBE_CDI_KIND);
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, " gpu%d", gpus[i]);
+        fprintf(stderr, " all\n");
+    }
+    return 0;
+}
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"list", cmd_list},   {"show", cmd_show},       {"set", cmd_set},       {"reload", cmd_reload},
     {"drain", cmd_drain}, {"undrain", cmd_undrain}, {"status", cmd_status},
-    {"profiles", cmd_profiles},
+    {"profiles", cmd_profiles}, {"cdi", cmd_cdi},
 };
 
 int main(int argc, char **argv)
@@ -389,8 +465,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        die(2, "no command given (list, show, set, reload, drain, undrain, status, profiles; see "
-               "--help)");
+        die(2, "no command given (list, show, set, reload, drain, undrain, status, profiles, cdi; "
+               "see --help)");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(commands[i].name, argv[optind]) == 0)
             return commands[i].run(argc - optind, argv + optind);
