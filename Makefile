@@ -4,6 +4,7 @@
 #   make test       build and run every test that needs no GPU
 #   make deps-hashcat  install hashcat, the third-party program a test runs on the simulated driver
 #   make deps-timeline install chromium, which scripts/timeline_png.sh renders timelines with
+#   make deps-podman   install podman, which a test starts a container with the CDI device in
 #   make demo       run the main job on the simulated GPU (or a real one, if present)
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
@@ -96,6 +97,12 @@ deps-hashcat:
 # with (docs/timeline.md).
 deps-timeline:
 	@bash scripts/deps.sh --chromium
+
+# Optional: Debian's podman (4.3, with crun and conmon), which the container part of
+# tests/integration/test_posctl_cdi.c runs a container with the CDI device through (skipped
+# without it).
+deps-podman:
+	@bash scripts/deps.sh --podman
 
 # A target's tools, checked when it runs: one line naming the Debian package of each missing.
 NEED = @bash scripts/deps.sh --need $@
@@ -334,6 +341,7 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
+TEST_DEPS_test_posctl_cdi := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSCLIENT_OBJ)
 TEST_DEPS_test_metrics := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
 TEST_DEPS_test_timeline := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSSIM) $(POSTRACE)
@@ -574,7 +582,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -8,6 +8,9 @@
 #                                    make deps-hashcat)
 #        scripts/deps.sh --chromium (only Debian's chromium, ~250 MB, for scripts/timeline_png.sh;
 #                                    make deps-timeline)
+#        scripts/deps.sh --podman   (only Debian's podman 4.3, ~50 MB with crun and conmon, for
+#                                    the container part of tests/integration/test_posctl_cdi.c;
+#                                    make deps-podman)
 #        scripts/deps.sh --need TARGET CMD=PACKAGE...  (a make target's check: for each CMD
 #                                    not on PATH, one line naming the Debian package; exit 1)
 set -euo pipefail
@@ -32,18 +35,22 @@ fi
 # The default set: building (build-essential, clang, llvm, pkg-config, the -dev libraries;
 # libbpf-dev, bpftool, libelf-dev and zlib1g-dev for posd's eBPF telemetry); make test
 # (libcunit1-dev; libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets;
-# python3: the model generator's check); make check-static (cppcheck, clang-tidy); make
+# python3: the model generator's check; python3-jsonschema and python3-yaml: the CDI spec's
+# schema check and the Kubernetes manifests' checks, tests/kube/); make check-static (cppcheck, clang-tidy); make
 # memcheck and make bench (valgrind; time: /usr/bin/time for bench/shim.sh's peak RSS;
 # python3 for the benchmarks' tables); make format (clang-format).
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
           liburing-dev libcunit1-dev libinih-dev libmicrohttpd-dev libclang-rt-14-dev cppcheck
-          clang-tidy valgrind time python3 clang-format)
+          clang-tidy valgrind time python3 python3-jsonschema python3-yaml clang-format)
 only_optional=0
 if [ "${1:-}" = "--hashcat" ]; then
     packages=(hashcat)
     only_optional=1
 elif [ "${1:-}" = "--chromium" ]; then
     packages=(chromium)
+    only_optional=1
+elif [ "${1:-}" = "--podman" ]; then
+    packages=(podman)
     only_optional=1
 fi
 
