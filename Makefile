@@ -341,6 +341,7 @@ $(B)/tests/shim_%: $(B)/obj/tests/shim/prog_%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LINK_FLAGS) -o $@ $< $(SHIM_PROG_LINK_$*)
 TEST_DEPS_test_shim := $(SIM_LIB) $(POSAPP) $(SHIM) $(SHIM_PROGS)
+TEST_DEPS_test_deploy := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM)
 TEST_DEPS_test_posctl_cdi := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_posctl := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSCLIENT_OBJ)
 TEST_DEPS_test_metrics := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
