@@ -152,8 +152,9 @@ static void write_edits(FILE *f, const struct kube_edits *e, const char *ind)
             const struct kube_devnode *d = &e->nodes[i];
             fprintf(f, "%s\n%s    {\"path\": ", i ? "," : "", ind);
             kube_cdi_json_string(f, d->path);
-            fprintf(f, ", \"type\": \"%c\", \"major\": %u, \"minor\": %u, \"permissions\": ",
-                    d->type, d->major, d->minor);
+            fprintf(f,
+                    ", \"type\": \"%c\", \"major\": %u, \"minor\": %u, \"permissions\": ", d->type,
+                    d->major, d->minor);
             kube_cdi_json_string(f, d->perms);
             fputc('}', f);
         }
@@ -280,8 +281,9 @@ int kube_cdi_parse_gpus(const char *list, const char *dev_dir, int *gpus, size_t
             hi = strtol(end + 1, &end, 10);
         }
         if (lo > hi || hi >= KUBE_CDI_MAX_GPUS)
-            return fail(err, errlen, -EINVAL, "bad GPU list '%s': ordinals are 0..%d, ranges low-high",
-                        list, KUBE_CDI_MAX_GPUS - 1);
+            return fail(err, errlen, -EINVAL,
+                        "bad GPU list '%s': ordinals are 0..%d, ranges low-high", list,
+                        KUBE_CDI_MAX_GPUS - 1);
         for (long g = lo; g <= hi; g++) {
             for (size_t j = 0; j < *n; j++)
                 if (gpus[j] == g)

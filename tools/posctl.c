@@ -36,7 +36,8 @@ static const char usage_text[] =
     "  cdi [--output FILE|-] [--shim PATH] [--socket PATH] [--gpus LIST|auto]\n"
     "      [--dev-dir DIR|none] [--driver-dir DIR] [--cdi-version 0.6.0|0.5.0]\n"
     "                             write the CDI spec of kind " KUBE_CDI_KIND " (devices gpu0,\n"
-    "                             gpu1, ... and all) to FILE (default " KUBE_CDI_DEFAULT_OUTPUT ")\n"
+    "                             gpu1, ... and all) to FILE (default " KUBE_CDI_DEFAULT_OUTPUT
+    ")\n"
     "Changing anything needs root or membership of the group posd; list and show show other\n"
     "users' clients to root and that group only. cdi does not talk to posd.\n"
     "  -s, --socket SOCKET  posd's socket (default $POS_SOCKET, else " POS_DEFAULT_SOCKET ")\n"
@@ -364,14 +365,10 @@ static int cmd_profiles(int argc, char **argv)
 static int cmd_cdi(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"shim", required_argument, NULL, 'S'},
-        {"socket", required_argument, NULL, 's'},
-        {"gpus", required_argument, NULL, 'g'},
-        {"dev-dir", required_argument, NULL, 'd'},
-        {"driver-dir", required_argument, NULL, 'D'},
-        {"cdi-version", required_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"output", required_argument, NULL, 'o'},      {"shim", required_argument, NULL, 'S'},
+        {"socket", required_argument, NULL, 's'},      {"gpus", required_argument, NULL, 'g'},
+        {"dev-dir", required_argument, NULL, 'd'},     {"driver-dir", required_argument, NULL, 'D'},
+        {"cdi-version", required_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
     };
     const char *output = KUBE_CDI_DEFAULT_OUTPUT, *gpu_list = "auto", *version = KUBE_CDI_VERSION;
     struct kube_edits_opts eo = {.shim = KUBE_HOST_SHIM, .socket = socket_path, .dev_dir = "/dev"};
@@ -434,9 +431,9 @@ static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    {"list", cmd_list},   {"show", cmd_show},       {"set", cmd_set},       {"reload", cmd_reload},
-    {"drain", cmd_drain}, {"undrain", cmd_undrain}, {"status", cmd_status},
-    {"profiles", cmd_profiles}, {"cdi", cmd_cdi},
+    {"list", cmd_list},     {"show", cmd_show},         {"set", cmd_set},
+    {"reload", cmd_reload}, {"drain", cmd_drain},       {"undrain", cmd_undrain},
+    {"status", cmd_status}, {"profiles", cmd_profiles}, {"cdi", cmd_cdi},
 };
 
 int main(int argc, char **argv)

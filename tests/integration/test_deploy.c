@@ -124,14 +124,14 @@ static void test_the_policy_configmap_loads_in_posd(void)
     int listening = access(sock, F_OK) == 0;
     util_posd_stop(&s.posd, SIGTERM);
     suite_log_from(&s, from, out, sizeof out);
-    static const char *const unknown[] = {"unknown key 'policy_dir'", "unknown section [kubernetes]",
-                                          "unknown key 'match_namespace'",
-                                          "unknown key 'match_pod'",
-                                          "unknown key 'match_container'"};
+    static const char *const unknown[] = {
+        "unknown key 'policy_dir'", "unknown section [kubernetes]", "unknown key 'match_namespace'",
+        "unknown key 'match_pod'", "unknown key 'match_container'"};
     for (size_t i = 0; !listening && i < sizeof unknown / sizeof unknown[0]; i++)
         if (strstr(out, unknown[i])) {
-            fprintf(stderr, "\ntest_deploy: this posd does not know the pod keys yet (%s: the "
-                            "kident branch adds them): the ConfigMap's load is skipped\n",
+            fprintf(stderr,
+                    "\ntest_deploy: this posd does not know the pod keys yet (%s: the "
+                    "kident branch adds them): the ConfigMap's load is skipped\n",
                     unknown[i]);
             return;
         }

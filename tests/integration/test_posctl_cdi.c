@@ -89,9 +89,8 @@ static void test_posctl_cdi_writes_a_valid_spec(void)
     struct stat st;
     CU_ASSERT(stat(spec, &st) == 0 && (st.st_mode & 07777) == 0644);
     /* the same document on stdout */
-    CU_ASSERT_EQUAL(sh(out, sizeof out, "build/posctl cdi --output - %s | cmp - %s", build_opts(),
-                       spec),
-                    0);
+    CU_ASSERT_EQUAL(
+        sh(out, sizeof out, "build/posctl cdi --output - %s | cmp - %s", build_opts(), spec), 0);
     /* several GPUs: one device each and all, in 0.5.0 for older runtimes */
     snprintf(args, sizeof args, "--output - --gpus 0-2 --cdi-version 0.5.0 %s", build_opts());
     CU_ASSERT_EQUAL(sh(out, sizeof out, "build/posctl cdi %s > %s/cdi/three.json", args, s.dir), 0);
@@ -130,7 +129,8 @@ static void test_posctl_cdi_refuses_bad_input(void)
         {"--cdi-version 1.0", 2, "bad --cdi-version '1.0'"},
         {"--frobnicate", 2, "bad option '--frobnicate' for cdi"},
         {"extra", 2, "unexpected argument 'extra'"},
-        {"--shim /nonexistent/libposshim.so", 1, "the shim /nonexistent/libposshim.so is not a file"},
+        {"--shim /nonexistent/libposshim.so", 1,
+         "the shim /nonexistent/libposshim.so is not a file"},
         {"--socket relative.sock", 1, "posd's socket 'relative.sock' is not an absolute path"},
         {"--socket /nonexistent/posd.sock", 1, "socket directory /nonexistent is not there"},
         {"--dev-dir /nonexistent", 2, "cannot read /nonexistent"},
@@ -175,13 +175,13 @@ static const char *podman_missing(void)
 static int make_rootfs(char *out, size_t cap)
 {
     return sh(out, cap,
-             "set -e; R=%s/rootfs; mkdir -p $R/bin $R/models $R/proc $R/sys $R/dev $R/tmp "
-             "$R/etc; cp build/posapp /bin/true $R/bin/; cp sim/models/resnet18.model $R/models/; "
-             "for f in build/posapp build/libposshim.so build/sim/libcuda.so.1 "
-             "build/sim/pos-sim-device; do ldd $f; done | awk '$2 == \"=>\" && $3 ~ /^\\// "
-             "{ print $3 } $1 ~ /^\\// { print $1 }' | sort -u | "
-             "grep -v '^%s/' | while read l; do mkdir -p $R$(dirname $l); cp -L $l $R$l; done",
-             s.dir, cwd);
+              "set -e; R=%s/rootfs; mkdir -p $R/bin $R/models $R/proc $R/sys $R/dev $R/tmp "
+              "$R/etc; cp build/posapp /bin/true $R/bin/; cp sim/models/resnet18.model $R/models/; "
+              "for f in build/posapp build/libposshim.so build/sim/libcuda.so.1 "
+              "build/sim/pos-sim-device; do ldd $f; done | awk '$2 == \"=>\" && $3 ~ /^\\// "
+              "{ print $3 } $1 ~ /^\\// { print $1 }' | sort -u | "
+              "grep -v '^%s/' | while read l; do mkdir -p $R$(dirname $l); cp -L $l $R$l; done",
+              s.dir, cwd);
 }
 
 /* podman run of COMMAND with OPTS in a mount namespace of its own whose /run is
@@ -197,14 +197,14 @@ static int podman_run(const char *spec, const char *opts, const char *command, c
                       size_t cap)
 {
     return sh(out, cap,
-             "unshare -m --propagation private sh -c 'set -e; "
-             "if [ \"$(stat -f -c %%T /sys/fs/cgroup)\" = tmpfs ] && "
-             "mountpoint -q /sys/fs/cgroup/unified; then umount /sys/fs/cgroup/unified; fi; "
-             "mount -t tmpfs tmpfs /run; mkdir /run/cdi; cp %s /run/cdi/pos.json; "
-             "exec timeout 120 podman --root %s/storage --runroot %s/runroot --cgroup-manager "
-             "cgroupfs run --rm --network none --pid host --ulimit nofile=1024:1024 "
-             "--ulimit nproc=1024:1024 --env POS_SIM_INSTANCE=%s %s --rootfs %s/rootfs %s'",
-             spec, s.dir, s.dir, s.instance, opts, s.dir, command);
+              "unshare -m --propagation private sh -c 'set -e; "
+              "if [ \"$(stat -f -c %%T /sys/fs/cgroup)\" = tmpfs ] && "
+              "mountpoint -q /sys/fs/cgroup/unified; then umount /sys/fs/cgroup/unified; fi; "
+              "mount -t tmpfs tmpfs /run; mkdir /run/cdi; cp %s /run/cdi/pos.json; "
+              "exec timeout 120 podman --root %s/storage --runroot %s/runroot --cgroup-manager "
+              "cgroupfs run --rm --network none --pid host --ulimit nofile=1024:1024 "
+              "--ulimit nproc=1024:1024 --env POS_SIM_INSTANCE=%s %s --rootfs %s/rootfs %s'",
+              spec, s.dir, s.dir, s.instance, opts, s.dir, command);
 }
 
 static void test_a_container_given_the_cdi_device_runs_under_posd(void)
@@ -225,8 +225,9 @@ static void test_a_container_given_the_cdi_device_runs_under_posd(void)
         char *nl = strchr(out, '\n');
         if (nl && nl[1] == '\0')
             *nl = '\0';
-        fprintf(stderr, "\ntest_posctl_cdi: the container part is skipped: podman cannot run a "
-                        "container on this machine: %s\n",
+        fprintf(stderr,
+                "\ntest_posctl_cdi: the container part is skipped: podman cannot run a "
+                "container on this machine: %s\n",
                 out);
         return;
     }
@@ -246,7 +247,8 @@ static void test_a_container_given_the_cdi_device_runs_under_posd(void)
         rc = podman_run(spec, opts, posapp, out, sizeof out);
         if (rc == 0 || !strstr(out, "unresolvable CDI devices") || v == 1)
             break;
-        fprintf(stderr, "\ntest_posctl_cdi: podman refused the spec of cdiVersion %s (%s); trying 0.5.0\n",
+        fprintf(stderr,
+                "\ntest_posctl_cdi: podman refused the spec of cdiVersion %s (%s); trying 0.5.0\n",
                 versions[v], "its CDI library is older");
     }
     CU_ASSERT_EQUAL(rc, 0);

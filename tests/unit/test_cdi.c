@@ -59,8 +59,9 @@ static int suite_init(void)
     path_in(p, sizeof p, "libposshim.so");
     touch(p);
     path_in(p, sizeof p, "dev");
-    have_nodes = make_node(p, "nvidiactl", 195, 255) == 0 && make_node(p, "nvidia-uvm", 511, 0) == 0 &&
-                 make_node(p, "nvidia0", 195, 0) == 0 && make_node(p, "nvidia2", 195, 2) == 0;
+    have_nodes = make_node(p, "nvidiactl", 195, 255) == 0 &&
+                 make_node(p, "nvidia-uvm", 511, 0) == 0 && make_node(p, "nvidia0", 195, 0) == 0 &&
+                 make_node(p, "nvidia2", 195, 2) == 0;
     if (!have_nodes)
         fprintf(stderr, "test_cdi: mknod: %s (not root?): the device-node parts are skipped\n",
                 strerror(errno));
@@ -154,8 +155,8 @@ static void test_gpu_lists(void)
     CU_ASSERT(n == 2 && g[0] == 1 && g[1] == 3);
     CU_ASSERT_EQUAL(kube_cdi_parse_gpus("0-63", NULL, g, &n, err, sizeof err), 0);
     CU_ASSERT_EQUAL(n, 64);
-    static const char *const bad[] = {"", "x", "1,1", "0-1,1", "0-64", "64", "2-1", "1,", ",1",
-                                      "-1", "1-", "1 ", "0x1"};
+    static const char *const bad[] = {"",   "x",  "1,1", "0-1,1", "0-64", "64", "2-1",
+                                      "1,", ",1", "-1",  "1-",    "1 ",   "0x1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         CU_ASSERT_EQUAL(kube_cdi_parse_gpus(bad[i], NULL, g, &n, err, sizeof err), -EINVAL);
@@ -186,8 +187,8 @@ static void put_hex(FILE *f, const char *s)
 }
 
 /* The edits of GPUS[0..N) as tests/kube/cdi_check.py reads them, for device NAME */
-static int put_expected(FILE *f, const char *name, const struct kube_edits_opts *o,
-                        const int *gpus, size_t n)
+static int put_expected(FILE *f, const char *name, const struct kube_edits_opts *o, const int *gpus,
+                        size_t n)
 {
     static struct kube_edits e;
     char err[256];
@@ -293,11 +294,11 @@ static void test_the_checker_sees_a_difference(void)
     struct kube_edits_opts o = opts_of(1, 0);
     CU_ASSERT_EQUAL_FATAL(spec_against_edits(&o, one, 1, NULL, out, sizeof out), 0);
     static const char *const edits[] = {
-        "s/\"ro\", \"nosuid\"/\"rw\", \"nosuid\"/",  /* a read-only mount made writable */
-        "s/POS_SOCKET=/POS_SOCKEX=/",                /* an env entry changed */
+        "s/\"ro\", \"nosuid\"/\"rw\", \"nosuid\"/", /* a read-only mount made writable */
+        "s/POS_SOCKET=/POS_SOCKEX=/",               /* an env entry changed */
         "s/\"name\": \"all\"/\"name\": \"every\"/", /* a device renamed */
         "s/\"cdiVersion\": \"0.6.0\"/\"cdiVersion\": \"six\"/", /* against the schema */
-        "s/\\\\\"/\"/",                               /* an escape taken away: not JSON */
+        "s/\\\\\"/\"/",                                         /* an escape taken away: not JSON */
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         setenv("CDI_SED", edits[i], 1);
