@@ -275,6 +275,12 @@ $(call obj,$(KUBE_SRCS)): $(B)/obj/kube/%.o: kube/%.c $(KUBE_PB_H) $(DEPS_STAMP)
 # that posd links (kube/podres.c).
 KUBE_GRPC_OBJS := $(call obj,kube/grpc.c) $(patsubst %.c,$(B)/obj/%.o,$(KUBE_PB_C))
 KUBE_PODRES_OBJS := $(call obj,kube/podres.c) $(KUBE_GRPC_OBJS)
+# The kubelet's device plugin (docs/device-plugin.md), which speaks to posd through posclient.
+KUBE_PLUGIN := $(B)/pos-device-plugin
+$(KUBE_PLUGIN): $(call obj,kube/plugin_main.c kube/plugin.c kube/shares.c kube/edits.c) \
+    $(KUBE_GRPC_OBJS) $(POSCLIENT_OBJ)
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(KUBE_LIBS) -pthread
+all: $(KUBE_PLUGIN) $(KUBE_DESCS)
 
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
@@ -568,7 +574,7 @@ gpu-dry-run: all gpu-build
 # systemd unit. /etc/posd/posd.conf is installed only where none is; uninstall removes it only
 # while it is still the example.
 MAN_PAGES := $(wildcard man/*.[1-8])
-BINS := $(POSAPP) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSD)
+BINS := $(POSAPP) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSD) $(KUBE_PLUGIN)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
 	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/pos/possim \
