@@ -330,6 +330,7 @@ TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
 TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/cpu.c sched/files.c sched/clock.c sched/log.c \
     sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
+TEST_DEPS_test_kube_shares   := $(call obj,kube/shares.c)
 TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/cpu.c sched/files.c sched/log.c sched/config.c \
     sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
 
@@ -411,6 +412,7 @@ TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 # The Kubernetes tests run the Python fakes of tests/kube/ on the descriptor sets.
 TEST_DEPS_test_kube_podres := $(KUBE_PODRES_OBJS) $(KUBE_DESCS)
 TEST_LIBS_test_kube_podres := $(KUBE_LIBS)
+TEST_DEPS_test_kube_plugin := $(KUBE_PLUGIN) $(KUBE_DESCS) $(POSD) $(SHIM) $(POSCLIENT_OBJ)
 
 # --- fuzzing (tests/fuzz/) -------------------------------------------------------------
 # libFuzzer targets, each built from its sources with clang's fuzzer and ASan/UBSan runtimes

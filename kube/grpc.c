@@ -383,12 +383,12 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     return 0;
 }
 
-/* Refuses K at once (a request too large): the status, then RST_STREAM so that the client
- * stops sending what nobody reads. */
+/* Refuses K at once (a request too large): the status now, then RST_STREAM once the status is
+ * sent (on_frame_send: nghttp2 would send a reset queued now before the HEADERS), so that the
+ * client stops sending what nobody reads. */
 static void refuse_early(struct call *k, int status, const char *why)
 {
     answer_status(k, status, why);
-    nghttp2_submit_rst_stream(k->c->h2, NGHTTP2_FLAG_NONE, k->id, NGHTTP2_NO_ERROR);
     k->c->buffered -= k->req.cap;
     buf_free(&k->req);
     k->refused = 1;
@@ -442,6 +442,16 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
     struct call *k = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
     if (k && !k->refused && !k->answered)
         dispatch(k);
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user)
+{
+    if (f->hd.type != NGHTTP2_HEADERS || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    const struct call *k = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (k && k->refused)
+        nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, k->id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
@@ -553,6 +563,7 @@ static void conn_accept(struct kube_grpc_server *s)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
         nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
         nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+        nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
         int rc = nghttp2_session_server_new(&c->h2, cb, c);
         nghttp2_session_callbacks_del(cb);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
