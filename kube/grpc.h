@@ -82,7 +82,8 @@ void kube_grpc_server_free(struct kube_grpc_server *s);
  * request, reply) within TIMEOUT_MS. A reply over REPLY_MAX bytes is refused. On success
  * *REPLY holds the reply unpacked with REPLY_DESC (free it with protobuf_c_message_free_unpacked)
  * and 0 is returned. Else a negative errno and one line in ERR: -ENOENT (no socket),
- * -ECONNREFUSED (nobody listens), -ETIMEDOUT, -EMSGSIZE (reply too large), -EPROTO (not a valid
+ * -ECONNREFUSED (nobody listens), -ETIMEDOUT (no reply in time, or the server's
+ * DEADLINE_EXCEEDED: the request carries grpc-timeout), -EMSGSIZE (reply too large), -EPROTO (not a valid
  * gRPC reply, a reply that does not unpack, or a status other than OK: then in *STATUS, which
  * may be NULL, else -1 there). */
 int kube_grpc_call(const char *socket_path, const char *method_path, const ProtobufCMessage *req,

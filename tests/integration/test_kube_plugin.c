@@ -156,6 +156,11 @@ static void test_registration_has_the_right_fields(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r, "\"wire\": \"ok\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(r, "\"plugin_options_wire\": \"ok\""));
     CU_ASSERT_PTR_NULL(strstr(r, "\"error\""));
+    /* answered at once, not after Register's own timeout: the plugin's loop never waits on
+     * the kubelet */
+    const char *p = strstr(r, "\"dial_back_ms\": ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT(strtod(p + strlen("\"dial_back_ms\": "), NULL) < 1000.0 * util_time_scale());
 }
 
 static void test_list_and_watch_advertises_every_share_healthy(void)
@@ -312,6 +317,17 @@ static void check_still_serving(void)
     CU_ASSERT(waitpid(main_node.plugin, NULL, WNOHANG) == 0);
 }
 
+/* PID's peak resident size (VmHWM) in KiB, -1 when unknown. */
+static long peak_rss_kib(pid_t pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (util_read_file(path, buf, sizeof buf) < 0)
+        return -1;
+    const char *p = strstr(buf, "VmHWM:");
+    return p ? strtol(p + 6, NULL, 10) : -1;
+}
+
 static void test_hostile_requests_are_refused_and_it_serves_on(void)
 {
     if (skipped())
@@ -330,12 +346,16 @@ static void test_hostile_requests_are_refused_and_it_serves_on(void)
                               line, sizeof line),
                           0);
     CU_ASSERT(json_has(line, "\"code\": \"UNIMPLEMENTED\""));
-    /* 8 MiB, over gRPC's 4 MiB */
+    /* 8 MiB, over gRPC's 4 MiB: refused on its prefix, before any of it is held (the plugin's
+     * peak resident size grows by less than the 4 MiB it would hold up to the limit) */
+    long hwm = peak_rss_kib(main_node.plugin);
     CU_ASSERT_EQUAL_FATAL(ask(&main_node, "{\"cmd\": \"oversized\", \"method\": \"Allocate\", "
                                           "\"size\": 8388608}",
                               line, sizeof line),
                           0);
     CU_ASSERT(json_has(line, "\"code\": \"RESOURCE_EXHAUSTED\""));
+    CU_ASSERT(json_has(line, "over the limit of 4194304"));
+    CU_ASSERT(hwm > 0 && peak_rss_kib(main_node.plugin) - hwm < 2048);
     check_still_serving();
     /* fields upstream's AllocateRequest does not have are skipped */
     CU_ASSERT_EQUAL_FATAL(ask(&main_node, "{\"cmd\": \"unknown_fields\", \"containers\": "
@@ -371,6 +391,28 @@ static void test_a_kubelet_restart_is_followed_by_registration_within_1s(void)
         /* the new kubelet watches the devices on the socket made anew */
         CU_ASSERT_EQUAL(wait_devices(&main_node, "healthy", 5, line, sizeof line), 0);
     }
+    check_still_serving();
+}
+
+/* Only the plugin's socket removed (the kubelet stays): it listens there again at once, and
+ * registers again, so that the kubelet dials the new socket. */
+static void test_a_removed_socket_is_made_again_within_1s(void)
+{
+    if (skipped())
+        return;
+    char line[8192], sock[256];
+    snprintf(sock, sizeof sock, "%s/pos.sock", main_node.dir);
+    CU_ASSERT_EQUAL_FATAL(ask(&main_node, "{\"cmd\": \"remove_socket\"}", line, sizeof line), 0);
+    double t0 = util_now();
+    while (access(sock, F_OK) != 0 && util_now() - t0 < 2.0 * util_time_scale())
+        usleep(5000);
+    CU_ASSERT(util_now() - t0 < 1.0 * util_time_scale());
+    CU_ASSERT_EQUAL_FATAL(
+        kube_fake_wait(&main_node.k, "\"event\": \"register\"", line, sizeof line, 5), 0);
+    const char *p = strstr(line, "\"since_restart_ms\": ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT(strtod(p + strlen("\"since_restart_ms\": "), NULL) < 1000.0 * util_time_scale());
+    CU_ASSERT_EQUAL(wait_devices(&main_node, "healthy", 5, line, sizeof line), 0);
     check_still_serving();
 }
 
@@ -429,6 +471,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_health_follows_posd_stopped_and_continued);
     POS_ADD_TEST(s, test_hostile_requests_are_refused_and_it_serves_on);
     POS_ADD_TEST(s, test_a_kubelet_restart_is_followed_by_registration_within_1s);
+    POS_ADD_TEST(s, test_a_removed_socket_is_made_again_within_1s);
     POS_ADD_TEST(s, test_cdi_mode_answers_cdi_device_names);
     POS_ADD_TEST(s, test_sigterm_removes_the_socket_and_exits_0);
 }

@@ -9,7 +9,8 @@ plugin back inside Register (GetDevicePluginOptions) and then watches it (ListAn
 writes one JSON line per event on stdout:
   {"event": "ready"}
   {"event": "register", "version": ..., "endpoint": ..., "resource_name": ..., "options": {...},
-   "plugin_options": {...}, "since_restart_ms": N or null, "wire": "ok" or why not}
+   "plugin_options": {...}, "dial_back_ms": how long GetDevicePluginOptions took inside
+   Register, "since_restart_ms": N or null, "wire": "ok" or why not}
   {"event": "devices", "gen": G, "n": N, "healthy": H, "unhealthy": U, "ids": [...], "wire": ...}
   {"event": "watch_end", "gen": G, "code": ...}
 and reads one JSON command per line on stdin, answering each with {"reply": CMD, ...}:
@@ -21,6 +22,7 @@ and reads one JSON command per line on stdin, answering each with {"reply": CMD,
   {"cmd": "unknown_fields", "containers": [[...]]}          Allocate with fields upstream lacks
   {"cmd": "watch_cancel"}                                   a ListAndWatch closed mid-stream
   {"cmd": "half_frame"}                                     a connection cut inside a frame
+  {"cmd": "remove_socket"}  the plugin's socket removed, the kubelet left as it is
   {"cmd": "restart"}   what a kubelet restart does: its server goes, the plugin's socket and
                        kubelet.sock are removed, a new server makes kubelet.sock again
 Every reply of the plugin is decoded twice: with our .proto's classes (the descriptor sets) and
@@ -112,8 +114,10 @@ class Kubelet:
               "since_restart_ms": since, "wire": wire_check(raw, "RegisterRequest")}
         self.endpoint = req.endpoint
         # as the kubelet does: the plugin is dialled back before Register returns
+        t0 = time.monotonic()
         code, rep, details = self.call("GetDevicePluginOptions",
                                        self.m[P + "Empty"]().SerializeToString())
+        ev["dial_back_ms"] = round((time.monotonic() - t0) * 1000, 1)
         if code != "OK":
             ev["error"] = "GetDevicePluginOptions: %s %s" % (code, details)
             emit(ev)
@@ -213,6 +217,10 @@ class Kubelet:
             s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
                       + b"\x00\x00\x40\x01\x05\x00\x00\x00\x01\x82")  # a HEADERS frame, cut
             s.close()
+            return {"reply": cmd}
+        if cmd == "remove_socket":
+            self.restart_at = time.monotonic()
+            os.unlink(os.path.join(self.dir, self.endpoint or "pos.sock"))
             return {"reply": cmd}
         if cmd == "restart":
             self.restart()

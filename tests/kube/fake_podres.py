@@ -10,11 +10,14 @@ Usage: fake_podres.py SOCKET FILE [--mode MODE] [--gen DIR]
   MODE   good: the file's reply (default); upstream: the same with the fields the real
          kubelet sends and our .proto leaves out (cpu_ids, memory, dynamic_resources), raw on
          the wire; huge: the file's reply padded over 16 MiB with an unknown field; garbage:
-         bytes that are no valid message; hang: never answers; error: gRPC status UNAVAILABLE
+         bytes that are no valid message; hang: never answers (grpcio then answers
+         DEADLINE_EXCEEDED at the client's grpc-timeout); silent: no gRPC at all, a socket
+         that accepts and never reads or writes; error: gRPC status UNAVAILABLE
 Prints "ready" on stdout once it serves; ends on SIGTERM."""
 import argparse
 import json
 import signal
+import socket
 import sys
 import threading
 from concurrent import futures
@@ -58,13 +61,26 @@ def upstream_bytes(r, msgs):
     return out
 
 
+def silent(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(4)
+    held = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("ready", flush=True)
+    while True:
+        held.append(s.accept()[0])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("socket")
     ap.add_argument("file")
-    ap.add_argument("--mode", default="good", choices=["good", "upstream", "huge", "garbage", "hang", "error"])
+    ap.add_argument("--mode", default="good", choices=["good", "upstream", "huge", "garbage", "hang", "silent", "error"])
     ap.add_argument("--gen", default=kubeproto.GEN)
     a = ap.parse_args()
+    if a.mode == "silent":
+        return silent(a.socket)
     msgs = kubeproto.load("podresources_v1", a.gen)
     Response = msgs["v1.ListPodResourcesResponse"]
     stop = threading.Event()
