@@ -493,7 +493,7 @@ bench: all $(SIMSTOP) $(SIMISOLATION)
 	@bash bench/hostcal.sh
 	@bash bench/isolation.sh
 
-check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
+check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS) $(KUBE_PB_H)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
 	@bash scripts/check-static.sh
 	@$(MAKE) -s --no-print-directory all # the objects the circle check reads

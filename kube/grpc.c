@@ -324,8 +324,8 @@ static void dispatch(struct call *k)
         answer_status(k, KUBE_GRPC_UNIMPLEMENTED, why);
         return;
     }
-    const uint8_t *msg;
-    size_t len;
+    const uint8_t *msg = NULL;
+    size_t len = 0;
     int st = one_message(k->req.p, k->req.len, &msg, &len, why, sizeof why);
     if (st) {
         answer_status(k, st, why);
@@ -699,8 +699,10 @@ void kube_grpc_server_free(struct kube_grpc_server *s)
 {
     if (!s)
         return;
-    while (s->conns)
-        conn_free(s->conns);
+    for (struct conn *c = s->conns, *next; c; c = next) {
+        next = c->next;
+        conn_free(c);
+    }
     if (s->lfd >= 0)
         close(s->lfd);
     close(s->epfd);
@@ -933,8 +935,8 @@ int kube_grpc_call(const char *socket_path, const char *method_path, const Proto
                   method_path, k.grpc_status, k.grpc_message[0] ? k.grpc_message : "(no message)");
         goto out;
     }
-    const uint8_t *msg;
-    size_t len;
+    const uint8_t *msg = NULL;
+    size_t len = 0;
     char why[200];
     if (one_message(k.body.p, k.body.len, &msg, &len, why, sizeof why) != 0) {
         rc = fail(err, errlen, -EPROTO, "bad reply from %s: %s", socket_path, why);

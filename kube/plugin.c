@@ -97,6 +97,8 @@ static int devices_make(struct plugin *p)
     const struct kube_plugin_config *c = p->cfg;
     p->n_devices = c->n_gpus * (size_t)c->shares;
     p->devices = calloc(p->n_devices, sizeof *p->devices);
+    /* protobuf-c's repeated fields are arrays of pointers */
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
     p->device_ptrs = calloc(p->n_devices, sizeof *p->device_ptrs);
     p->ids = calloc(p->n_devices, sizeof *p->ids);
     if (!p->devices || !p->device_ptrs || !p->ids)
@@ -269,6 +271,7 @@ static void allocate(void *ctx, const ProtobufCMessage *req, struct kube_grpc_re
     const V1beta1__AllocateRequest *r = (const V1beta1__AllocateRequest *)req;
     size_t n = r->n_container_requests;
     struct container_answer *a = n ? calloc(n, sizeof *a) : NULL;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as protobuf-c wants */
     V1beta1__ContainerAllocateResponse **ptrs = n ? calloc(n, sizeof *ptrs) : NULL;
     if (n && (!a || !ptrs)) {
         kube_grpc_reply_error(rep, KUBE_GRPC_RESOURCE_EXHAUSTED, "out of memory for %zu "
@@ -307,6 +310,7 @@ static void preferred_allocation(void *ctx, const ProtobufCMessage *req,
     const V1beta1__PreferredAllocationRequest *r = (const V1beta1__PreferredAllocationRequest *)req;
     size_t n = r->n_container_requests;
     V1beta1__ContainerPreferredAllocationResponse *cr = n ? calloc(n, sizeof *cr) : NULL;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as protobuf-c wants */
     V1beta1__ContainerPreferredAllocationResponse **ptrs = n ? calloc(n, sizeof *ptrs) : NULL;
     const char ***chosen = n ? calloc(n, sizeof *chosen) : NULL;
     if (n && (!cr || !ptrs || !chosen)) {

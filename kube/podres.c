@@ -3,7 +3,6 @@
 #include "podres.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +13,12 @@
 #define PODRES_REPLY_MAX (16u << 20)
 #define PODRES_LIST      "/v1.PodResourcesLister/List"
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+/* One line saying that N WHAT could not be allocated; -ENOMEM. */
+static int no_memory(char *err, size_t errlen, size_t n, const char *what)
 {
-    va_list ap;
-    va_start(ap, fmt);
     if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
+        snprintf(err, errlen, "out of memory for %zu %s", n, what);
+    return -ENOMEM;
 }
 
 /* Copies the name SRC (WHAT, for the message) into DST of CAP bytes: -EMSGSIZE when it does not
@@ -32,9 +27,12 @@ static int copy_name(char *dst, size_t cap, const char *src, const char *what, c
                      size_t errlen)
 {
     size_t n = strlen(src);
-    if (n >= cap)
-        return fail(err, errlen, -EMSGSIZE, "a %s of %zu bytes in the pod-resources reply (at most %zu)",
-                    what, n, cap - 1);
+    if (n >= cap) {
+        if (err && errlen)
+            snprintf(err, errlen, "a %s of %zu bytes in the pod-resources reply (at most %zu)",
+                     what, n, cap - 1);
+        return -EMSGSIZE;
+    }
     memcpy(dst, src, n + 1);
     return 0;
 }
@@ -50,10 +48,10 @@ static int copy_container(struct kube_container *dst, const V1__ContainerResourc
         n += src->devices[i]->n_device_ids;
     dst->devices = n ? calloc(n, sizeof *dst->devices) : NULL;
     if (n && !dst->devices)
-        return fail(err, errlen, -ENOMEM, "out of memory for %zu devices", n);
+        return no_memory(err, errlen, n, "devices");
     for (size_t i = 0; i < src->n_devices; i++) {
         const V1__ContainerDevices *d = src->devices[i];
-        for (size_t j = 0; j < d->n_device_ids; j++) {
+        for (size_t j = 0; j < d->n_device_ids && dst->n_devices < n; j++) {
             struct kube_device *o = &dst->devices[dst->n_devices++];
             if ((rc = copy_name(o->resource, sizeof o->resource, d->resource_name,
                                 "resource name", err, errlen)) < 0 ||
@@ -75,7 +73,7 @@ static int copy_pod(struct kube_pod *dst, const V1__PodResources *src, char *err
     dst->containers = src->n_containers ? calloc(src->n_containers, sizeof *dst->containers)
                                         : NULL;
     if (src->n_containers && !dst->containers)
-        return fail(err, errlen, -ENOMEM, "out of memory for %zu containers", src->n_containers);
+        return no_memory(err, errlen, src->n_containers, "containers");
     for (size_t i = 0; i < src->n_containers; i++) {
         dst->n_containers++;
         if ((rc = copy_container(&dst->containers[i], src->containers[i], err, errlen)) < 0)
@@ -98,7 +96,7 @@ int kube_podres_list(const char *socket_path, int timeout_ms, struct kube_pod_li
     const V1__ListPodResourcesResponse *r = (const V1__ListPodResourcesResponse *)m;
     out->pods = r->n_pod_resources ? calloc(r->n_pod_resources, sizeof *out->pods) : NULL;
     if (r->n_pod_resources && !out->pods)
-        rc = fail(err, errlen, -ENOMEM, "out of memory for %zu pods", r->n_pod_resources);
+        rc = no_memory(err, errlen, r->n_pod_resources, "pods");
     for (size_t i = 0; rc == 0 && i < r->n_pod_resources; i++) {
         out->n_pods++;
         rc = copy_pod(&out->pods[i], r->pod_resources[i], err, errlen);
