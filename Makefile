@@ -255,6 +255,40 @@ $(POSCTL): $(call obj,tools/posctl.c tools/posstat_format.c kube/cdi.c kube/edit
 $(POSTRACE): $(call obj,tools/postrace.c tools/timeline.c)
 	$(CC) $(LINK_FLAGS) -o $@ $^
 
+# --- Kubernetes (kube/): the device plugin and the kubelet's gRPC APIs ---------------------
+# kube/proto/*.proto (ours, from the kubelet's api.proto files) become protobuf-c code in
+# build/gen/kube/ (NAME.pb-c.c, NAME.pb-c.h) and descriptor sets (NAME.desc) that the Python
+# fakes of tests/kube/ build their messages from.
+KUBE_PROTOS := $(wildcard kube/proto/*.proto)
+KUBE_PB_C   := $(patsubst kube/proto/%.proto,$(B)/gen/kube/%.pb-c.c,$(KUBE_PROTOS))
+KUBE_PB_H   := $(KUBE_PB_C:.c=.h)
+KUBE_DESCS  := $(patsubst kube/proto/%.proto,$(B)/gen/kube/%.desc,$(KUBE_PROTOS))
+KUBE_LIBS   := $(shell pkg-config --libs libprotobuf-c libnghttp2 2>/dev/null || echo -lprotobuf-c -lnghttp2)
+# protoc-c names the service stub's member of rpc Register `register`, a C keyword: it becomes
+# register_ (the stubs are unused: kube/grpc.c serves and calls by path).
+$(B)/gen/kube/%.pb-c.c $(B)/gen/kube/%.pb-c.h: kube/proto/%.proto $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	protoc-c --proto_path=kube/proto --c_out=$(B)/gen/kube $<
+	sed -i 's/(\*register)(/(*register_)(/' $(B)/gen/kube/$*.pb-c.h
+$(B)/gen/kube/%.desc: kube/proto/%.proto $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	protoc-c --proto_path=kube/proto --descriptor_set_out=$@ $<
+# kube/ includes the generated headers: they come first.
+KUBE_SRCS := $(wildcard kube/*.c)
+$(call obj,$(KUBE_SRCS)): $(B)/obj/kube/%.o: kube/%.c $(KUBE_PB_H) $(DEPS_STAMP) $(SAN_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(B)/gen/kube $(ALL_CFLAGS) -c $< -o $@
+# gRPC over HTTP/2 (kube/grpc.c) with the generated messages, and the pod-resources client
+# that posd links (kube/podres.c).
+KUBE_GRPC_OBJS := $(call obj,kube/grpc.c) $(patsubst %.c,$(B)/obj/%.o,$(KUBE_PB_C))
+KUBE_PODRES_OBJS := $(call obj,kube/podres.c) $(KUBE_GRPC_OBJS)
+# The kubelet's device plugin (docs/device-plugin.md), which speaks to posd through posclient.
+KUBE_PLUGIN := $(B)/pos-device-plugin
+$(KUBE_PLUGIN): $(call obj,kube/plugin_main.c kube/plugin.c kube/shares.c kube/edits.c) \
+    $(KUBE_GRPC_OBJS) $(POSCLIENT_OBJ)
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(KUBE_LIBS) -pthread
+all: $(KUBE_PLUGIN) $(KUBE_DESCS)
+
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
 SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c sched/schedule.c \
@@ -304,6 +338,7 @@ TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
 TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/cpu.c sched/files.c sched/clock.c sched/log.c \
     sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
+TEST_DEPS_test_kube_shares   := $(call obj,kube/shares.c)
 TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/cpu.c sched/files.c sched/log.c sched/config.c \
     sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
 
@@ -315,7 +350,7 @@ $(B)/tests/%: $(B)/obj/tests/unit/%.o $$(TEST_DEPS_$$*)
 
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML) $(FAKE_NVML_SIM) $(HOSTILE),$(TEST_DEPS_$*))) \
+	$(CC) $(LINK_FLAGS) -o $@ $< $(subst $(SIM_LIB),$(SIM_LIB_LINK),$(filter-out $(POSAPP) $(SHIM) $(SHIM_PROGS) $(POSD) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(FAKE_NVML) $(FAKE_NVML_SIM) $(HOSTILE) $(KUBE_PLUGIN) $(KUBE_DESCS),$(TEST_DEPS_$*))) \
 	    $(TEST_LIBS_$*) $(INIH_LIBS) -lcunit -lrt -lm -pthread
 
 # Programs the shim's integration test runs (tests/shim/prog_*.c): some link -lcuda, some
@@ -384,6 +419,10 @@ $(HOSTILE): $(B)/obj/tests/integration/hostile.o
 	$(CC) $(LINK_FLAGS) -o $@ $<
 TEST_DEPS_test_hostile := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(HOSTILE)
 TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
+# The Kubernetes tests run the Python fakes of tests/kube/ on the descriptor sets.
+TEST_DEPS_test_kube_podres := $(KUBE_PODRES_OBJS) $(KUBE_DESCS)
+TEST_LIBS_test_kube_podres := $(KUBE_LIBS)
+TEST_DEPS_test_kube_plugin := $(KUBE_PLUGIN) $(KUBE_DESCS) $(POSD) $(SHIM) $(POSCLIENT_OBJ)
 
 # --- fuzzing (tests/fuzz/) -------------------------------------------------------------
 # libFuzzer targets, each built from its sources with clang's fuzzer and ASan/UBSan runtimes
@@ -464,7 +503,7 @@ bench: all $(SIMSTOP) $(SIMISOLATION)
 	@bash bench/hostcal.sh
 	@bash bench/isolation.sh
 
-check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS)
+check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS) $(KUBE_PB_H)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
 	@bash scripts/check-static.sh
 	@$(MAKE) -s --no-print-directory all # the objects the circle check reads
@@ -547,7 +586,7 @@ gpu-dry-run: all gpu-build
 # systemd unit. /etc/posd/posd.conf is installed only where none is; uninstall removes it only
 # while it is still the example.
 MAN_PAGES := $(wildcard man/*.[1-8])
-BINS := $(POSAPP) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSD)
+BINS := $(POSAPP) $(POSSTAT) $(POSCTL) $(POSTRACE) $(POSSIM) $(POSD) $(KUBE_PLUGIN)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pos/sim \
 	    $(DESTDIR)$(PREFIX)/share/pos/models $(DESTDIR)$(PREFIX)/share/pos/possim \

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # make check-static: cppcheck and clang-tidy over the C sources of the products (sched, shim,
-# sim, tools), both as errors. The checks and every exception, with its reason: .clang-tidy
+# sim, tools, kube), both as errors. The checks and every exception, with its reason: .clang-tidy
 # and .cppcheck-suppressions at the top of the tree. Usage: scripts/check-static.sh [FILE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 files=("$@")
 [ ${#files[@]} -gt 0 ] ||
-    mapfile -t files < <(git ls-files 'sched/*.c' 'shim/*.c' 'sim/*.c' 'tools/*.c')
-flags=(-D_GNU_SOURCE -Iinclude -I. -Ibuild/gen -I"$CUDA_HOME/include")
+    mapfile -t files < <(git ls-files 'sched/*.c' 'shim/*.c' 'sim/*.c' 'tools/*.c' 'kube/*.c')
+flags=(-D_GNU_SOURCE -Iinclude -I. -Ibuild/gen -Ibuild/gen/kube -I"$CUDA_HOME/include")
 # sched/telemetry.c includes the eBPF skeleton the build generates (bpftool's code: a system
 # header to clang-tidy, which then judges only ours), or is built without it (make: BPF_CFLAGS)
 tidy_flags=()
@@ -17,8 +17,14 @@ if [ -f build/bpf/telemetry.skel.h ]; then tidy_flags+=(-isystem build/bpf); els
 # the simulated driver's generated tables (scripts/gen_cu_*.sh), which its sources include
 [ -f build/gen/cu_errors.h ] && [ -f build/gen/cu_exports.h ] ||
     make -s build/gen/cu_errors.h build/gen/cu_exports.h
+# kube/ includes protoc-c's generated headers, which check the version of the system's
+# protobuf-c.h; cppcheck reads no system header, so it is given the two numbers they compare
+pbc=/usr/include/protobuf-c/protobuf-c.h
+pbc_flags=()
+[ -f $pbc ] && pbc_flags=(-DPROTOBUF_C_VERSION_NUMBER="$(awk '/define PROTOBUF_C_VERSION_NUMBER/ {print $3}' $pbc)"
+    -DPROTOBUF_C_MIN_COMPILER_VERSION="$(awk '/define PROTOBUF_C_MIN_COMPILER_VERSION/ {print $3}' $pbc)")
 echo "check-static: cppcheck $(cppcheck --version | cut -d' ' -f2), ${#files[@]} files"
-cppcheck -q --enable=warning,performance,portability --std=c11 "${flags[@]}" \
+cppcheck -q --enable=warning,performance,portability --std=c11 "${flags[@]}" "${pbc_flags[@]}" \
     --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions --inline-suppr \
     --library=scripts/cppcheck-libbpf.cfg \
     --error-exitcode=1 -j"$(nproc)" "${files[@]}"

@@ -41,7 +41,8 @@ fi
 # python3 for the benchmarks' tables); make format (clang-format).
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
           liburing-dev libcunit1-dev libinih-dev libmicrohttpd-dev libclang-rt-14-dev cppcheck
-          clang-tidy valgrind time python3 python3-jsonschema python3-yaml clang-format)
+          clang-tidy valgrind time python3 python3-jsonschema python3-yaml clang-format
+          protobuf-c-compiler libprotobuf-c-dev libnghttp2-dev python3-grpcio python3-protobuf)
 only_optional=0
 if [ "${1:-}" = "--hashcat" ]; then
     packages=(hashcat)

@@ -62,10 +62,12 @@ static void test_install_runs_and_uninstall_removes_it(void)
         PREFIX "/bin/possim",
         PREFIX "/bin/postrace",
         PREFIX "/bin/posapp",
+        PREFIX "/bin/pos-device-plugin",
         PREFIX "/lib/pos/libposshim.so",
         PREFIX "/lib/pos/sim/libcuda.so.1",
         PREFIX "/share/man/man8/posd.8",
         PREFIX "/share/man/man8/posctl.8",
+        PREFIX "/share/man/man8/pos-device-plugin.8",
         PREFIX "/share/man/man1/posstat.1",
         PREFIX "/share/man/man1/possim.1",
         PREFIX "/share/man/man5/posd.conf.5",
@@ -82,7 +84,8 @@ static void test_install_runs_and_uninstall_removes_it(void)
             fprintf(stderr, "\n  not installed: %s", files[i]);
     }
     /* the installed tools run from there */
-    static const char *const tools[] = {"posd", "posctl", "posstat", "possim", "postrace"};
+    static const char *const tools[] = {"posd", "posctl", "posstat", "possim", "postrace",
+                                        "pos-device-plugin"};
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s" PREFIX "/bin/%s --help", dest, tools[i]);
         CU_ASSERT_EQUAL(util_run(cmd, out, sizeof out), 0);
