@@ -7,11 +7,11 @@
 
 #include <stddef.h>
 
+#include "cdi.h" /* KUBE_CDI_KIND: the CDI spec's kind, gpu0, gpu1, ... */
 #include "shares.h"
 
 #define KUBE_PLUGIN_SOCKET   "pos.sock"    /* the plugin's endpoint in the kubelet's directory */
 #define KUBE_KUBELET_SOCKET  "kubelet.sock"
-#define KUBE_CDI_KIND        "pos.dev/gpu" /* the CDI spec's kind (kube/cdi.c): gpu0, gpu1, ... */
 
 struct kube_plugin_config {
     const char *kubelet_dir; /* where kubelet.sock is and pos.sock goes */

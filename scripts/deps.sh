@@ -36,7 +36,9 @@ fi
 # libbpf-dev, bpftool, libelf-dev and zlib1g-dev for posd's eBPF telemetry); make test
 # (libcunit1-dev; libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets;
 # python3: the model generator's check; python3-jsonschema and python3-yaml: the CDI spec's
-# schema check and the Kubernetes manifests' checks, tests/kube/); make check-static (cppcheck, clang-tidy); make
+# schema check and the Kubernetes manifests' checks, tests/kube/; python3-grpcio and
+# python3-protobuf: the fake kubelet); building the device plugin (protobuf-c-compiler,
+# libprotobuf-c-dev, libnghttp2-dev); make check-static (cppcheck, clang-tidy); make
 # memcheck and make bench (valgrind; time: /usr/bin/time for bench/shim.sh's peak RSS;
 # python3 for the benchmarks' tables); make format (clang-format).
 packages=(build-essential clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
