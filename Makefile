@@ -137,8 +137,13 @@ POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched
 URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
 # libmicrohttpd serves posd's --metrics endpoint (Debian's libmicrohttpd-dev)
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
-$(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
-	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS) $(BPF_LIBS) -lm
+# The kubelet's pod-resources client (kube/podres.c over kube/grpc.c), where this tree has it:
+# posd's pod resolver (sched/pod_resolver.c) asks it for List; without it, names and devices
+# come from the kubelet's files alone (docs/posd.md, "Pod identity").
+POSD_KUBE_SRCS := $(if $(wildcard kube/podres.c),$(wildcard kube/*.c))
+$(call obj,sched/pod_resolver.c): CPPFLAGS += $(if $(POSD_KUBE_SRCS),-DPOSD_HAVE_PODRES)
+$(POSD): $(call obj,$(POSD_SRCS) sched/config.c $(POSD_KUBE_SRCS))
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS) $(BPF_LIBS) -lm -pthread
 
 # --- eBPF telemetry (bpf/, linked into posd by sched/telemetry.c) --------------------------
 # Built when the kernel has BTF and clang can target BPF; otherwise (or with POS_NO_BPF=1) posd
