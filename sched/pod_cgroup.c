@@ -70,8 +70,11 @@ static int read_uid(struct seg g, int underscore, char *out)
     char u[POSD_POD_UID_MAX];
     if (g.len != 36 && g.len != 32)
         return -EINVAL;
-    for (size_t i = 0; i < g.len; i++)
+    for (size_t i = 0; i < g.len; i++) {
+        if (underscore && g.s[i] == '-') /* '-' separates a slice's parents in its name */
+            return -EINVAL;
         u[i] = underscore && g.s[i] == '_' ? '-' : g.s[i];
+    }
     u[g.len] = '\0';
     if (g.len == 32)
         return all_hex(u, 32) ? (memcpy(out, u, 33), 0) : -EINVAL;
