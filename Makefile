@@ -380,6 +380,7 @@ $(HOSTILE): $(B)/obj/tests/integration/hostile.o
 	$(CC) $(LINK_FLAGS) -o $@ $<
 TEST_DEPS_test_hostile := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(HOSTILE)
 TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
+TEST_DEPS_test_pods := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
 
 # --- fuzzing (tests/fuzz/) -------------------------------------------------------------
 # libFuzzer targets, each built from its sources with clang's fuzzer and ASan/UBSan runtimes
