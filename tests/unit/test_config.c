@@ -1319,7 +1319,15 @@ static void test_example_files(void)
     if (rc < 0)
         fprintf(stderr, "\n  %s\n", err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
-    CU_ASSERT_EQUAL(c.nrules, 5);
+    CU_ASSERT_EQUAL(c.nrules, 7);
+    struct posd_identity trainer = ident("python3", 0, 0, "/kubepods.slice/x");
+    snprintf(trainer.k8s_namespace, sizeof trainer.k8s_namespace, "ml-batch");
+    snprintf(trainer.pod, sizeof trainer.pod, "train-0");
+    snprintf(trainer.container, sizeof trainer.container, "trainer");
+    p = match(&c, trainer);
+    CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
+    CU_ASSERT_EQUAL(p.sm_share, 33);
+    CU_ASSERT(p.mem_limit.bytes == 4ull << 30);
     p = match(&c, ident("bash", 1001, 44, "/user.slice/a"));
     CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
     CU_ASSERT_EQUAL(p.max_inflight, 1);
