@@ -539,23 +539,38 @@ int posd_pod_checkpoint_read(const char *path, struct posd_pod_checkpoint *out)
 
 /* ---- the join ----------------------------------------------------------------------------------- */
 
-/* IDS (N of them) as "a,b,c" into OUT; an ID that does not fit ends it with "...". */
-static void join_ids(char *out, size_t cap, const char (*ids)[KUBE_DEVICE_ID_MAX], size_t n,
-                     const struct kube_device *devs, const char *resource)
+/* ID appended to the list OUT ("a,b,c", LEN bytes so far); an ID that does not fit ends the
+ * list with "...". Returns 0, or -1 once the list is full. */
+static int append_id(char *out, size_t cap, size_t *len, const char *id)
+{
+    size_t need = strlen(id) + (*len ? 1 : 0);
+    if (*len + need + 4 > cap) {
+        snprintf(out + *len, cap - *len, "%s...", *len ? "," : "");
+        return -1;
+    }
+    *len += (size_t)snprintf(out + *len, cap - *len, "%s%s", *len ? "," : "", id);
+    return 0;
+}
+
+/* The IDs of the devices of RESOURCE among DEVS (N), into OUT. */
+static void list_devices(char *out, size_t cap, const struct kube_device *devs, size_t n,
+                         const char *resource)
 {
     size_t len = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        if (devs && strcmp(devs[i].resource, resource) != 0)
-            continue;
-        const char *id = devs ? devs[i].id : ids[i];
-        size_t need = strlen(id) + (len ? 1 : 0);
-        if (len + need + 4 > cap) {
-            snprintf(out + len, cap - len, "%s...", len ? "," : "");
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(devs[i].resource, resource) && append_id(out, cap, &len, devs[i].id) < 0)
             return;
-        }
-        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", id);
-    }
+}
+
+/* A checkpoint entry's IDs, into OUT. */
+static void list_entry_ids(char *out, size_t cap, const struct posd_pod_devices *e)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < e->nids; i++)
+        if (append_id(out, cap, &len, e->ids[i]) < 0)
+            return;
 }
 
 static int same_devices(const struct posd_pod_devices *e, const struct kube_container *c)
@@ -631,8 +646,7 @@ int posd_pod_join(struct posd_pod_table *t, const struct posd_pod_checkpoint *ck
             c->has_devices = 0;
             c->devices[0] = '\0';
             if (lc) {
-                join_ids(c->devices, sizeof c->devices, NULL, lc->n_devices, lc->devices,
-                         resource);
+                list_devices(c->devices, sizeof c->devices, lc->devices, lc->n_devices, resource);
                 c->has_devices = 1;
             }
         }
@@ -644,8 +658,7 @@ int posd_pod_join(struct posd_pod_table *t, const struct posd_pod_checkpoint *ck
             struct posd_pod_container *c = add_container(p, cn, strlen(cn));
             if (!c)
                 return -ENOMEM;
-            join_ids(c->devices, sizeof c->devices, (const char(*)[KUBE_DEVICE_ID_MAX])ck->e[e].ids,
-                     ck->e[e].nids, NULL, resource);
+            list_entry_ids(c->devices, sizeof c->devices, &ck->e[e]);
             c->has_devices = 1;
         }
     }

@@ -353,6 +353,7 @@ int posd_pod_refresh_names(struct posd_identity *id)
     posd_pod_names_set(id, p, c);
     if (!c && before.container[0]) /* the table lacks what registration found: keep it */
         snprintf(id->container, sizeof id->container, "%s", before.container);
-    return strcmp(before.k8s_namespace, id->k8s_namespace) || strcmp(before.pod, id->pod) ||
-           strcmp(before.container, id->container) || strcmp(before.devices, id->devices);
+    return strcmp(before.k8s_namespace, id->k8s_namespace) != 0 ||
+           strcmp(before.pod, id->pod) != 0 || strcmp(before.container, id->container) != 0 ||
+           strcmp(before.devices, id->devices) != 0;
 }
