@@ -399,6 +399,7 @@ FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
 FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
 FUZZ_DEFS_ring        := -DSCHED_MAX_CLIENTS=8
 FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c sched/mem_limit.c
+FUZZ_SRCS_pod         := sched/pod_cgroup.c sched/pod_names.c
 FUZZ_SRCS_module_text := sim/module_text.c
 FUZZ_SRCS_model_file  := sim/model_file.c
 FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
