@@ -144,8 +144,11 @@ POSD_SRCS := $(filter-out sched/config.c,$(wildcard sched/*.c)) $(wildcard sched
 URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
 # libmicrohttpd serves posd's --metrics endpoint (Debian's libmicrohttpd-dev)
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+# The kubelet's pod-resources client (kube/podres.c over kube/grpc.c; KUBE_PODRES_OBJS below):
+# posd's pod resolver (sched/pod_resolver.c) asks it for List (docs/posd.md, "Pod identity").
+$(call obj,sched/pod_resolver.c): $(KUBE_PB_H)
 $(POSD): $(call obj,$(POSD_SRCS) sched/config.c)
-	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS) $(BPF_LIBS) -lm
+	$(CC) $(LINK_FLAGS) -o $@ $^ $(URING_LIBS) $(INIH_LIBS) $(MHD_LIBS) $(BPF_LIBS) $(KUBE_LIBS) -lm -pthread
 
 # --- eBPF telemetry (bpf/, linked into posd by sched/telemetry.c) --------------------------
 # Built when the kernel has BTF and clang can target BPF; otherwise (or with POS_NO_BPF=1) posd
@@ -282,6 +285,7 @@ $(call obj,$(KUBE_SRCS)): $(B)/obj/kube/%.o: kube/%.c $(KUBE_PB_H) $(DEPS_STAMP)
 # that posd links (kube/podres.c).
 KUBE_GRPC_OBJS := $(call obj,kube/grpc.c) $(patsubst %.c,$(B)/obj/%.o,$(KUBE_PB_C))
 KUBE_PODRES_OBJS := $(call obj,kube/podres.c) $(KUBE_GRPC_OBJS)
+$(POSD): $(KUBE_PODRES_OBJS)
 # The kubelet's device plugin (docs/device-plugin.md), which speaks to posd through posclient.
 KUBE_PLUGIN := $(B)/pos-device-plugin
 $(KUBE_PLUGIN): $(call obj,kube/plugin_main.c kube/plugin.c kube/shares.c kube/edits.c) \
@@ -333,6 +337,7 @@ TEST_DEPS_test_schedule       := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_cdi            := $(call obj,kube/cdi.c kube/edits.c)
 TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c sched/mem_limit.c)
+TEST_DEPS_test_pod            := $(call obj,sched/pod_cgroup.c sched/pod_names.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
@@ -423,6 +428,7 @@ TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_kube_podres := $(KUBE_PODRES_OBJS) $(KUBE_DESCS)
 TEST_LIBS_test_kube_podres := $(KUBE_LIBS)
 TEST_DEPS_test_kube_plugin := $(KUBE_PLUGIN) $(KUBE_DESCS) $(POSD) $(SHIM) $(POSCLIENT_OBJ)
+TEST_DEPS_test_pods := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
 
 # --- fuzzing (tests/fuzz/) -------------------------------------------------------------
 # libFuzzer targets, each built from its sources with clang's fuzzer and ASan/UBSan runtimes
@@ -441,6 +447,7 @@ FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
 FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
 FUZZ_DEFS_ring        := -DSCHED_MAX_CLIENTS=8
 FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c sched/mem_limit.c
+FUZZ_SRCS_pod         := sched/pod_cgroup.c sched/pod_names.c
 FUZZ_SRCS_module_text := sim/module_text.c
 FUZZ_SRCS_model_file  := sim/model_file.c
 FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "pos/op_record.h"
+#include "sched/pod.h"
 #include "sched/posd.h"
 
 /* ---- the socket ------------------------------------------------------------------------- */
@@ -258,14 +259,30 @@ static void identify(struct posd_identity *id, pid_t pid)
     /* the unified hierarchy's line: "0::/path" */
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
     id->cgroup[0] = '\0';
-    if (read_small_file(path, buf, sizeof buf) > 0) {
-        char *line = strstr(buf, "0::");
-        if (line) {
-            line += 3;
-            line[strcspn(line, "\n")] = '\0';
-            snprintf(id->cgroup, sizeof id->cgroup, "%s", line);
-        }
+    if (read_small_file(path, buf, sizeof buf) <= 0)
+        buf[0] = '\0';
+    /* its pod, from the same lines (cgroup v1 too), before the v2 line is cut out of them */
+    posd_pod_identify(id, buf);
+    char *line = strstr(buf, "0::");
+    if (line) {
+        line += 3;
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(id->cgroup, sizeof id->cgroup, "%s", line);
     }
+}
+
+/* " pod NS/POD container NAME" for a log line, or "" without a pod. */
+static void pod_words(const struct posd_identity *id, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!id->pod_uid[0])
+        return;
+    if (!id->pod[0])
+        snprintf(buf, cap, " pod uid %s (names not known yet)", id->pod_uid);
+    else
+        snprintf(buf, cap, " pod %s/%s container %s%s%s", id->k8s_namespace, id->pod,
+                 id->container[0] ? id->container : "-", id->devices[0] ? " devices " : "",
+                 id->devices);
 }
 
 /* ---- messages ----------------------------------------------------------------------------- */
@@ -433,9 +450,13 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
         snprintf(mem, sizeof mem, " mem_limit %s", limit);
     }
-    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s' class %s priority %d%s%s%s%s", c->id,
-             (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, c->pol.class_name,
-             c->pol.priority, share, mem, c->pol.rule[0] ? " rule " : "", c->pol.rule);
+    char pod[POSD_K8S_NAMESPACE_MAX + POSD_K8S_POD_MAX + POSD_K8S_CONTAINER_MAX +
+             POSD_K8S_DEVICES_MAX + 48];
+    pod_words(&c->ident, pod, sizeof pod);
+    posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s'%s class %s priority %d%s%s%s%s",
+             c->id, (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, pod,
+             c->pol.class_name, c->pol.priority, share, mem, c->pol.rule[0] ? " rule " : "",
+             c->pol.rule);
     return 0;
 }
 
@@ -690,16 +711,47 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         posd_arm_tick(d, 0); /* a client lowered for this one's sake may be restored now */
 }
 
+/* C matched against the rules again, and what changed applied. */
+static void reconfigure(struct posd *d, struct posd_client *c)
+{
+    posd_config_match(&d->cfg, &c->ident, &c->pol);
+    posd_share_reconf(d, c);
+    posd_mem_reconf(c);
+    c->overridden = 0; /* posctl's overrides last until the configuration reloads */
+    posd_engine_reconf(d, c);
+}
+
 void posd_clients_reconfigure(struct posd *d)
 {
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
-        if (!c->used || !c->registered)
-            continue;
-        posd_config_match(&d->cfg, &c->ident, &c->pol);
-        posd_share_reconf(d, c);
-        posd_mem_reconf(c);
-        c->overridden = 0; /* posctl's overrides last until the configuration reloads */
-        posd_engine_reconf(d, c);
+        if (c->used && c->registered)
+            reconfigure(d, c);
     }
+}
+
+int64_t posd_clients_pod_news(struct posd *d, int fd, void *arg)
+{
+    if (!posd_pod_take_news())
+        return 0;
+    int changed = 0;
+    for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (!c->used || !c->registered || !posd_pod_refresh_names(&c->ident))
+            continue;
+        /* as on reload; a client posctl changed keeps that until it exits or posd reloads */
+        if (!c->overridden)
+            reconfigure(d, c);
+        char pod[POSD_K8S_NAMESPACE_MAX + POSD_K8S_POD_MAX + POSD_K8S_CONTAINER_MAX +
+                 POSD_K8S_DEVICES_MAX + 48];
+        pod_words(&c->ident, pod, sizeof pod);
+        posd_log(POSD_LOG_INFO, "client %u (pid %d):%s: class %s priority %d%s%s%s", c->id,
+                 (int)c->ident.pid, pod, c->pol.class_name, c->pol.priority,
+                 c->pol.rule[0] ? " rule " : "", c->pol.rule,
+                 c->overridden ? " (posctl's settings kept)" : "");
+        changed = 1;
+    }
+    if (changed)
+        posd_arm_tick(d, 0); /* decide under the new classes */
+    return 0;
 }

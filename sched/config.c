@@ -25,7 +25,7 @@
 #include "pos/proto.h"
 
 #define DEFAULT_MIN_SHARE 0.01
-#define MAX_SECTION_KEYS  16
+#define MAX_SECTION_KEYS  24
 #define CLASS_NAME_CHARS  "abcdefghijklmnopqrstuvwxyz0123456789_-"
 #define RULE_NAME_CHARS   CLASS_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZ."
 
@@ -57,6 +57,15 @@ void posd_config_defaults(struct posd_config *c)
     c->cpu_nice = 19;
     c->cpu_hold_ms = 1000;
     c->min_share = DEFAULT_MIN_SHARE;
+    snprintf(c->k8s_proc_root, sizeof c->k8s_proc_root, "/proc");
+    snprintf(c->k8s_log_dir, sizeof c->k8s_log_dir, "/var/log/pods");
+    snprintf(c->k8s_containers_dir, sizeof c->k8s_containers_dir, "/var/log/containers");
+    snprintf(c->k8s_pod_resources, sizeof c->k8s_pod_resources,
+             "/var/lib/kubelet/pod-resources/kubelet.sock");
+    snprintf(c->k8s_checkpoint, sizeof c->k8s_checkpoint,
+             "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint");
+    snprintf(c->k8s_resource, sizeof c->k8s_resource, "pos.dev/gpu");
+    c->k8s_refresh_s = 5;
     for (int i = 0; i < NBUILTIN; i++) {
         c->classes[i] = builtin_classes[i];
         c->classes[i].min_share = c->min_share;
@@ -104,6 +113,7 @@ struct loader {
     int default_class_line;
     /* the file being read */
     const char *path;
+    int in_main; /* the file being read is the main file */
     FILE *fp;
     char *buf;
     size_t bufcap;
@@ -310,6 +320,48 @@ static int parse_app_pattern(struct loader *ld, const struct key_spec *k, const 
     return 0;
 }
 
+/* Kubernetes names (namespace, pod, container) are DNS labels and subdomains: lowercase
+ * letters, digits, '-' and '.'; a pattern with anything else but glob characters never matches
+ * one, which is a mistake worth a message. */
+static int parse_k8s_pattern(struct loader *ld, const struct key_spec *k, const char *value,
+                             void *field)
+{
+    static const char chars[] = "abcdefghijklmnopqrstuvwxyz0123456789-.*?[]!^";
+    size_t len = strlen(value);
+    if (!len || len >= k->size || strspn(value, chars) != len)
+        return refuse(ld,
+                      "expected a pattern of 1..%zu characters of a-z, 0-9, '-', '.' and the "
+                      "glob characters * ? [ ] ! (Kubernetes names are lowercase)",
+                      k->size - 1);
+    snprintf(field, k->size, "%s", value);
+    return 0;
+}
+
+/* A resource name as the kubelet writes it: "DOMAIN/NAME" (pos.dev/gpu). */
+static int parse_resource(struct loader *ld, const struct key_spec *k, const char *value,
+                          void *field)
+{
+    static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._/";
+    size_t len = strlen(value);
+    const char *slash = strchr(value, '/');
+    if (!len || len >= k->size || strspn(value, chars) != len || !slash || slash == value ||
+        !slash[1] || strchr(slash + 1, '/'))
+        return refuse(ld, "expected a resource name DOMAIN/NAME such as pos.dev/gpu");
+    snprintf(field, k->size, "%s", value);
+    return 0;
+}
+
+/* The drop-ins' directory decides which files are read after the main one: only the main file
+ * may say it. */
+static int parse_policy_dir(struct loader *ld, const struct key_spec *k, const char *value,
+                            void *field)
+{
+    if (!ld->in_main)
+        return refuse(ld, "policy_dir may be set in the main file only (it says which drop-ins "
+                          "are read)");
+    return parse_path(ld, k, value, field);
+}
+
 /* Cgroup paths start with '/': a pattern that cannot match one is a mistake worth a message. */
 static int parse_cgroup_pattern(struct loader *ld, const struct key_spec *k, const char *value,
                                 void *field)
@@ -482,6 +534,8 @@ static const char *const off_on_words[] = {"off", "on", NULL};
 static const char *const cpu_words[] = {"off", "idle", "nice", NULL};
 static const char *const class_cpu_words[] = {"policy", "off", "idle", "nice", NULL};
 static const char *const labels_words[] = {"full", "anonymous", NULL};
+/* in enum posd_k8s_mode order */
+static const char *const k8s_words[] = {"auto", "yes", "no", NULL};
 
 static const struct key_spec daemon_keys[] = {
     {"socket", parse_path, CFG(socket)},
@@ -495,6 +549,18 @@ static const struct key_spec daemon_keys[] = {
     {"telemetry_driver", parse_path, CFG(telemetry_driver)},
     {"telemetry_sample_ms", parse_u32, CFG(telemetry_sample_ms), RANGE(0, 60000)},
     {"telemetry_ioctl", parse_word_index, CFG(telemetry_ioctl), .words = off_on_words},
+    {"policy_dir", parse_policy_dir, CFG(policy_dir)},
+};
+
+static const struct key_spec kubernetes_keys[] = {
+    {"enable", parse_word_index, CFG(k8s_enable), .words = k8s_words},
+    {"proc_root", parse_path, CFG(k8s_proc_root)},
+    {"log_dir", parse_path, CFG(k8s_log_dir)},
+    {"containers_log_dir", parse_path, CFG(k8s_containers_dir)},
+    {"pod_resources_socket", parse_path, CFG(k8s_pod_resources)},
+    {"checkpoint", parse_path, CFG(k8s_checkpoint)},
+    {"resource", parse_resource, CFG(k8s_resource)},
+    {"refresh_s", parse_number, CFG(k8s_refresh_s), RANGE(0.1, 3600)},
 };
 
 static const struct key_spec policy_keys[] = {
@@ -533,6 +599,9 @@ static const struct key_spec rule_keys[] = {
     {"match_uid", parse_uid, RULE(uid), HAS(has_uid)},
     {"match_gid", parse_gid, RULE(gid), HAS(has_gid)},
     {"match_cgroup", parse_cgroup_pattern, RULE(match_cgroup)},
+    {"match_namespace", parse_k8s_pattern, RULE(match_namespace)},
+    {"match_pod", parse_k8s_pattern, RULE(match_pod)},
+    {"match_container", parse_k8s_pattern, RULE(match_container)},
     {"class", parse_rule_class, RULE(class_name), HAS(has_class)},
     {"priority", parse_int, RULE(priority), HAS(has_priority), RANGE(-1000, 1000)},
     {"slo_ms", parse_number, RULE(slo_ms), HAS(has_slo), RANGE(0, 86400000), .lo_open = 1},
@@ -652,15 +721,17 @@ static int open_rule(struct loader *ld, const char *name)
 static int close_rule(struct loader *ld)
 {
     const struct posd_rule *r = ld->sect.base;
-    int has_matcher = r->match_app[0] || r->has_uid || r->has_gid || r->match_cgroup[0];
+    int has_matcher = r->match_app[0] || r->has_uid || r->has_gid || r->match_cgroup[0] ||
+                      r->match_namespace[0] || r->match_pod[0] || r->match_container[0];
     if (ld->sect.match_all && has_matcher)
         return fail_at(ld, ld->path, r->line,
                        "rule '%s' sets match_all = yes and a match_* key: keep one or the other",
                        r->name);
     if (!ld->sect.match_all && !has_matcher)
         return fail_at(ld, ld->path, r->line,
-                       "rule '%s' has no matcher: set match_app, match_uid, match_gid or "
-                       "match_cgroup, or match_all = yes",
+                       "rule '%s' has no matcher: set match_app, match_uid, match_gid, "
+                       "match_cgroup, match_namespace, match_pod or match_container, or "
+                       "match_all = yes",
                        r->name);
     return 0;
 }
@@ -670,6 +741,7 @@ static const struct section_spec sections[] = {
     {"daemon", 0, KEYS(daemon_keys), open_global, NULL},
     {"policy", 0, KEYS(policy_keys), open_global, NULL},
     {"metrics", 0, KEYS(metrics_keys), open_global, NULL},
+    {"kubernetes", 0, KEYS(kubernetes_keys), open_global, NULL},
     {"class", 1, KEYS(class_keys), open_class, close_class},
     {"rule", 1, KEYS(rule_keys), open_rule, close_rule},
 };
@@ -708,8 +780,8 @@ static int open_section(struct loader *ld, char *text)
         return 0;
     }
     return fail_at(ld, ld->path, ld->line,
-                   "unknown section [%s] (use [daemon], [policy], [metrics], [class NAME] or "
-                   "[rule NAME])",
+                   "unknown section [%s] (use [daemon], [policy], [metrics], [kubernetes], "
+                   "[class NAME] or [rule NAME])",
                    text);
 }
 
@@ -769,7 +841,7 @@ static int on_key(void *user, const char *section, const char *key, const char *
     if (!s->spec) {
         fail_at(ld, ld->path, ld->line,
                 "key '%s' is outside any section: put it under [daemon], [policy], "
-                "[metrics], [class NAME] or [rule NAME]",
+                "[metrics], [kubernetes], [class NAME] or [rule NAME]",
                 key);
         return 0;
     }
@@ -970,10 +1042,15 @@ int posd_config_load(const char *main, int main_optional, const char *dropin_dir
     struct posd_config fresh;
     posd_config_defaults(&fresh);
     struct loader ld = {.cfg = &fresh};
-    if (main)
+    if (main) {
+        ld.in_main = 1;
         load_file(&ld, main, main_optional);
-    if (!ld.rc && dropin_dir)
-        load_dropins(&ld, dropin_dir);
+        ld.in_main = 0;
+    }
+    if (!fresh.policy_dir[0] && dropin_dir)
+        snprintf(fresh.policy_dir, sizeof fresh.policy_dir, "%s", dropin_dir);
+    if (!ld.rc && fresh.policy_dir[0])
+        load_dropins(&ld, fresh.policy_dir);
     if (!ld.rc)
         finish(&ld);
     free(ld.buf);
@@ -1001,6 +1078,15 @@ static int rule_matches(const struct posd_rule *r, const struct posd_identity *i
     if (r->has_gid && r->gid != id->gid)
         return 0;
     if (r->match_cgroup[0] && fnmatch(r->match_cgroup, id->cgroup, 0) != 0)
+        return 0;
+    /* a client with no pod, or whose names are not known (yet), never matches these */
+    if (r->match_namespace[0] &&
+        (!id->k8s_namespace[0] || fnmatch(r->match_namespace, id->k8s_namespace, 0) != 0))
+        return 0;
+    if (r->match_pod[0] && (!id->pod[0] || fnmatch(r->match_pod, id->pod, 0) != 0))
+        return 0;
+    if (r->match_container[0] &&
+        (!id->container[0] || fnmatch(r->match_container, id->container, 0) != 0))
         return 0;
     return 1;
 }

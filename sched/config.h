@@ -17,10 +17,21 @@
 #define POSD_MAX_CLASSES    16
 #define POSD_PATH_MAX       256
 #define POSD_DEFAULT_STATE_DIR "/var/lib/posd"
+/* Pod identity (sched/pod.h): a pod UID (36 characters, or 32 for a static pod) and a
+ * container ID (64 hex digits as the runtimes write them, at most 128) */
+#define POSD_POD_UID_MAX      40
+#define POSD_CONTAINER_ID_MAX 129
+#define POSD_K8S_NAMESPACE_MAX 64  /* a DNS label (KUBE_NAMESPACE_MAX) */
+#define POSD_K8S_POD_MAX       254 /* a DNS subdomain (KUBE_POD_MAX) */
+#define POSD_K8S_CONTAINER_MAX 64  /* a DNS label (KUBE_CONTAINER_MAX) */
+#define POSD_K8S_DEVICES_MAX   128 /* device IDs of one resource, comma-separated */
 
 enum posd_log_level { POSD_LOG_ERROR = 0, POSD_LOG_WARN, POSD_LOG_INFO, POSD_LOG_DEBUG };
 /* [daemon] telemetry: auto loads eBPF telemetry when permitted, on refuses to start without */
 enum posd_telemetry_mode { POSD_TELEMETRY_AUTO = 0, POSD_TELEMETRY_ON, POSD_TELEMETRY_OFF };
+/* [kubernetes] enable: auto is on where the kubelet's log directory or pod-resources socket
+ * exists at start */
+enum posd_k8s_mode { POSD_K8S_AUTO = 0, POSD_K8S_YES, POSD_K8S_NO };
 #define POSD_LISTEN_MAX 80 /* [metrics] listen, --metrics: "[ADDR6]:PORT" with room to spare */
 
 struct posd_class {
@@ -44,6 +55,10 @@ struct posd_rule {
     int has_gid;
     gid_t gid;
     char match_cgroup[POSD_PATH_MAX]; /* fnmatch pattern on the cgroup path */
+    /* fnmatch patterns on the pod's names (sched/pod.h); a client without them never matches */
+    char match_namespace[POSD_K8S_NAMESPACE_MAX];
+    char match_pod[POSD_K8S_POD_MAX];
+    char match_container[POSD_K8S_CONTAINER_MAX];
     /* settings: each applies when has_* is set */
     int has_class;
     char class_name[POSD_CLASS_NAME_MAX];
@@ -77,6 +92,17 @@ struct posd_config {
     char telemetry_driver[POSD_PATH_MAX]; /* the libcuda.so.1 to probe; "" = search for it */
     uint32_t telemetry_sample_ms; /* launch-rate window for unmanaged processes; 0 = off */
     int telemetry_ioctl;          /* 1: time clients' ioctl calls (a probe on every syscall) */
+    char policy_dir[POSD_PATH_MAX]; /* the drop-ins' directory (main file only; "" = policy.d
+                                     * beside it); after a load: the one that was read */
+    /* [kubernetes] (read at start only) */
+    int k8s_enable;                            /* enum posd_k8s_mode */
+    char k8s_proc_root[POSD_PATH_MAX];         /* PROC_ROOT/PID/cgroup */
+    char k8s_log_dir[POSD_PATH_MAX];           /* /var/log/pods */
+    char k8s_containers_dir[POSD_PATH_MAX];    /* /var/log/containers */
+    char k8s_pod_resources[POSD_PATH_MAX];     /* the pod-resources socket */
+    char k8s_checkpoint[POSD_PATH_MAX];        /* the device manager's checkpoint */
+    char k8s_resource[POSD_NAME_MAX];          /* whose devices a client is shown with */
+    double k8s_refresh_s;                      /* the resolver's period */
     /* [policy] */
     double guard_period_ms;
     double min_share; /* default for classes that do not set one */
@@ -112,6 +138,14 @@ struct posd_identity {
     char app[POSD_NAME_MAX];    /* POS_APP from its environment, else its executable's name */
     char exe[POSD_PATH_MAX];    /* /proc/PID/exe */
     char cgroup[POSD_PATH_MAX]; /* unified (v2) cgroup path, "" if none */
+    /* its pod (sched/pod.h): UID and container ID from its cgroup, the names from the
+     * kubelet's files and API; all "" outside a pod, and each name "" while it is not known */
+    char pod_uid[POSD_POD_UID_MAX];
+    char container_id[POSD_CONTAINER_ID_MAX];
+    char k8s_namespace[POSD_K8S_NAMESPACE_MAX];
+    char pod[POSD_K8S_POD_MAX];
+    char container[POSD_K8S_CONTAINER_MAX];
+    char devices[POSD_K8S_DEVICES_MAX]; /* of [kubernetes] resource the container holds */
 };
 
 /* What the configuration says of one client. */
@@ -137,7 +171,8 @@ struct posd_client_policy {
 void posd_config_defaults(struct posd_config *c);
 
 /* Loads MAIN (a missing MAIN is not an error when MAIN_OPTIONAL) and then every *.conf in
- * DROPIN_DIR in lexical order (a missing directory is fine) over the defaults. Returns 0, or
+ * the main file's [daemon] policy_dir, else DROPIN_DIR, in lexical order (a missing directory
+ * is fine) over the defaults; OUT's policy_dir says which was read. Returns 0, or
  * -EINVAL with "FILE:LINE: what is wrong" in ERR (the config is then untouched). */
 int posd_config_load(const char *main, int main_optional, const char *dropin_dir,
                      struct posd_config *out, char *err, size_t errlen);

@@ -630,6 +630,10 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     s->gid = c->ident.gid;
     snprintf(s->app, sizeof s->app, "%s", c->ident.app);
     snprintf(s->class_name, sizeof s->class_name, "%s", c->pol.class_name);
+    snprintf(s->k8s_namespace, sizeof s->k8s_namespace, "%s", c->ident.k8s_namespace);
+    snprintf(s->pod, sizeof s->pod, "%s", c->ident.pod);
+    snprintf(s->container, sizeof s->container, "%s", c->ident.container);
+    snprintf(s->pod_devices, sizeof s->pod_devices, "%s", c->ident.devices);
     s->priority = c->pol.priority;
     s->flags = (sched_core_client_held(d->core, slot_of(d, c)) ? POS_CLIENT_HELD : 0) |
                (c->overridden ? POS_CLIENT_OVERRIDE : 0) |

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "sched/mem_limit.h"
@@ -197,8 +198,9 @@ static void put_label_value(FILE *out, const char *s, size_t max)
     }
 }
 
-/* A client's labels: device, app, class and pid; or, anonymous, device, class and client (a
- * series needs labels of its own, and posd's number for a client tells no one who runs it);
+/* A client's labels: device, app, class, its pod's namespace, pod and container (a client in
+ * a pod only) and pid; or, anonymous, device, class and client (a series needs labels of its
+ * own, and posd's number for a client tells no one who runs it, nor does a pod's name);
  * then KEY="VALUE" when KEY is not NULL (a histogram's le, a memory kind). */
 static void put_labels(FILE *out, const struct pos_client_stats *c, enum pos_metrics_labels labels,
                        const char *key, const char *value)
@@ -211,10 +213,25 @@ static void put_labels(FILE *out, const struct pos_client_stats *c, enum pos_met
     }
     fputs(",class=\"", out);
     put_label_value(out, c->class_name, sizeof c->class_name);
+    fputc('"', out);
+    /* a client in a pod: its names, for the cluster's monitoring (absent outside a pod) */
+    static const struct {
+        const char *key;
+        size_t off, size;
+    } pod_labels[] = {
+        {"namespace", offsetof(struct pos_client_stats, k8s_namespace), POS_K8S_NAMESPACE_MAX},
+        {"pod", offsetof(struct pos_client_stats, pod), POS_K8S_POD_MAX},
+        {"container", offsetof(struct pos_client_stats, container), POS_K8S_CONTAINER_MAX},
+    };
+    for (size_t i = 0; labels == POS_METRICS_LABELS_FULL && c->pod[0] && i < 3; i++) {
+        fprintf(out, ",%s=\"", pod_labels[i].key);
+        put_label_value(out, (const char *)c + pod_labels[i].off, pod_labels[i].size);
+        fputc('"', out);
+    }
     if (labels == POS_METRICS_LABELS_FULL)
-        fprintf(out, "\",pid=\"%d\"", c->pid);
+        fprintf(out, ",pid=\"%d\"", c->pid);
     else
-        fprintf(out, "\",client=\"%u\"", c->client_id);
+        fprintf(out, ",client=\"%u\"", c->client_id);
     if (key)
         fprintf(out, ",%s=\"%s\"", key, value);
     fputc('}', out);

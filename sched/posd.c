@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sched/files.h"
+#include "sched/pod.h"
 #include "sched/posd.h"
 
 #define DEFAULT_CONFIG  "/etc/posd/posd.conf"
@@ -248,10 +249,18 @@ int main(int argc, char **argv)
     if (stale)
         posd_log(POSD_LOG_INFO, "removed %d temporary file%s a killed posd left in %s", stale,
                  stale == 1 ? "" : "s", d->state_dir);
+    /* after detaching: the pod resolver is a thread */
+    if (posd_pod_start(&d->cfg) == 0 && posd_pod_news_fd() >= 0 &&
+        posd_loop_watch(d, posd_pod_news_fd(), posd_clients_pod_news, NULL) < 0)
+        posd_log(POSD_LOG_WARN, "pod identity: no room in the loop for its news: names are "
+                                "those found at registration");
+    posd_conf_watch_start(d, d->cfg.policy_dir);
     posd_log(POSD_LOG_INFO, "listening on %s, policy %s, %zu rules%s%s", d->socket_path,
              d->policy->name, d->cfg.nrules, d->metrics ? ", metrics on " : "",
              d->metrics ? d->metrics_addr : "");
     int rc = posd_loop(d);
+    posd_conf_watch_stop();
+    posd_pod_stop();
     posd_cpu_restore_all(d);
     posd_metrics_stop(d);
     posd_saver_finish(d); /* a running save ended, the last one written here */

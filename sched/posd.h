@@ -262,6 +262,10 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 void posd_lookup_stats_group(struct posd *d);
 /* Re-applies the configuration to every client (after SIGHUP). */
 void posd_clients_reconfigure(struct posd *d);
+/* The pod resolver has a new table (sched/pod.h; a posd_loop_watch function on its eventfd):
+ * clients whose pod names changed are matched against the rules again, as on a reload (one
+ * posctl changed keeps its settings), and logged. */
+int64_t posd_clients_pod_news(struct posd *d, int fd, void *arg);
 /* Root, or a member of POSD_STATS_GROUP (its groups as the kernel recorded them at connect):
  * sees every client in STATS and may change posd (CONTROL). */
 int posd_peer_privileged(const struct posd *d, const struct posd_client *c);
@@ -421,12 +425,18 @@ void posd_arm_house(struct posd *d, int64_t at);
  * needs no case in the loop. FN returns 0, or when to look at FD again (CLOCK_MONOTONIC ns)
  * when it must rest (an accept out of descriptors would fail again at once). May be called
  * before posd_loop starts. Returns 0 or -ENOSPC (POSD_MAX_WATCHES). */
-#define POSD_MAX_WATCHES 8
+#define POSD_MAX_WATCHES 12
 typedef int64_t (*posd_watch_fn)(struct posd *d, int fd, void *arg);
 int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg);
 /* The same, once: FN is called the first time FD is readable, and the watch is gone (FN closes
  * FD when it is done with it). */
 int posd_loop_watch_once(struct posd *d, int fd, posd_watch_fn fn, void *arg);
+
+/* conf_watch.c: the drop-in directory watched (inotify): a change reloads the configuration
+ * as SIGHUP does, once a burst of changes has settled. Returns 0, or -errno when DIR cannot be
+ * watched (logged; SIGHUP still reloads). */
+int posd_conf_watch_start(struct posd *d, const char *dir);
+void posd_conf_watch_stop(void);
 
 /* telemetry.c: eBPF telemetry (bpf/telemetry.bpf.c), as [daemon] telemetry says. Without it
  * (telemetry = off, a build without eBPF, no privilege, a kernel without the features) every

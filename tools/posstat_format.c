@@ -26,6 +26,14 @@ static int check_client(const struct pos_client_stats *c, char *err, size_t errl
                     "bad STATS reply from posd: client %u (pid %d) has a class name that is not "
                     "NUL-terminated",
                     c->client_id, c->pid);
+    if (!posclient_terminated(c->k8s_namespace, sizeof c->k8s_namespace) ||
+        !posclient_terminated(c->pod, sizeof c->pod) ||
+        !posclient_terminated(c->container, sizeof c->container) ||
+        !posclient_terminated(c->pod_devices, sizeof c->pod_devices))
+        return posclient_fail(-EPROTO, err, errlen,
+                    "bad STATS reply from posd: client %u (pid %d) has a pod name that is not "
+                    "NUL-terminated",
+                    c->client_id, c->pid);
     return 0;
 }
 
@@ -241,6 +249,14 @@ static void client_row(struct posstat_client_row *row, const struct pos_client_s
     row->pid = c->pid;
     memcpy(row->app, c->app, sizeof row->app);
     memcpy(row->class_name, c->class_name, sizeof row->class_name);
+    memcpy(row->k8s_namespace, c->k8s_namespace, sizeof row->k8s_namespace);
+    memcpy(row->pod, c->pod, sizeof row->pod);
+    memcpy(row->container, c->container, sizeof row->container);
+    memcpy(row->pod_devices, c->pod_devices, sizeof row->pod_devices);
+    row->pod_text[0] = '\0';
+    if (c->pod[0])
+        snprintf(row->pod_text, sizeof row->pod_text, "%s/%s/%s", c->k8s_namespace, c->pod,
+                 c->container[0] ? c->container : "-");
     row->span_s = (double)span / 1e9;
     row->launches_per_s = counter_rate(c->submitted, base->submitted, span);
     row->queued = (double)c->queued;
@@ -318,6 +334,8 @@ int posstat_report_build(struct posstat_report *r, const struct posstat_snapshot
     device_row(&r->dev, prev ? &prev->dev : &no_device, &cur->dev);
     gpu_row(&r->gpu, &cur->gpu);
     for (uint32_t i = 0; i < cur->nclients; i++) {
+        if (cur->clients[i].pod[0])
+            r->telemetry |= POSSTAT_PODS;
         const struct pos_client_stats *base = same_client(prev, &cur->clients[i]);
         client_row(&r->clients[i], base ? base : &no_client, &cur->clients[i], cur->dev.telemetry);
     }
@@ -480,6 +498,7 @@ static const struct column client_columns[] = {
     {"pid", "", "pid", 7, CELL_I32, 0, CLI(pid)},
     {"app", "", "app", -16, CELL_NAME, 0, CLI(app)},
     {"class", "", "class", -10, CELL_NAME, 0, CLI(class_name)},
+    {"pod", "", NULL, -40, CELL_NAME, 0, TCLI(pod_text, POSSTAT_PODS)}, /* text only */
     {"launches", "op/s", "launches_per_s", 9, CELL_RATE, 1, CLI(launches_per_s)},
     {"queued", "ops", "queued", 7, CELL_LEVEL, 0, CLI(queued)},
     {"inflight", "ops", "in_flight", 8, CELL_LEVEL, 0, CLI(in_flight)},
@@ -506,6 +525,10 @@ static const struct column client_columns[] = {
     {NULL, NULL, "op_us", 0, CELL_RATE, 0, CLI(op_us)},
     {NULL, NULL, "stalls", 0, CELL_WHOLE, 0, CLI(stalls)},
     {NULL, NULL, "span_s", 0, CELL_RATE, 0, CLI(span_s)},
+    {NULL, NULL, "namespace", 0, CELL_NAME, 0, CLI(k8s_namespace)},
+    {NULL, NULL, "pod", 0, CELL_NAME, 0, CLI(pod)},
+    {NULL, NULL, "container", 0, CELL_NAME, 0, CLI(container)},
+    {NULL, NULL, "pod_devices", 0, CELL_NAME, 0, CLI(pod_devices)},
 };
 
 #define UNM(field) offsetof(struct posstat_unmanaged_row, field), POS_TELE_DISCOVERY
@@ -832,8 +855,11 @@ static void json_object(FILE *out, const struct column *cols, size_t ncols, cons
                         enum posstat_report_kind kind)
 {
     fputc('{', out);
+    int n = 0;
     for (size_t i = 0; i < ncols; i++) {
-        fprintf(out, "%s\"%s\":", i ? "," : "", cols[i].key);
+        if (!cols[i].key) /* text only */
+            continue;
+        fprintf(out, "%s\"%s\":", n++ ? "," : "", cols[i].key);
         json_value(out, &cols[i], row, kind);
     }
     fputc('}', out);

@@ -97,7 +97,18 @@ struct posstat_client_row {
     double mem_limit;          /* bytes on its device; NaN: none, or a share of a device whose
                                 * size is not known yet */
     char mem_limit_text[16];   /* "2GiB", "50%", "none" */
+    /* its Kubernetes pod ("" outside one or while posd does not know it), and for text the
+     * three as "NAMESPACE/POD/CONTAINER" */
+    char k8s_namespace[POS_K8S_NAMESPACE_MAX];
+    char pod[POS_K8S_POD_MAX];
+    char container[POS_K8S_CONTAINER_MAX];
+    char pod_devices[POS_K8S_DEVICES_MAX];
+    char pod_text[POS_K8S_NAMESPACE_MAX + POS_K8S_POD_MAX + POS_K8S_CONTAINER_MAX];
 };
+
+/* In posstat_report.telemetry beside the POS_TELE_* bits: some client is in a pod, so text
+ * shows the pod column (JSON always has the pod's fields). */
+#define POSSTAT_PODS 0x80000000u
 
 /* A process using the GPU without being a client. */
 struct posstat_unmanaged_row {

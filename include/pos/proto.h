@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define POS_PROTO_MAGIC    0x44534f50u /* "POSD" */
-#define POS_PROTO_VERSION  6 /* 6: memory limits (WELCOME, CONTROL) and accounts (STATS) */
+#define POS_PROTO_VERSION  7 /* 7: pod identity in STATS; 6: memory limits and accounts */
 #define POS_MSG_MAX        131072 /* largest message posd sends (a stats reply) */
 #define POS_REQ_MAX        4096   /* largest message a peer may send to posd */
 #define POS_DEFAULT_SOCKET "/run/posd/posd.sock"
@@ -90,6 +90,10 @@ struct pos_names {
  * and the last bucket every wait of 2^23 us (8.4 s) or more. */
 #define POS_WAIT_BUCKETS   24
 #define POS_CLASS_NAME_MAX 16
+#define POS_K8S_NAMESPACE_MAX 64  /* with the NUL: a DNS label */
+#define POS_K8S_POD_MAX       256 /* a DNS subdomain (253) */
+#define POS_K8S_CONTAINER_MAX 64
+#define POS_K8S_DEVICES_MAX   128
 
 struct pos_device_stats {
     uint64_t uptime_ns;
@@ -159,6 +163,13 @@ struct pos_client_stats {
                              * mem_limit that share of mem_total (UINT64_MAX until it is known) */
     uint32_t mem_reserved;
     uint64_t mem_bytes[POS_MEM_KINDS]; /* committed, by kind */
+    /* its Kubernetes pod (docs/posd.md, "Pod identity"), from its cgroup and the kubelet's
+     * files and API, never from the client: each "" outside a pod or while it is not known */
+    char k8s_namespace[POS_K8S_NAMESPACE_MAX];
+    char pod[POS_K8S_POD_MAX];
+    char container[POS_K8S_CONTAINER_MAX];
+    char pod_devices[POS_K8S_DEVICES_MAX]; /* the device IDs of [kubernetes] resource it holds,
+                                            * comma-separated */
 };
 
 /* A process that uses the GPU driver without being a client (seen by eBPF uprobes). */

@@ -492,6 +492,133 @@ static void test_match(void)
     posd_config_free(&c);
 }
 
+static struct posd_identity in_pod(const char *ns, const char *pod, const char *container)
+{
+    struct posd_identity id = ident("python3", 1000, 1000,
+                                    "/kubepods.slice/kubepods-pod1234.slice/x.scope");
+    snprintf(id.pod_uid, sizeof id.pod_uid, "1234abcd-5678-90ab-cdef-0123456789ab");
+    snprintf(id.k8s_namespace, sizeof id.k8s_namespace, "%s", ns);
+    snprintf(id.pod, sizeof id.pod, "%s", pod);
+    snprintf(id.container, sizeof id.container, "%s", container);
+    return id;
+}
+
+/* match_namespace, match_pod and match_container are globs on the pod's names; a rule with only
+ * them is valid; a client without a pod, or whose names are not known, never matches them and
+ * is scheduled by its other rules. */
+static void test_pod_matchers(void)
+{
+    struct files f = files_at("pod-match");
+    put_main(&f, "[rule by-uid]\nmatch_uid = 1000\npriority = 15\n"
+                 "[rule ml]\nmatch_namespace = ml-*\nclass = realtime\nslo_ms = 20\n"
+                 "[rule trainer]\nmatch_namespace = ml-*\nmatch_pod = trainer-*\nclass = batch\n"
+                 "[rule side]\nmatch_container = [lm]og*\nclass = batch\nsm_share = 10\n");
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(c.rules[1].match_namespace, "ml-*");
+    CU_ASSERT_STRING_EQUAL(c.rules[2].match_pod, "trainer-*");
+
+    struct posd_client_policy p = match(&c, in_pod("ml-prod", "detector-1", "infer"));
+    CU_ASSERT_STRING_EQUAL(p.class_name, "realtime");
+    CU_ASSERT_STRING_EQUAL(p.rule, "ml");
+    CU_ASSERT_EQUAL(p.priority, 15); /* by-uid's priority stays: a setting of a matching rule */
+    p = match(&c, in_pod("ml-prod", "trainer-0", "train"));
+    CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
+    CU_ASSERT_STRING_EQUAL(p.rule, "trainer");
+    p = match(&c, in_pod("web", "trainer-0", "logger"));
+    CU_ASSERT_STRING_EQUAL(p.rule, "side");
+    CU_ASSERT_EQUAL(p.sm_share, 10);
+    CU_ASSERT_STRING_EQUAL(match(&c, in_pod("mlx", "a", "b")).rule, "by-uid");
+
+    /* no pod: only its other rules */
+    p = match(&c, ident("python3", 1000, 1000, "/user.slice/x"));
+    CU_ASSERT_STRING_EQUAL(p.rule, "by-uid");
+    CU_ASSERT_STRING_EQUAL(p.class_name, "latency");
+    /* a pod whose names are not known yet: "" matches no pattern, not even '*' */
+    struct posd_config all;
+    struct files g = files_at("pod-match-star");
+    put_main(&g, "[rule any-pod]\nmatch_namespace = *\nclass = batch\n"
+                 "[rule any-container]\nmatch_container = *\nclass = realtime\n");
+    CU_ASSERT_EQUAL_FATAL(load(&g, &all, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(match(&all, in_pod("", "", "")).rule, "");
+    CU_ASSERT_STRING_EQUAL(match(&all, in_pod("ns", "pod", "")).rule, "any-pod");
+    CU_ASSERT_STRING_EQUAL(match(&all, in_pod("ns", "pod", "c")).rule, "any-container");
+    CU_ASSERT_STRING_EQUAL(match(&all, ident("x", 0, 0, "")).rule, "");
+    posd_config_free(&all);
+    posd_config_free(&c);
+}
+
+static void test_kubernetes_section(void)
+{
+    struct posd_config c;
+    posd_config_defaults(&c);
+    CU_ASSERT_EQUAL(c.k8s_enable, POSD_K8S_AUTO);
+    CU_ASSERT_STRING_EQUAL(c.k8s_proc_root, "/proc");
+    CU_ASSERT_STRING_EQUAL(c.k8s_log_dir, "/var/log/pods");
+    CU_ASSERT_STRING_EQUAL(c.k8s_containers_dir, "/var/log/containers");
+    CU_ASSERT_STRING_EQUAL(c.k8s_pod_resources, "/var/lib/kubelet/pod-resources/kubelet.sock");
+    CU_ASSERT_STRING_EQUAL(c.k8s_checkpoint,
+                           "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint");
+    CU_ASSERT_STRING_EQUAL(c.k8s_resource, "pos.dev/gpu");
+    CU_ASSERT_DOUBLE_EQUAL(c.k8s_refresh_s, 5, 0);
+    struct files f = files_at("kubernetes");
+    put_main(&f, "[kubernetes]\nenable = yes\nproc_root = /tmp/p\nlog_dir = /tmp/l\n"
+                 "containers_log_dir = /tmp/c\npod_resources_socket = /tmp/s.sock\n"
+                 "checkpoint = /tmp/ck\nresource = example.com/gpu\nrefresh_s = 0.5\n");
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c.k8s_enable, POSD_K8S_YES);
+    CU_ASSERT_STRING_EQUAL(c.k8s_proc_root, "/tmp/p");
+    CU_ASSERT_STRING_EQUAL(c.k8s_log_dir, "/tmp/l");
+    CU_ASSERT_STRING_EQUAL(c.k8s_containers_dir, "/tmp/c");
+    CU_ASSERT_STRING_EQUAL(c.k8s_pod_resources, "/tmp/s.sock");
+    CU_ASSERT_STRING_EQUAL(c.k8s_checkpoint, "/tmp/ck");
+    CU_ASSERT_STRING_EQUAL(c.k8s_resource, "example.com/gpu");
+    CU_ASSERT_DOUBLE_EQUAL(c.k8s_refresh_s, 0.5, 0);
+    put_main(&f, "[kubernetes]\nenable = no\n");
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c.k8s_enable, POSD_K8S_NO);
+    posd_config_free(&c);
+}
+
+/* [daemon] policy_dir: the drop-ins' directory, as a ConfigMap volume lays it out (the files
+ * are links into "..data", itself a link to a hidden timestamped directory): every *.conf link
+ * is read, the ".."-entries are not. */
+static void test_policy_dir_as_a_configmap(void)
+{
+    struct files f = files_at("configmap");
+    char cm[DIR_MAX + 32], path[DIR_MAX + 128], cmd[4 * DIR_MAX];
+    snprintf(cm, sizeof cm, "%s/cm", f.dir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/..2024_05_01_10_00_00.123 && ln -s ..2024_05_01_10_00_00.123 "
+             "%s/..data && ln -s ..data/10-ns.conf %s/10-ns.conf",
+             cm, cm, cm);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/..2024_05_01_10_00_00.123/10-ns.conf", cm);
+    write_file(path, "[rule ml]\nmatch_namespace = ml\nclass = batch\nmem_limit = 2GiB\n");
+    /* a file of the same name in the hidden directory itself is not a drop-in of its own */
+    snprintf(path, sizeof path, "%s/..2024_05_01_10_00_00.123/..x.conf", cm);
+    write_file(path, "[bogus]\n");
+    char main[DIR_MAX + 64];
+    snprintf(main, sizeof main, "[daemon]\npolicy_dir = %s\n", cm);
+    put_main(&f, main);
+    put_dropin(&f, "50-beside.conf", "[rule beside]\nmatch_app = x\n", NULL);
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(c.policy_dir, cm);
+    CU_ASSERT_EQUAL_FATAL(c.nrules, 1); /* policy.d beside posd.conf is not read */
+    CU_ASSERT_STRING_EQUAL(c.rules[0].name, "ml");
+    CU_ASSERT_STRING_EQUAL(match(&c, in_pod("ml", "p", "c")).class_name, "batch");
+    /* without policy_dir: the policy.d beside the main file, and it says so */
+    put_main(&f, "[daemon]\n");
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(c.policy_dir, f.dropins);
+    CU_ASSERT_STRING_EQUAL(c.rules[0].name, "beside");
+    posd_config_free(&c);
+}
+
 /* A class's sm_share is every client of the class's, unless a rule sets its own; the built-in
  * classes set none. */
 static void test_sm_share_from_class_and_rule(void)
@@ -760,13 +887,14 @@ static const struct error_case {
      "bad value '\\x1b[2J\\x1b]0;owned\\x07\\xff' for 'policy' in [daemon]: expected fifo, "
      "priority, pos or staged"},
     {"[da\remon]\n", NULL, 0, 1,
-     "unknown section [da\\x0demon] (use [daemon], [policy], [metrics], [class NAME] or "
-     "[rule NAME])"},
+     "unknown section [da\\x0demon] (use [daemon], [policy], [metrics], [kubernetes], "
+     "[class NAME] or [rule NAME])"},
     {"[bogus]\n", NULL, 0, 1,
-     "unknown section [bogus] (use [daemon], [policy], [metrics], [class NAME] or [rule NAME])"},
+     "unknown section [bogus] (use [daemon], [policy], [metrics], [kubernetes], [class NAME] "
+     "or [rule NAME])"},
     {"# c\ntick_us = 100\n", NULL, 0, 2,
      "key 'tick_us' is outside any section: put it under [daemon], [policy], [metrics], "
-     "[class NAME] or [rule NAME]"},
+     "[kubernetes], [class NAME] or [rule NAME]"},
     {"[daemon]\ntick_us 100\n", NULL, 0, 2, "syntax error: expected 'key = value'"},
     {"[daemon\n", NULL, 0, 1, "syntax error: no ']' closes the section name"},
     {"[daemon] tick_us = 1\n", NULL, 0, 1, "syntax error: text after ']'"},
@@ -911,11 +1039,11 @@ static const struct error_case {
      "bad value 'gold' for 'class' in [rule r]: no such class (classes: realtime, latency, "
      "batch, silver)"},
     {"[daemon]\n[rule r]\nclass = batch\n", NULL, 0, 2,
-     "rule 'r' has no matcher: set match_app, match_uid, match_gid or match_cgroup, or "
-     "match_all = yes"},
+     "rule 'r' has no matcher: set match_app, match_uid, match_gid, match_cgroup, "
+     "match_namespace, match_pod or match_container, or match_all = yes"},
     {"[rule r]\nmatch_all = no\n[daemon]\n", NULL, 0, 1,
-     "rule 'r' has no matcher: set match_app, match_uid, match_gid or match_cgroup, or "
-     "match_all = yes"},
+     "rule 'r' has no matcher: set match_app, match_uid, match_gid, match_cgroup, "
+     "match_namespace, match_pod or match_container, or match_all = yes"},
     {"[policy]\n[rule r]\nmatch_all = yes\nmatch_app = x\n", NULL, 0, 2,
      "rule 'r' sets match_all = yes and a match_* key: keep one or the other"},
     {"[rule r]\nmatch_all = yes\n[rule r]\nmatch_all = yes\n", NULL, 0, 3,
@@ -925,8 +1053,30 @@ static const struct error_case {
     {"[daemon]\n", "[rule d]\nmatch_app = d*\nmax_inflght = 2\n", 1, 3,
      "unknown key 'max_inflght' in [rule d]"},
     {"[daemon]\n", "[rule d]\n", 1, 1,
-     "rule 'd' has no matcher: set match_app, match_uid, match_gid or match_cgroup, or "
-     "match_all = yes"},
+     "rule 'd' has no matcher: set match_app, match_uid, match_gid, match_cgroup, "
+     "match_namespace, match_pod or match_container, or match_all = yes"},
+    {"[rule r]\nmatch_namespace = ML\n", NULL, 0, 2,
+     "bad value 'ML' for 'match_namespace' in [rule r]: expected a pattern of 1..63 characters "
+     "of a-z, 0-9, '-', '.' and the glob characters * ? [ ] ! (Kubernetes names are lowercase)"},
+    {"[rule r]\nmatch_pod = a_b\n", NULL, 0, 2,
+     "bad value 'a_b' for 'match_pod' in [rule r]: expected a pattern of 1..253 characters of "
+     "a-z, 0-9, '-', '.' and the glob characters * ? [ ] ! (Kubernetes names are lowercase)"},
+    {"[rule r]\nmatch_container =\n", NULL, 0, 2,
+     "bad value '' for 'match_container' in [rule r]: expected a pattern of 1..63 characters "
+     "of a-z, 0-9, '-', '.' and the glob characters * ? [ ] ! (Kubernetes names are lowercase)"},
+    {"[kubernetes]\nenable = maybe\n", NULL, 0, 2,
+     "bad value 'maybe' for 'enable' in [kubernetes]: expected auto, yes or no"},
+    {"[kubernetes]\nlog_dir = var/log/pods\n", NULL, 0, 2,
+     "bad value 'var/log/pods' for 'log_dir' in [kubernetes]: expected an absolute path of at "
+     "most 255 characters"},
+    {"[kubernetes]\nresource = gpu\n", NULL, 0, 2,
+     "bad value 'gpu' for 'resource' in [kubernetes]: expected a resource name DOMAIN/NAME "
+     "such as pos.dev/gpu"},
+    {"[kubernetes]\nrefresh_s = 0\n", NULL, 0, 2,
+     "bad value '0' for 'refresh_s' in [kubernetes]: expected a number >= 0.1 and <= 3600"},
+    {"[daemon]\n", "[daemon]\npolicy_dir = /etc/posd/other.d\n", 1, 2,
+     "bad value '/etc/posd/other.d' for 'policy_dir' in [daemon]: policy_dir may be set in the "
+     "main file only (it says which drop-ins are read)"},
     /* the first error is the one reported */
     {"[daemon]\ntick_us = 1\n[bogus]\n", NULL, 0, 2,
      "bad value '1' for 'tick_us' in [daemon]: expected an integer in 10..100000"},
@@ -1169,7 +1319,15 @@ static void test_example_files(void)
     if (rc < 0)
         fprintf(stderr, "\n  %s\n", err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
-    CU_ASSERT_EQUAL(c.nrules, 5);
+    CU_ASSERT_EQUAL(c.nrules, 7);
+    struct posd_identity trainer = ident("python3", 0, 0, "/kubepods.slice/x");
+    snprintf(trainer.k8s_namespace, sizeof trainer.k8s_namespace, "ml-batch");
+    snprintf(trainer.pod, sizeof trainer.pod, "train-0");
+    snprintf(trainer.container, sizeof trainer.container, "trainer");
+    p = match(&c, trainer);
+    CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
+    CU_ASSERT_EQUAL(p.sm_share, 33);
+    CU_ASSERT(p.mem_limit.bytes == 4ull << 30);
     p = match(&c, ident("bash", 1001, 44, "/user.slice/a"));
     CU_ASSERT_STRING_EQUAL(p.class_name, "batch");
     CU_ASSERT_EQUAL(p.max_inflight, 1);
@@ -1204,4 +1362,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_file_errors);
     POS_ADD_TEST(s, test_failed_load_keeps_config);
     POS_ADD_TEST(s, test_example_files);
+    POS_ADD_TEST(s, test_pod_matchers);
+    POS_ADD_TEST(s, test_kubernetes_section);
+    POS_ADD_TEST(s, test_policy_dir_as_a_configmap);
 }

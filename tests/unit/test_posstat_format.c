@@ -369,7 +369,7 @@ static void test_average(void)
         "\"mem_used_bytes\":0,\"mem_limit\":\"none\",\"mem_peak_bytes\":0,\"mem_refused\":0,"
         "\"mem_limit_bytes\":null,"
         "\"sync_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_u"
-        "s\":null,\"stalls\":0,\"span_s\":2.000}],\"unmanaged\":[]}\n");
+        "s\":null,\"stalls\":0,\"span_s\":2.000,\"namespace\":\"\",\"pod\":\"\",\"container\":\"\",\"pod_devices\":\"\"}],\"unmanaged\":[]}\n");
     free(json);
     posstat_report_free(&r);
     posstat_average_free(&avg);
@@ -485,14 +485,14 @@ static void test_json_rendering(void)
         "\"mem_used_bytes\":1610612736,\"mem_limit\":\"2GiB\",\"mem_peak_bytes\":1879048192,"
         "\"mem_refused\":2,\"mem_limit_bytes\":2147483648,"
         "\"sync_lag_p50_us\":12.500,\"sy"
-        "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000},{\"id\":4,\"pid"
+        "nc_lag_p99_us\":57.000,\"op_us\":221.000,\"stalls\":1,\"span_s\":50.000,\"namespace\":\"\",\"pod\":\"\",\"container\":\"\",\"pod_devices\":\"\"},{\"id\":4,\"pid"
         "\":77,\"app\":\"a very long application name\",\"class\":\"\",\"launches_per_s\":null,\""
         "queued\":0,\"in_flight\":0,\"wait_p50_us\":null,\"wait_p99_us\":null,\"gpu_ms_per_s\":nu"
         "ll,\"requests_per_s\":null,\"req_p50_ms\":null,\"req_p99_ms\":null,\"held\":false,\"cpu\":\"no\","
         "\"runq_us\":null,\"runq_ms_per_s\":null,\"offcpu_ms_per_s\":null,\"ioctls_per_s\":null,"
         "\"ioctl_us\":null,\"mem_used_bytes\":0,\"mem_limit\":\"50%\",\"mem_peak_bytes\":0,"
         "\"mem_refused\":0,\"mem_limit_bytes\":null,\"sync"
-        "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000"
+        "_lag_p50_us\":null,\"sync_lag_p99_us\":null,\"op_us\":null,\"stalls\":0,\"span_s\":0.000,\"namespace\":\"\",\"pod\":\"\",\"container\":\"\",\"pod_devices\":\"\""
         "}],\"unmanaged\":[]}\n");
     free(json);
     posstat_report_free(&r);
@@ -523,6 +523,42 @@ static void test_json_escaping(void)
     char *text = render(posstat_render_text, &r);
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "  q\"b\\n???????????  default"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "  p\"q  "));
+    free(text);
+    posstat_report_free(&r);
+}
+
+/* A client in a pod: text gets a pod column NAMESPACE/POD/CONTAINER (only when some client has
+ * a pod), JSON its names apart, escaped like every string. */
+static void test_pod_fields(void)
+{
+    struct pos_device_stats d = device(1 * S_NS, 2);
+    struct pos_client_stats cs[2] = {client(1, 1, "infer", 1 * S_NS),
+                                      client(2, 2, "host", 1 * S_NS)};
+    strcpy(cs[0].k8s_namespace, "ml");
+    strcpy(cs[0].pod, "detector-7d9f");
+    strcpy(cs[0].container, "in\"fer");
+    strcpy(cs[0].pod_devices, "gpu0-1,gpu0-2");
+    struct posstat_snapshot s = snapshot(d, cs, 2, 0);
+    struct posstat_report r;
+    CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
+    char *json = render(posstat_render_json, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"namespace\":\"ml\",\"pod\":\"detector-7d9f\","
+                                        "\"container\":\"in\\\"fer\",\"pod_devices\":\"gpu0-1,gpu0-2\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"namespace\":\"\",\"pod\":\"\",\"container\":\"\""));
+    free(json);
+    setenv("TZ", "UTC0", 1);
+    tzset();
+    char *text = render(posstat_render_text, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  pod  "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  ml/detector-7d9f/in\"fer  "));
+    free(text);
+    posstat_report_free(&r);
+    /* no client in a pod: no pod column */
+    strcpy(cs[0].pod, "");
+    s = snapshot(d, cs, 2, 0);
+    CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, NULL, &s, POSSTAT_TOTAL), 0);
+    text = render(posstat_render_text, &r);
+    CU_ASSERT_PTR_NULL(strstr(text, "  pod  "));
     free(text);
     posstat_report_free(&r);
 }
@@ -854,6 +890,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_text_rendering);
     POS_ADD_TEST(s, test_json_rendering);
     POS_ADD_TEST(s, test_json_escaping);
+    POS_ADD_TEST(s, test_pod_fields);
     POS_ADD_TEST(s, test_memory_columns_in_binary_units);
     POS_ADD_TEST(s, test_telemetry_rendering);
     POS_ADD_TEST(s, test_unmanaged_left_out_is_said);
