@@ -6,6 +6,7 @@
  * directories at once: local files, never the kubelet's API), and logs the sources' health
  * when it changes, never per client. */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,35 @@ static int exists(const char *path)
     return path[0] && stat(path, &st) == 0;
 }
 
+/* posd in a container with a cgroup namespace of its own (containerd and CRI-O give one to every
+ * container on cgroup v2, and Kubernetes has no field to ask for the host's) reads every other
+ * process's cgroup as "/../..." and cannot tell its pods. posd shares the host's PID namespace
+ * (hostPID), so PID 1's namespace is the host's: posd joins it, before its threads start (a
+ * namespace belongs to a thread; those made later inherit it). Needs CAP_SYS_ADMIN; without it
+ * posd says so once and the clients read as outside its namespace. */
+static void join_host_cgroupns(const char *proc_root)
+{
+    char path[POSD_PATH_MAX + 16];
+    struct stat mine, host;
+    snprintf(path, sizeof path, "%s/1/ns/cgroup", proc_root);
+    if (stat("/proc/self/ns/cgroup", &mine) != 0 || stat(path, &host) != 0)
+        return; /* no cgroup namespaces here, or no PID 1 to read */
+    if (mine.st_ino == host.st_ino && mine.st_dev == host.st_dev)
+        return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWCGROUP) != 0) {
+        int e = errno;
+        posd_log(POSD_LOG_WARN,
+                 "pod identity: posd has a cgroup namespace of its own and cannot join the "
+                 "host's (%s: %s): clients in other cgroups read as outside it",
+                 path, strerror(e));
+    } else {
+        posd_log(POSD_LOG_INFO, "pod identity: joined the host's cgroup namespace (%s)", path);
+    }
+    if (fd >= 0)
+        close(fd);
+}
+
 int posd_pod_start(const struct posd_config *cfg)
 {
     if (cfg->k8s_enable == POSD_K8S_NO)
@@ -161,6 +191,7 @@ int posd_pod_start(const struct posd_config *cfg)
         return 0;
     }
     snprintf(R.proc_root, sizeof R.proc_root, "%s", cfg->k8s_proc_root);
+    join_host_cgroupns(R.proc_root);
     snprintf(R.log_dir, sizeof R.log_dir, "%s", cfg->k8s_log_dir);
     snprintf(R.containers_dir, sizeof R.containers_dir, "%s", cfg->k8s_containers_dir);
     snprintf(R.podres, sizeof R.podres, "%s", cfg->k8s_pod_resources);
