@@ -11,6 +11,7 @@
 #include <CUnit/Basic.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +33,14 @@
 #define CID1  "1111111111111111111111111111111111111111111111111111111111111111"
 #define CID2  "2222222222222222222222222222222222222222222222222222222222222222"
 #define CID3  "3333333333333333333333333333333333333333333333333333333333333333"
+#define UID4  "cccccccc-2222-3333-4444-555555555555"
+#define UID4_ "cccccccc_2222_3333_4444_555555555555"
+#define CID4  "4444444444444444444444444444444444444444444444444444444444444444"
 
 static struct suite suite;
 static double scale;
 static char logs[256], links[256], cm[256];
+static char proc_links[512]; /* when set, start_in links PROC_LINKS/PID to /proc/PID first */
 
 /* ---- cgroups ------------------------------------------------------------------------------- */
 
@@ -132,6 +137,12 @@ static pid_t start_in(const char *procs, const char *app, const char *env)
     }
     close(p[0]);
     int ok = pid > 0;
+    if (ok && proc_links[0]) {
+        char link[600], target[64];
+        snprintf(link, sizeof link, "%s/%d", proc_links, (int)pid);
+        snprintf(target, sizeof target, "/proc/%d", (int)pid);
+        ok = symlink(target, link) == 0;
+    }
     if (ok && procs) {
         FILE *f = fopen(procs, "w");
         ok = f && fprintf(f, "%d\n", (int)pid) > 0;
@@ -388,6 +399,84 @@ static const char checkpoint[] =
     "\"ResourceName\":\"pos.dev/gpu\",\"DeviceIDs\":{\"0\":[\"gpu0-1\",\"gpu0-2\"]},"
     "\"AllocResp\":\"\"}],\"RegisteredDevices\":{}},\"Checksum\":1}";
 
+/* posd in a cgroup namespace of its own, as in a container on cgroup v2 (where containerd and
+ * CRI-O give every container one), reads a pod's cgroup as "/../kubepods.slice/...": it joins
+ * the host's namespace (PID 1's) at start, and tells its pods as before. PID 1 is this test,
+ * through posd's proc_root (PROC/1 links to the test's /proc entry; this machine's own PID 1
+ * cannot be read), and posd starts in a cgroup of its own, then unshares its namespace there. */
+static void test_posd_in_a_cgroup_namespace_of_its_own_joins_the_hosts(void)
+{
+    char root[512], procs[1024], own[1024], dir[300], conf[320], sock[320], log[320];
+    if (skipped(__func__, 1, root, sizeof root))
+        return;
+    snprintf(dir, sizeof dir, "%s/cgns", suite.dir);
+    snprintf(proc_links, sizeof proc_links, "%s/proc", dir);
+    snprintf(conf, sizeof conf, "%s/posd.conf", dir);
+    snprintf(sock, sizeof sock, "%s/posd.sock", dir);
+    snprintf(log, sizeof log, "%s/posd.log", dir);
+    CU_ASSERT_FATAL(mkdir(dir, 0700) == 0 && mkdir(proc_links, 0700) == 0);
+    char link[600], target[64], text[2048];
+    snprintf(link, sizeof link, "%s/1", proc_links);
+    snprintf(target, sizeof target, "/proc/%d", (int)getpid());
+    CU_ASSERT_FATAL(symlink(target, link) == 0);
+    snprintf(text, sizeof text,
+             "[kubernetes]\nenable = yes\nproc_root = %s\nlog_dir = %s\ncontainers_log_dir = %s\n"
+             "pod_resources_socket = %s/no-kubelet.sock\nrefresh_s = 0.2\n"
+             "[rule ml]\nmatch_namespace = ml\nclass = batch\n",
+             proc_links, logs, links, dir);
+    write_text(conf, text);
+    const char *posd_rel = "/pos-test-cgns";
+    CU_ASSERT_FATAL(make_cgroup(root, posd_rel, own, sizeof own) == 0);
+
+    pid_t posd = fork();
+    if (posd == 0) {
+        FILE *f = fopen(own, "w");
+        if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0)
+            _exit(125);
+        if (unshare(CLONE_NEWCGROUP) != 0)
+            _exit(124);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        execl("build/posd", "posd", "-f", "-c", conf, "-s", sock, "-p", "priority", (char *)NULL);
+        _exit(127);
+    }
+    CU_ASSERT_FATAL(posd > 0);
+    for (int t = 0; t < (int)(200 * scale) && access(sock, F_OK) != 0; t++)
+        usleep(10000);
+    CU_ASSERT_FATAL(access(sock, F_OK) == 0);
+
+    const char *rel = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID4_
+                      ".slice/cri-containerd-" CID4 ".scope";
+    kubelet_logs("ml", "joiner-5c8b", UID4, "infer", CID4);
+    CU_ASSERT_FATAL(make_cgroup(root, rel, procs, sizeof procs) == 0);
+    static char sockenv[400];
+    snprintf(sockenv, sizeof sockenv, "POS_SOCKET=%s", sock);
+    pid_t pid = start_in(procs, "joiner", sockenv);
+    CU_ASSERT_FATAL(pid > 0);
+    static struct pos_client_stats cs[64];
+    struct pos_device_stats dev;
+    int found = 0;
+    for (int t = 0; t < (int)(500 * scale) && !found; t++) {
+        int n = util_stats(sock, &dev, cs, 64);
+        for (int i = 0; i < n && i < 64 && !found; i++)
+            found = cs[i].pid == pid && strcmp(cs[i].class_name, "batch") == 0 &&
+                    strcmp(cs[i].pod, "joiner-5c8b") == 0;
+        if (!found)
+            usleep(10000);
+    }
+    CU_ASSERT(found);
+    static char text_log[1 << 16];
+    util_read_file(log, text_log, sizeof text_log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text_log, "joined the host's cgroup namespace"));
+    if (!found)
+        fputs(text_log, stderr);
+    stop(pid);
+    util_posd_stop(&posd, SIGKILL);
+    proc_links[0] = '\0';
+    remove_cgroup(root, rel);
+    remove_cgroup(root, posd_rel);
+}
+
 static int suite_init(void)
 {
     scale = util_time_scale();
@@ -446,4 +535,5 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_names_that_arrive_later_rematch_the_client);
     POS_ADD_TEST(s, test_no_pod_and_bad_input_are_one_line_and_the_default);
     POS_ADD_TEST(s, test_configmap_swap_reloads_and_a_bad_file_keeps_the_rules);
+    POS_ADD_TEST(s, test_posd_in_a_cgroup_namespace_of_its_own_joins_the_hosts);
 }
