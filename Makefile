@@ -428,7 +428,7 @@ TEST_DEPS_test_faults := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT)
 TEST_DEPS_test_kube_podres := $(KUBE_PODRES_OBJS) $(KUBE_DESCS)
 TEST_LIBS_test_kube_podres := $(KUBE_LIBS)
 TEST_DEPS_test_kube_plugin := $(KUBE_PLUGIN) $(KUBE_DESCS) $(POSD) $(SHIM) $(POSCLIENT_OBJ)
-TEST_DEPS_test_pods := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ)
+TEST_DEPS_test_pods := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(KUBE_DESCS)
 
 # --- fuzzing (tests/fuzz/) -------------------------------------------------------------
 # libFuzzer targets, each built from its sources with clang's fuzzer and ASan/UBSan runtimes

@@ -120,6 +120,12 @@ const struct posd_pod_entry *posd_pod_table_find(const struct posd_pod_table *t,
 /* The container of ID in P, or NULL. */
 const struct posd_pod_container *posd_pod_entry_container(const struct posd_pod_entry *p,
                                                           const char *id);
+/* The container of a client of P in the container of ID: the container of that ID; else, in a
+ * pod no source gives any container ID of (one named through the List: no log directory), the
+ * only container that holds devices of [kubernetes] resource, if exactly one does (a client
+ * uses the GPU, and only a container the device plugin gave a device has one); else NULL. */
+const struct posd_pod_container *posd_pod_client_container(const struct posd_pod_entry *p,
+                                                           const char *id);
 void posd_pod_table_free(struct posd_pod_table *t);
 void posd_pod_entry_free(struct posd_pod_entry *p);
 

@@ -63,6 +63,24 @@ const struct posd_pod_container *posd_pod_entry_container(const struct posd_pod_
     return NULL;
 }
 
+const struct posd_pod_container *posd_pod_client_container(const struct posd_pod_entry *p,
+                                                           const char *id)
+{
+    const struct posd_pod_container *c = posd_pod_entry_container(p, id), *only = NULL;
+    if (c || !p || !id[0])
+        return c;
+    for (size_t i = 0; i < p->ncontainers; i++) {
+        if (p->containers[i].id[0])
+            return NULL; /* a source names this pod's container IDs, and not ID */
+        if (p->containers[i].devices[0]) {
+            if (only)
+                return NULL; /* two hold devices: which one is not known */
+            only = &p->containers[i];
+        }
+    }
+    return only;
+}
+
 static struct posd_pod_container *add_container(struct posd_pod_entry *p, const char *name,
                                                 size_t len)
 {

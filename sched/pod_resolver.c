@@ -347,7 +347,7 @@ void posd_pod_identify(struct posd_identity *id, const char *cgroup_text)
     snprintf(id->pod_uid, sizeof id->pod_uid, "%s", ref.uid);
     snprintf(id->container_id, sizeof id->container_id, "%s", ref.container_id);
     const struct posd_pod_entry *p = posd_pod_table_find(&R.cur, ref.uid);
-    const struct posd_pod_container *c = posd_pod_entry_container(p, ref.container_id);
+    const struct posd_pod_container *c = posd_pod_client_container(p, ref.container_id);
     if (p && (c || !ref.container_id[0])) {
         posd_pod_names_set(id, p, c);
         return;
@@ -371,7 +371,7 @@ int posd_pod_refresh_names(struct posd_identity *id)
     const struct posd_pod_entry *p = posd_pod_table_find(&R.cur, id->pod_uid);
     if (!p)
         return 0; /* a table older than what registration found: keep that */
-    const struct posd_pod_container *c = posd_pod_entry_container(p, id->container_id);
+    const struct posd_pod_container *c = posd_pod_client_container(p, id->container_id);
     struct posd_identity before = *id;
     posd_pod_names_set(id, p, c);
     if (!c && before.container[0]) /* the table lacks what registration found: keep it */

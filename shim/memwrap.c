@@ -161,8 +161,10 @@ SHIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *prop
 {
     CUresult rc = SHIM_REAL(cuMemPoolCreate)(pool, props);
     if (rc == CUDA_SUCCESS && shim_active && pool && props) {
+        /* the ref is the pool's device + 1, 0 for a pool on no device */
         int dev = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? props->location.id : -1;
-        shim_mem_note(SHIM_MEM_POOL, (uint64_t)(uintptr_t)*pool, (uint64_t)(dev + 1));
+        shim_mem_note(SHIM_MEM_POOL, (uint64_t)(uintptr_t)*pool,
+                      dev < 0 ? 0 : (uint64_t)dev + 1);
     }
     return rc;
 }

@@ -367,3 +367,8 @@ void drv_array_ctx_gone(struct drv_ctx *ctx)
     }
     pthread_mutex_unlock(&array_lock);
 }
+
+static void __attribute__((constructor)) ctx_gone_register(void)
+{
+    drv_ctx_on_gone(0, drv_array_ctx_gone);
+}

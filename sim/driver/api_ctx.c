@@ -103,6 +103,23 @@ CUresult drv_ctx_sync(struct drv_ctx *ctx)
     return drv_wait_counter(&ctx->completed, target, ctx);
 }
 
+#define CTX_GONE_MAX 8
+static void (*ctx_gone[2][CTX_GONE_MAX])(struct drv_ctx *);
+static int n_ctx_gone[2];
+
+void drv_ctx_on_gone(int late, void (*fn)(struct drv_ctx *ctx))
+{
+    late = !!late;
+    if (n_ctx_gone[late] < CTX_GONE_MAX) /* a fixed set of files, at load: never full */
+        ctx_gone[late][n_ctx_gone[late]++] = fn;
+}
+
+static void ctx_gone_run(int late, struct drv_ctx *c)
+{
+    for (int i = 0; i < n_ctx_gone[late]; i++)
+        ctx_gone[late][i](c);
+}
+
 /* Waits for the context, then takes it off the device. Its struct stays allocated (marked
  * destroyed) so that stale module, event and graph pointers never dangle, on the process's
  * list of retired contexts: kept on purpose, not leaked (a leak checker sees it reachable). */
@@ -111,8 +128,7 @@ static void ctx_teardown(struct drv_ctx *c)
     drv_ctx_sync(c);
     drv_handle_free(H_CTX, c->handle);
     drv_linear_ctx_gone(c);
-    drv_array_ctx_gone(c);
-    drv_ipc_ctx_gone(c);
+    ctx_gone_run(0, c); /* arrays, opened IPC memory */
     pthread_mutex_lock(&drv.lock);
     c->destroyed = 1;
     c->retired_next = drv.retired;
@@ -128,7 +144,7 @@ static void ctx_teardown(struct drv_ctx *c)
         s = next;
     }
     c->legacy = NULL;
-    drv_module_ctx_gone(c);
+    ctx_gone_run(1, c); /* its modules */
     drv_lock();
     sim_gpu_ctx_remove(drv.g, c->slot, drv_device_now());
     drv_unlock();

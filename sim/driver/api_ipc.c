@@ -141,3 +141,8 @@ void drv_ipc_ctx_gone(struct drv_ctx *ctx)
     }
     pthread_mutex_unlock(&ipc_lock);
 }
+
+static void __attribute__((constructor)) ctx_gone_register(void)
+{
+    drv_ctx_on_gone(0, drv_ipc_ctx_gone);
+}

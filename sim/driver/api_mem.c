@@ -34,6 +34,8 @@ void drv_linear_free(const struct drv_region *r)
     drv_mem_uncharge(r->size, CHARGE_ALLOC);
 }
 
+void (*drv_pool_free_region)(const struct drv_region *r);
+
 void drv_linear_ctx_gone(struct drv_ctx *ctx)
 {
     const int hows[] = {ALLOC_LINEAR, ALLOC_MANAGED};

@@ -461,3 +461,8 @@ API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, i
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
+
+static void __attribute__((constructor)) ctx_gone_register(void)
+{
+    drv_ctx_on_gone(1, drv_module_ctx_gone);
+}

@@ -136,7 +136,7 @@ static CUresult pool_take(struct drv_pool *p, uint64_t size)
     return rc;
 }
 
-void drv_pool_free_region(const struct drv_region *r)
+static void pool_free_region(const struct drv_region *r)
 {
     struct drv_pool *p = r->obj;
     if (r->how == ALLOC_POOL)
@@ -229,7 +229,7 @@ API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CU
 static void free_when_reached(void *arg)
 {
     struct drv_region *r = arg;
-    drv_pool_free_region(r);
+    pool_free_region(r);
     free(r);
 }
 
@@ -604,4 +604,9 @@ API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
     }
     *ptr_out = (CUdeviceptr)r.base;
     return CUDA_SUCCESS;
+}
+
+static void __attribute__((constructor)) pool_free_register(void)
+{
+    drv_pool_free_region = pool_free_region;
 }

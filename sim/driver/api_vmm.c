@@ -236,6 +236,18 @@ API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment
     return CUDA_SUCCESS;
 }
 
+/* [BASE, BASE + SIZE) of a reservation made a reservation again after a mapping there: fresh
+ * anonymous PROT_NONE pages over the arena's, or, where the kernel cannot map them (out of
+ * mappings), at least the arena's pages made inaccessible. Returns 0, or -1 when neither. */
+static int reserve_again(uintptr_t base, size_t size)
+{
+    void *p = mmap((void *)base, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (p != MAP_FAILED)
+        return 0;
+    return mprotect((void *)base, size, PROT_NONE) == 0 ? 0 : -1;
+}
+
 /* Index of the mapping that holds P, or -1 (caller holds vmm_lock). */
 static long map_at(uintptr_t p)
 {
@@ -294,9 +306,8 @@ API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
             a->maps++;
             rc = CUDA_SUCCESS;
         } else {
-            mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = reserve_again((uintptr_t)ptr, size) == 0 ? CUDA_ERROR_OUT_OF_MEMORY
+                                                          : CUDA_ERROR_UNKNOWN;
         }
     }
     pthread_mutex_unlock(&vmm_lock);
@@ -328,6 +339,7 @@ API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         return CUDA_ERROR_INVALID_VALUE;
     drv_sync_all(); /* queued work may still touch it */
     pthread_mutex_lock(&vmm_lock);
+    int lost = 0; /* a range the kernel could make no reservation again */
     for (size_t i = 0; i < nmaps;) {
         if (maps[i].base < ptr || maps[i].base - ptr >= size) {
             i++;
@@ -336,13 +348,12 @@ API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         struct vmm_range m = maps[i];
         maps[i] = maps[--nmaps];
         drv_region_take(m.base, MEM_DEVICE, ALLOC_VMM, NULL);
-        mmap((void *)m.base, m.size, PROT_NONE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        lost |= reserve_again(m.base, m.size) < 0;
         m.a->maps--;
         alloc_maybe_free(m.a);
     }
     pthread_mutex_unlock(&vmm_lock);
-    return CUDA_SUCCESS;
+    return lost ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 
 static int prot_of(CUmemAccess_flags f)

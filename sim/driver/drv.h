@@ -518,8 +518,14 @@ void drv_linear_ctx_gone(struct drv_ctx *ctx);
 void drv_array_ctx_gone(struct drv_ctx *ctx);
 void drv_ipc_ctx_gone(struct drv_ctx *ctx);
 void drv_module_ctx_gone(struct drv_ctx *ctx);
-/* Frees a pool allocation (own or imported) taken from the registry, now (api_pool.c). */
-void drv_pool_free_region(const struct drv_region *r);
+/* Registers FN to run for each context destroyed (api_ctx.c): before it is retired (LATE 0:
+ * arrays, opened IPC memory) or once its streams are gone (LATE 1: modules). The files above
+ * api_ctx.c register theirs from a constructor, so that api_ctx.c calls none of them (no
+ * circle of files, scripts/circles.py). */
+void drv_ctx_on_gone(int late, void (*fn)(struct drv_ctx *ctx));
+/* Frees a pool allocation (own or imported) taken from the registry, now: api_pool.c's, set
+ * from its constructor, so that cuMemFree (api_mem.c) does not call up into api_pool.c. */
+extern void (*drv_pool_free_region)(const struct drv_region *r);
 
 /* A memory location: 1 for the device, 2 for the host (HOST, HOST_NUMA on a node that exists,
  * HOST_NUMA_CURRENT), 0 when invalid. */

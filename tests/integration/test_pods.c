@@ -6,7 +6,10 @@
  * that arrive after registration re-match the client; what the environment says is never
  * believed; a cgroup that names no pod and a missing pod-resources socket are one log line
  * each; a ConfigMap-like drop-in directory whose "..data" link is swapped reloads posd, and a
- * bad file in it keeps the running rules. Needs root (it makes cgroups); skipped otherwise,
+ * bad file in it keeps the running rules. The pod-resources API from a fake kubelet on grpcio
+ * (tests/kube/fake_podres.py): a pod with no log directory named by the List pod that holds its
+ * checkpoint devices; the socket missing, appearing and going (a line each way); a kubelet that
+ * answers garbage or hangs holds no part of posd's loop. Needs root (it makes cgroups); skipped otherwise,
  * with the reason, as is each cgroup version this machine does not mount. */
 #include <CUnit/Basic.h>
 #include <errno.h>
@@ -22,6 +25,7 @@
 
 #include "pos/proto.h"
 #include "tests/cunit_main.h"
+#include "tests/integration/kube.h"
 #include "tests/integration/suite.h"
 #include "tools/posclient.h"
 
@@ -33,14 +37,26 @@
 #define CID1  "1111111111111111111111111111111111111111111111111111111111111111"
 #define CID2  "2222222222222222222222222222222222222222222222222222222222222222"
 #define CID3  "3333333333333333333333333333333333333333333333333333333333333333"
-#define UID4  "cccccccc-2222-3333-4444-555555555555"
+/* pods with no log directory, named by the pod-resources List only */
 #define UID4_ "cccccccc_2222_3333_4444_555555555555"
+#define UID4  "cccccccc-2222-3333-4444-555555555555"
+#define UID5_ "dddddddd_2222_3333_4444_555555555555"
+#define UID5  "dddddddd-2222-3333-4444-555555555555"
+#define UID6_ "eeeeeeee_2222_3333_4444_555555555555"
 #define CID4  "4444444444444444444444444444444444444444444444444444444444444444"
+#define CID5  "5555555555555555555555555555555555555555555555555555555555555555"
+#define CID6  "6666666666666666666666666666666666666666666666666666666666666666"
+/* posd in a cgroup namespace of its own */
+#define UID7  "ffffffff-2222-3333-4444-555555555555"
+#define UID7_ "ffffffff_2222_3333_4444_555555555555"
+#define CID7  "7777777777777777777777777777777777777777777777777777777777777777"
 
 static struct suite suite;
 static double scale;
 static char logs[256], links[256], cm[256];
 static char proc_links[512]; /* when set, start_in links PROC_LINKS/PID to /proc/PID first */
+static char podres_sock[256], podres_json[256], podres_log[256];
+static const char *kube_missing; /* why the pod-resources fake cannot run here, or NULL */
 
 /* ---- cgroups ------------------------------------------------------------------------------- */
 
@@ -392,12 +408,238 @@ static void test_configmap_swap_reloads_and_a_bad_file_keeps_the_rules(void)
     remove_cgroup(root, rel);
 }
 
+/* ---- the pod-resources API (tests/kube/fake_podres.py) ------------------------------------------ */
+
+/* What the fake's List answers: a decoy first, in another namespace, whose container holds one
+ * of listed-0's devices only (the join wants exactly the checkpoint's); listed-0, whose
+ * container "serve" holds what the checkpoint gives UID4's "serve"; appear-0 for UID5. */
+static const char podres_list[] =
+    "{\"podResources\": ["
+    " {\"name\": \"decoy-0\", \"namespace\": \"other\", \"containers\": ["
+    "   {\"name\": \"serve\", \"devices\": [{\"resourceName\": \"pos.dev/gpu\", \"deviceIds\": [\"gpu0-5\"]}]}]},"
+    " {\"name\": \"listed-0\", \"namespace\": \"ml\", \"containers\": ["
+    "   {\"name\": \"sidecar\"},"
+    "   {\"name\": \"serve\", \"devices\": ["
+    "     {\"resourceName\": \"pos.dev/gpu\", \"deviceIds\": [\"gpu0-6\", \"gpu0-5\"]},"
+    "     {\"resourceName\": \"example.com/nic\", \"deviceIds\": [\"nic0\"]}]}]},"
+    " {\"name\": \"appear-0\", \"namespace\": \"ml\", \"containers\": ["
+    "   {\"name\": \"late\", \"devices\": [{\"resourceName\": \"pos.dev/gpu\", \"deviceIds\": [\"gpu0-7\"]}]}]}]}";
+
+static int kube_skipped(const char *test)
+{
+    if (!kube_missing)
+        return 0;
+    fprintf(stderr, "%s: skipped: %s\n", test, kube_missing);
+    return 1;
+}
+
+/* The fake kubelet serving List on posd's pod_resources_socket in MODE. */
+static int podres_start(struct kube_fake *f, const char *mode)
+{
+    unlink(podres_sock);
+    write_text(podres_json, podres_list);
+    const char *const argv[] = {"tests/kube/fake_podres.py", podres_sock, podres_json, "--mode",
+                                mode, NULL};
+    char line[256];
+    if (kube_fake_start(f, argv, podres_log) < 0 ||
+        kube_fake_wait(f, "ready", line, sizeof line, 20) < 0) {
+        kube_fake_stop(f);
+        return -1;
+    }
+    return 0;
+}
+
+/* The fake ended and its socket gone: the kubelet not there. */
+static void podres_stop(struct kube_fake *f)
+{
+    kube_fake_stop(f);
+    unlink(podres_sock);
+}
+
+/* How many times WHAT is in posd's log from FROM on. */
+static int log_count_from(long from, const char *what)
+{
+    static char log[1 << 18];
+    suite_log_from(&suite, from, log, sizeof log);
+    return util_count(log, what);
+}
+
+/* Waits up to 5 s (scaled) for WHAT in posd's log from FROM on. */
+static int log_wait_from(long from, const char *what)
+{
+    for (int t = 0; t < (int)(500 * scale); t++) {
+        if (log_count_from(from, what) > 0)
+            return 0;
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* The pod-resources socket is missing when posd starts (the suite's posd has never had one),
+ * then appears: one line when List answers again, and the client of a pod no log directory
+ * names, registered before, gets the List's names, its class and devices. The kubelet gone
+ * again: one line however many refreshes, and the client keeps what was known. */
+static void test_pod_resources_appearing_and_going_is_a_line_each_way(void)
+{
+    char root[512], procs[1024];
+    if (skipped(__func__, 1, root, sizeof root) || kube_skipped(__func__))
+        return;
+    const char *rel = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID5_
+                      ".slice/cri-containerd-" CID5 ".scope";
+    CU_ASSERT_FATAL(make_cgroup(root, rel, procs, sizeof procs) == 0);
+    long from = suite_log_size(&suite);
+    pid_t pid = start_in(procs, "appear", NULL);
+    CU_ASSERT_FATAL(pid > 0);
+    struct pos_client_stats r;
+    CU_ASSERT_EQUAL_FATAL(row_of(pid, NULL, &r), 0);
+    usleep((useconds_t)(500000 * scale)); /* refreshes without the socket */
+    CU_ASSERT_EQUAL(row_of(pid, NULL, &r), 0);
+    CU_ASSERT_STRING_EQUAL(r.class_name, "latency");
+    CU_ASSERT_STRING_EQUAL(r.pod, "");
+    CU_ASSERT_EQUAL(log_count_from(from, "pod identity: pod-resources: "), 0); /* said before */
+
+    struct kube_fake f;
+    CU_ASSERT_EQUAL_FATAL(podres_start(&f, "good"), 0);
+    CU_ASSERT_EQUAL(row_of(pid, "batch", &r), 0);
+    CU_ASSERT_STRING_EQUAL(r.k8s_namespace, "ml");
+    CU_ASSERT_STRING_EQUAL(r.pod, "appear-0");
+    CU_ASSERT_STRING_EQUAL(r.container, "late");
+    CU_ASSERT_STRING_EQUAL(r.pod_devices, "gpu0-7");
+    CU_ASSERT_EQUAL(log_wait_from(from, "pod-resources answers again"), 0);
+    /* the re-match is logged, with the names and the new class */
+    CU_ASSERT_EQUAL(log_wait_from(from, "pod ml/appear-0 container late devices gpu0-7: class "
+                                        "batch"), 0);
+    usleep((useconds_t)(1000000 * scale)); /* five refreshes that it answers */
+    CU_ASSERT_EQUAL(log_count_from(from, "pod identity: pod-resources: "), 0);
+    CU_ASSERT_EQUAL(log_count_from(from, "pod-resources answers again"), 1);
+
+    long gone = suite_log_size(&suite);
+    podres_stop(&f);
+    CU_ASSERT_EQUAL(log_wait_from(gone, "pod identity: pod-resources: "), 0);
+    usleep((useconds_t)(1000000 * scale)); /* five refreshes without it */
+    CU_ASSERT_EQUAL(log_count_from(gone, "pod identity: pod-resources: "), 1);
+    CU_ASSERT_EQUAL(log_count_from(gone, "pod-resources answers again"), 0);
+    CU_ASSERT_EQUAL(row_of(pid, NULL, &r), 0);
+    CU_ASSERT_STRING_EQUAL(r.class_name, "batch");
+    CU_ASSERT_STRING_EQUAL(r.pod, "appear-0");
+    stop(pid);
+    remove_cgroup(root, rel);
+}
+
+/* A pod with no log directory is named by the List pod whose container holds exactly the
+ * devices the checkpoint gives its UID (not the decoy holding one of them): its namespace's
+ * rule gives its class, and STATS and posstat's JSON carry its names and devices. */
+static void test_a_pod_without_logs_is_named_by_list_through_its_devices(void)
+{
+    char root[512], procs[1024];
+    if (skipped(__func__, 1, root, sizeof root) || kube_skipped(__func__))
+        return;
+    struct kube_fake f;
+    CU_ASSERT_EQUAL_FATAL(podres_start(&f, "good"), 0);
+    const char *rel = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID4_
+                      ".slice/cri-containerd-" CID4 ".scope";
+    CU_ASSERT_FATAL(make_cgroup(root, rel, procs, sizeof procs) == 0);
+    pid_t pid = start_in(procs, "listed", NULL);
+    CU_ASSERT_FATAL(pid > 0);
+    struct pos_client_stats r;
+    CU_ASSERT_EQUAL(row_of(pid, "batch", &r), 0);
+    for (int t = 0; t < (int)(300 * scale) && !r.pod_devices[0]; t++) {
+        usleep(10000);
+        row_of(pid, NULL, &r);
+    }
+    CU_ASSERT_STRING_EQUAL(r.class_name, "batch");
+    CU_ASSERT_STRING_EQUAL(r.k8s_namespace, "ml");
+    CU_ASSERT_STRING_EQUAL(r.pod, "listed-0");
+    CU_ASSERT_STRING_EQUAL(r.container, "serve");
+    CU_ASSERT_STRING_EQUAL(r.pod_devices, "gpu0-5,gpu0-6"); /* the checkpoint's, in its order */
+    static char out[1 << 16];
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "build/posstat -o json -p %d", (int)pid);
+    CU_ASSERT_EQUAL(util_run_stdout(cmd, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"namespace\":\"ml\",\"pod\":\"listed-0\","
+                                       "\"container\":\"serve\",\"pod_devices\":\"gpu0-5,gpu0-6\""));
+    stop(pid);
+    remove_cgroup(root, rel);
+    podres_stop(&f);
+}
+
+/* The largest time one STATS round trip took over SECONDS (scaled) of asking every 20 ms, and
+ * in *DONE how many operators client PID completed meanwhile. */
+static double stats_latency_over(double seconds, pid_t pid, uint64_t *done)
+{
+    struct pos_client_stats r0, r1;
+    double worst = 0, end = util_now() + seconds * scale;
+    if (row_of(pid, NULL, &r0) < 0)
+        return 1e9;
+    while (util_now() < end) {
+        static struct pos_client_stats cs[64];
+        struct pos_device_stats dev;
+        double t0 = util_now();
+        int n = util_stats(suite.sock, &dev, cs, 64);
+        double took = util_now() - t0;
+        if (n < 0)
+            took = 1e9;
+        if (took > worst)
+            worst = took;
+        usleep(20000);
+    }
+    *done = row_of(pid, NULL, &r1) == 0 ? r1.completed - r0.completed : 0;
+    return worst;
+}
+
+/* A kubelet that answers garbage, or never answers (List waits 1 s each refresh): posd's loop
+ * keeps scheduling (another client's operators complete, STATS answers at once, a new pod's
+ * client registers at once) and says it once. */
+static void test_a_kubelet_answering_garbage_or_hanging_holds_no_loop(void)
+{
+    char root[512], procs[1024];
+    if (skipped(__func__, 1, root, sizeof root) || kube_skipped(__func__))
+        return;
+    pid_t steady = start_in(NULL, "steady", NULL);
+    CU_ASSERT_FATAL(steady > 0);
+    struct pos_client_stats r;
+    CU_ASSERT_EQUAL_FATAL(row_of(steady, NULL, &r), 0);
+    const char *rel = "/kubepods.slice/kubepods-pod" UID6_ ".slice/crio-" CID6 ".scope";
+    CU_ASSERT_FATAL(make_cgroup(root, rel, procs, sizeof procs) == 0);
+    static const struct {
+        const char *mode, *line;
+    } cases[] = {{"garbage", "is not a valid"}, {"hang", "in time"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long from = suite_log_size(&suite);
+        struct kube_fake f;
+        CU_ASSERT_EQUAL_FATAL(podres_start(&f, cases[i].mode), 0);
+        CU_ASSERT_EQUAL(log_wait_from(from, cases[i].line), 0);
+        /* a pod the table does not have: registration asks the thread for a round */
+        double t0 = util_now();
+        pid_t newcomer = start_in(procs, "newcomer", NULL);
+        CU_ASSERT_EQUAL(row_of(newcomer, NULL, &r), 0);
+        double joined = util_now() - t0;
+        uint64_t done = 0;
+        double worst = stats_latency_over(2.5, steady, &done);
+        fprintf(stderr, "\n  %s: newcomer's row after %.3f s, STATS at worst %.4f s, %llu "
+                        "operators done in 2.5 s\n",
+                cases[i].mode, joined, worst, (unsigned long long)done);
+        CU_ASSERT(joined < 0.8 * scale);
+        CU_ASSERT(worst < 0.25 * scale);
+        CU_ASSERT(done > 100);
+        CU_ASSERT_EQUAL(log_count_from(from, cases[i].line), 1);
+        stop(newcomer);
+        podres_stop(&f);
+    }
+    stop(steady);
+    remove_cgroup(root, rel);
+}
+
 /* ---- suite ------------------------------------------------------------------------------------- */
 
 static const char checkpoint[] =
     "{\"Data\":{\"PodDeviceEntries\":[{\"PodUID\":\"" UID1 "\",\"ContainerName\":\"infer\","
     "\"ResourceName\":\"pos.dev/gpu\",\"DeviceIDs\":{\"0\":[\"gpu0-1\",\"gpu0-2\"]},"
-    "\"AllocResp\":\"\"}],\"RegisteredDevices\":{}},\"Checksum\":1}";
+    "\"AllocResp\":\"\"},"
+    "{\"PodUID\":\"" UID4 "\",\"ContainerName\":\"serve\",\"ResourceName\":\"pos.dev/gpu\","
+    "\"DeviceIDs\":{\"0\":[\"gpu0-5\",\"gpu0-6\"]},\"AllocResp\":\"\"},"
+    "{\"PodUID\":\"" UID5 "\",\"ContainerName\":\"late\",\"ResourceName\":\"pos.dev/gpu\","
+    "\"DeviceIDs\":[\"gpu0-7\"],\"AllocResp\":\"\"}],\"RegisteredDevices\":{}},\"Checksum\":1}";
 
 /* posd in a cgroup namespace of its own, as in a container on cgroup v2 (where containerd and
  * CRI-O give every container one), reads a pod's cgroup as "/../kubepods.slice/...": it joins
@@ -445,9 +687,9 @@ static void test_posd_in_a_cgroup_namespace_of_its_own_joins_the_hosts(void)
         usleep(10000);
     CU_ASSERT_FATAL(access(sock, F_OK) == 0);
 
-    const char *rel = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID4_
-                      ".slice/cri-containerd-" CID4 ".scope";
-    kubelet_logs("ml", "joiner-5c8b", UID4, "infer", CID4);
+    const char *rel = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID7_
+                      ".slice/cri-containerd-" CID7 ".scope";
+    kubelet_logs("ml", "joiner-5c8b", UID7, "infer", CID7);
     CU_ASSERT_FATAL(make_cgroup(root, rel, procs, sizeof procs) == 0);
     static char sockenv[400];
     snprintf(sockenv, sizeof sockenv, "POS_SOCKET=%s", sock);
@@ -485,6 +727,10 @@ static int suite_init(void)
     snprintf(logs, sizeof logs, "%s/pods", suite.dir);
     snprintf(links, sizeof links, "%s/containers", suite.dir);
     snprintf(cm, sizeof cm, "%s/policy.d", suite.dir);
+    snprintf(podres_sock, sizeof podres_sock, "%s/kubelet.sock", suite.dir);
+    snprintf(podres_json, sizeof podres_json, "%s/pods.json", suite.dir);
+    snprintf(podres_log, sizeof podres_log, "%s/fake_podres.log", suite.dir);
+    kube_missing = kube_fakes_missing();
     char ck[256], conf[2048], cmd[2048];
     snprintf(ck, sizeof ck, "%s/kubelet_internal_checkpoint", suite.dir);
     char state[256];
@@ -503,10 +749,10 @@ static int suite_init(void)
     snprintf(conf, sizeof conf,
              "[daemon]\npolicy_dir = %s\n"
              "[kubernetes]\nenable = yes\nlog_dir = %s\ncontainers_log_dir = %s\n"
-             "pod_resources_socket = %s/no-kubelet.sock\ncheckpoint = %s\nrefresh_s = 0.2\n"
+             "pod_resources_socket = %s\ncheckpoint = %s\nrefresh_s = 0.2\n"
              "[rule ml]\nmatch_namespace = ml\nclass = batch\n"
              "[rule trainers]\nmatch_pod = trainer-*\nclass = realtime\n",
-             cm, logs, links, suite.dir, ck);
+             cm, logs, links, podres_sock, ck);
     f = fopen(suite.conf, "w");
     if (!f)
         return -1;
@@ -536,4 +782,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_no_pod_and_bad_input_are_one_line_and_the_default);
     POS_ADD_TEST(s, test_configmap_swap_reloads_and_a_bad_file_keeps_the_rules);
     POS_ADD_TEST(s, test_posd_in_a_cgroup_namespace_of_its_own_joins_the_hosts);
+    POS_ADD_TEST(s, test_pod_resources_appearing_and_going_is_a_line_each_way);
+    POS_ADD_TEST(s, test_a_pod_without_logs_is_named_by_list_through_its_devices);
+    POS_ADD_TEST(s, test_a_kubelet_answering_garbage_or_hanging_holds_no_loop);
 }

@@ -326,6 +326,13 @@ static void test_join_names_devices_and_pods_without_logs(void)
     CU_ASSERT_EQUAL(q->ncontainers, 1);
     CU_ASSERT_STRING_EQUAL(q->containers[0].id, "");
     CU_ASSERT_STRING_EQUAL(q->containers[0].devices, "gpu0-3");
+    /* a client in a container of the trainer is in its only container with devices; in the
+     * detector, whose IDs the links give, an unknown ID is no container, and a client in no
+     * container's cgroup is in none */
+    CU_ASSERT_PTR_EQUAL(posd_pod_client_container(q, CID), &q->containers[0]);
+    CU_ASSERT_PTR_NULL(posd_pod_client_container(q, ""));
+    CU_ASSERT_PTR_EQUAL(posd_pod_client_container(p, CID), c);
+    CU_ASSERT_PTR_NULL(posd_pod_client_container(p, "4444444444444444444444444444444444444444444444444444444444444444"));
     posd_pod_table_free(&t);
 
     /* without the List: names from the logs only, not listed, devices from the checkpoint */
@@ -352,6 +359,17 @@ static void test_join_needs_the_same_devices(void)
     CU_ASSERT_PTR_NULL(posd_pod_table_find(&t, SUID));
     posd_pod_table_free(&t);
     posd_pod_checkpoint_free(&ck);
+}
+
+/* In a pod without container IDs, two containers with devices: a client's is not known. */
+static void test_client_container_of_two_with_devices_is_unknown(void)
+{
+    struct posd_pod_container cs[2] = {{.name = "a", .devices = "gpu0-1"},
+                                       {.name = "b", .devices = "gpu0-2"}};
+    struct posd_pod_entry p = {.ncontainers = 2, .containers = cs};
+    CU_ASSERT_PTR_NULL(posd_pod_client_container(&p, CID));
+    cs[1].devices[0] = '\0';
+    CU_ASSERT_PTR_EQUAL(posd_pod_client_container(&p, CID), &cs[0]);
 }
 
 static void test_names_set_and_cleared(void)
@@ -394,5 +412,6 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_checkpoint_parses_and_refuses_garbage);
     POS_ADD_TEST(s, test_join_names_devices_and_pods_without_logs);
     POS_ADD_TEST(s, test_join_needs_the_same_devices);
+    POS_ADD_TEST(s, test_client_container_of_two_with_devices_is_unknown);
     POS_ADD_TEST(s, test_names_set_and_cleared);
 }
