@@ -271,7 +271,7 @@ p2_run() {
     : >"$T/posd.log"
     posd_conf "$T/policy.none" "$P1_RULES"
     posd_start pos "$T/state/p2"
-    lat_n=$((LAT_RATE * (2 + 3 * RESTARTS)))
+    lat_n=$((LAT_RATE * (4 + 3 * RESTARTS))) # past the last restart and its re-registration
     if [ "$kind" = ctr ]; then
         in_ctr "batch-$$" "$T/o/batch.json" --model /models/resnet50.model --batch 8 --requests 100000000 --duration 600
         bm=$BGPID
