@@ -18,6 +18,8 @@
 #   make bench-pos  the pos policy against fifo and priority (docs/results/pos.md)
 #   make bench-isolation  a latency client beside steady and churning batch work, end to end and
 #                       in possim (docs/results/isolation.md)
+#   make bench-kube  pods against processes and podman+CDI containers, posd and kubelet restarts,
+#                       one ConfigMap's shares and SLOs (root; docs/results/kubernetes.md)
 #   make bench-cpu  the CPU lever ([policy] cpu) on make demo's mix, off/idle/nice (docs/results/cpu.md)
 #   make bench-memory  what the memory ledger adds to an allocation, and the launch path (docs/results/memory.md)
 #   make bench-profiles  kernel profiles end to end, device times against poll times
@@ -509,6 +511,7 @@ bench: all $(SIMSTOP) $(SIMISOLATION)
 	@bash bench/simlock.sh
 	@bash bench/hostcal.sh
 	@bash bench/isolation.sh
+	@bash bench/kube.sh
 
 check-static: $(DEPS_STAMP) $(B)/gen/cu_errors.h $(B)/gen/cu_exports.h $(BPF_SKELS) $(KUBE_PB_H)
 	$(NEED) cppcheck=cppcheck clang-tidy=clang-tidy
@@ -556,6 +559,12 @@ bench-pos: all
 # (docs/results/isolation.md)
 bench-isolation: all
 	@bash bench/isolation.sh
+
+# issue 21's Kubernetes targets on the simulated GPU: a pod, a podman container with the CDI device
+# and a process side by side, posd and kubelet restarts, one ConfigMap (docs/results/kubernetes.md;
+# root, podman for the container parts, python3-grpcio for the kubelet's)
+bench-kube: all
+	@bash bench/kube.sh
 # the CPU lever on make demo's mix: off, SCHED_IDLE, nice, and static references (docs/results/cpu.md)
 bench-cpu: all
 	@bash bench/cpu.sh
@@ -629,7 +638,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-kube bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
