@@ -528,7 +528,8 @@ uniq_col() { col "$2" <<<"$1" | sort -u | paste -sd/; }
         echo
         echo "## 2. posd restart under running clients"
         echo
-        echo "Two clients in ${P2_KIND/ctr/podman containers (CDI device, as in 1)}${P2_KIND/pod/ kubepods cgroups} — a batch"
+        if [ "$P2_KIND" = ctr ]; then where="podman containers (CDI device, as *ctr* in 1)"; else where="kubepods cgroups"; fi
+        echo "Two clients in $where: a batch"
         echo "resnet50 closed loop and a latency resnet18 (Poisson $LAT_RATE/s, SLO $SLO ms) — under \`posd -p pos\`;"
         echo "$RESTARTS times, 1.5 s apart: \`kill -9\` posd, 1 s away, posd started again (same socket path,"
         echo "same state directory). Re-registration: from posd's exec (CLOCK_MONOTONIC, taken just before"

@@ -54,14 +54,16 @@ extra_tag=""
 POSD_SRCS=$(ls sched/*.c sched/policy/*.c | grep -v '^sched/telemetry\.c$')
 MODEL_SRCS="sim/gpu_model.c sim/device_presets.c sim/model_file.c sim/request.c"
 echo "gpu-build: posd"
-# without libmicrohttpd (its static form drags in GnuTLS): no --metrics; posstat -o prom is there
-$CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS" $POSD_SRCS) $(objs "-DPOS_NO_METRICS -DPOS_NO_BPF" sched/telemetry.c) \
+# without libmicrohttpd (its static form drags in GnuTLS): no --metrics; posstat -o prom is there;
+# without the kubelet's pod-resources client (protobuf-c and nghttp2 are not on the device):
+# pod identity from the kubelet's files alone
+$CC -o "$DIR/bin/posd" $(objs "-DPOS_NO_METRICS -DPOS_NO_PODRES" $POSD_SRCS) $(objs "-DPOS_NO_METRICS -DPOS_NO_BPF" sched/telemetry.c) \
     "$URING_A" "$INIH_A" -pthread -lm
 echo "gpu-build: posstat"
 $CC -o "$DIR/bin/posstat" $(objs "" tools/posstat.c tools/posstat_format.c tools/posclient.c \
     tools/posstat_nvml.c sched/metrics_text.c sched/mem_limit.c) -ldl
 echo "gpu-build: posctl"
-$CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c \
+$CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/posclient.c kube/cdi.c kube/edits.c \
     sched/mem_limit.c)
 echo "gpu-build: possim"
 $CC -o "$DIR/bin/possim" $(objs "" tools/possim.c tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c tools/timeline.c \
