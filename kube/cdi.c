@@ -1,5 +1,6 @@
 /* The CDI spec of pos's GPUs (see cdi.h): the edits of kube_edits_make written as CDI's
  * containerEdits, one device per GPU and one for all of them. */
+#include "fail.h"
 #include "cdi.h"
 
 #include <dirent.h>
@@ -11,19 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 /* ---- JSON --------------------------------------------------------------------------------- */
 
@@ -104,16 +92,16 @@ static int edits_utf8(const struct kube_edits *e, char *err, size_t errlen)
 {
     for (size_t i = 0; i < e->n_env; i++)
         if (!utf8_valid(e->env[i].value))
-            return fail(err, errlen, -EINVAL, "%s is not valid UTF-8, which JSON cannot carry",
-                        e->env[i].name);
+            return kube_fail(err, errlen, -EINVAL, "%s is not valid UTF-8, which JSON cannot carry",
+                             e->env[i].name);
     for (size_t i = 0; i < e->n_mounts; i++)
         if (!utf8_valid(e->mounts[i].host))
-            return fail(err, errlen, -EINVAL,
-                        "a mount's host path is not valid UTF-8, which JSON cannot carry");
+            return kube_fail(err, errlen, -EINVAL,
+                             "a mount's host path is not valid UTF-8, which JSON cannot carry");
     for (size_t i = 0; i < e->n_nodes; i++)
         if (!utf8_valid(e->nodes[i].path))
-            return fail(err, errlen, -EINVAL,
-                        "a device node's path is not valid UTF-8, which JSON cannot carry");
+            return kube_fail(err, errlen, -EINVAL,
+                             "a device node's path is not valid UTF-8, which JSON cannot carry");
     return 0;
 }
 
@@ -173,16 +161,16 @@ static void write_device(FILE *f, const char *name, const struct kube_edits *e, 
 static int check_gpus(const int *gpus, size_t n, char *err, size_t errlen)
 {
     if (n == 0)
-        return fail(err, errlen, -EINVAL, "no GPU given");
+        return kube_fail(err, errlen, -EINVAL, "no GPU given");
     if (n > KUBE_CDI_MAX_GPUS)
-        return fail(err, errlen, -EINVAL, "%zu GPUs given, at most %d", n, KUBE_CDI_MAX_GPUS);
+        return kube_fail(err, errlen, -EINVAL, "%zu GPUs given, at most %d", n, KUBE_CDI_MAX_GPUS);
     for (size_t i = 0; i < n; i++) {
         if (gpus[i] < 0 || gpus[i] >= KUBE_CDI_MAX_GPUS)
-            return fail(err, errlen, -EINVAL, "GPU ordinal %d is out of 0..%d", gpus[i],
-                        KUBE_CDI_MAX_GPUS - 1);
+            return kube_fail(err, errlen, -EINVAL, "GPU ordinal %d is out of 0..%d", gpus[i],
+                             KUBE_CDI_MAX_GPUS - 1);
         for (size_t j = 0; j < i; j++)
             if (gpus[j] == gpus[i])
-                return fail(err, errlen, -EINVAL, "GPU %d is given twice", gpus[i]);
+                return kube_fail(err, errlen, -EINVAL, "GPU %d is given twice", gpus[i]);
     }
     return 0;
 }
@@ -193,15 +181,15 @@ int kube_cdi_write(FILE *f, const struct kube_edits_opts *o, const int *gpus, si
     if (!version)
         version = KUBE_CDI_VERSION;
     if (strcmp(version, KUBE_CDI_VERSION) != 0 && strcmp(version, KUBE_CDI_VERSION_OLD) != 0)
-        return fail(err, errlen, -EINVAL, "cdiVersion '%s' is not one this writes (%s, %s)",
-                    version, KUBE_CDI_VERSION, KUBE_CDI_VERSION_OLD);
+        return kube_fail(err, errlen, -EINVAL, "cdiVersion '%s' is not one this writes (%s, %s)",
+                         version, KUBE_CDI_VERSION, KUBE_CDI_VERSION_OLD);
     int rc = check_gpus(gpus, n, err, errlen);
     if (rc < 0)
         return rc;
     /* one per GPU, then all's */
     struct kube_edits *e = calloc(n + 1, sizeof *e);
     if (!e)
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return kube_fail(err, errlen, -ENOMEM, "out of memory");
     for (size_t i = 0; i <= n && rc == 0; i++) {
         rc = i < n ? kube_edits_make(o, &gpus[i], 1, &e[i], err, errlen)
                    : kube_edits_make(o, gpus, n, &e[i], err, errlen);
@@ -219,7 +207,7 @@ int kube_cdi_write(FILE *f, const struct kube_edits_opts *o, const int *gpus, si
         write_device(f, "all", &e[n], 1);
         fputs("  ]\n}\n", f);
         if (fflush(f) != 0 || ferror(f))
-            rc = fail(err, errlen, -EIO, "cannot write the spec: %s", strerror(errno));
+            rc = kube_fail(err, errlen, -EIO, "cannot write the spec: %s", strerror(errno));
     }
     free(e);
     return rc;
@@ -237,7 +225,8 @@ static int gpus_present(const char *dir, int *gpus, size_t *n, char *err, size_t
 {
     DIR *d = opendir(dir);
     if (!d)
-        return fail(err, errlen, -EINVAL, "--gpus auto: cannot read %s: %s", dir, strerror(errno));
+        return kube_fail(err, errlen, -EINVAL, "--gpus auto: cannot read %s: %s", dir,
+                         strerror(errno));
     *n = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         const char *p = e->d_name;
@@ -272,29 +261,32 @@ int kube_cdi_parse_gpus(const char *list, const char *dev_dir, int *gpus, size_t
     for (;;) {
         char *end;
         if (*p < '0' || *p > '9')
-            return fail(err, errlen, -EINVAL,
-                        "bad GPU list '%s': want auto or ordinals and ranges such as 0,2-3", list);
+            return kube_fail(err, errlen, -EINVAL,
+                             "bad GPU list '%s': want auto or ordinals and ranges such as 0,2-3",
+                             list);
         long lo = strtol(p, &end, 10), hi = lo;
         if (*end == '-') {
             if (end[1] < '0' || end[1] > '9')
-                return fail(err, errlen, -EINVAL, "bad GPU range in '%s'", list);
+                return kube_fail(err, errlen, -EINVAL, "bad GPU range in '%s'", list);
             hi = strtol(end + 1, &end, 10);
         }
         if (lo > hi || hi >= KUBE_CDI_MAX_GPUS)
-            return fail(err, errlen, -EINVAL,
-                        "bad GPU list '%s': ordinals are 0..%d, ranges low-high", list,
-                        KUBE_CDI_MAX_GPUS - 1);
+            return kube_fail(err, errlen, -EINVAL,
+                             "bad GPU list '%s': ordinals are 0..%d, ranges low-high", list,
+                             KUBE_CDI_MAX_GPUS - 1);
         for (long g = lo; g <= hi; g++) {
             for (size_t j = 0; j < *n; j++)
                 if (gpus[j] == g)
-                    return fail(err, errlen, -EINVAL, "bad GPU list '%s': GPU %ld twice", list, g);
+                    return kube_fail(err, errlen, -EINVAL, "bad GPU list '%s': GPU %ld twice", list,
+                                     g);
             gpus[(*n)++] = (int)g;
         }
         if (!*end)
             break;
         if (*end != ',')
-            return fail(err, errlen, -EINVAL,
-                        "bad GPU list '%s': want auto or ordinals and ranges such as 0,2-3", list);
+            return kube_fail(err, errlen, -EINVAL,
+                             "bad GPU list '%s': want auto or ordinals and ranges such as 0,2-3",
+                             list);
         p = end + 1;
     }
     qsort(gpus, *n, sizeof *gpus, cmp_int);
@@ -308,18 +300,18 @@ static int make_dirs(const char *dir, char *err, size_t errlen)
 {
     char p[KUBE_PATH_MAX];
     if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
-        return fail(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+        return kube_fail(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
     for (char *s = p + 1;; s++) {
         if (*s && *s != '/')
             continue;
         char c = *s;
         *s = '\0';
         if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return fail(err, errlen, -errno, "cannot make the directory %s: %s", p,
-                        strerror(errno));
+            return kube_fail(err, errlen, -errno, "cannot make the directory %s: %s", p,
+                             strerror(errno));
         struct stat st;
         if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-            return fail(err, errlen, -ENOTDIR, "%s is not a directory", p);
+            return kube_fail(err, errlen, -ENOTDIR, "%s is not a directory", p);
         if (!c)
             return 0;
         *s = c;
@@ -331,11 +323,11 @@ int kube_cdi_write_file(const char *path, const struct kube_edits_opts *o, const
 {
     char dir[KUBE_PATH_MAX], tmp[2 * KUBE_PATH_MAX + 32];
     if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir)
-        return fail(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+        return kube_fail(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
     char *slash = strrchr(dir, '/');
     const char *base = slash ? slash + 1 : dir;
     if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-        return fail(err, errlen, -EINVAL, "%s names a directory, not a file", path);
+        return kube_fail(err, errlen, -EINVAL, "%s names a directory, not a file", path);
     /* runtimes read *.json and *.yaml: a hidden name without the suffix is never read half
      * written */
     if (slash == dir)
@@ -350,21 +342,22 @@ int kube_cdi_write_file(const char *path, const struct kube_edits_opts *o, const
         return rc;
     int fd = mkstemp(tmp);
     if (fd < 0)
-        return fail(err, errlen, -errno, "cannot create a file beside %s: %s", path,
-                    strerror(errno));
+        return kube_fail(err, errlen, -errno, "cannot create a file beside %s: %s", path,
+                         strerror(errno));
     FILE *f = fdopen(fd, "w");
     if (!f) {
-        rc = fail(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
+        rc = kube_fail(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
         close(fd);
     } else {
         rc = kube_cdi_write(f, o, gpus, n, version, err, errlen);
         if (rc == 0 && (fchmod(fd, 0644) != 0 || fsync(fd) != 0))
-            rc = fail(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
+            rc = kube_fail(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
         if (fclose(f) != 0 && rc == 0)
-            rc = fail(err, errlen, -EIO, "cannot write %s: %s", tmp, strerror(errno));
+            rc = kube_fail(err, errlen, -EIO, "cannot write %s: %s", tmp, strerror(errno));
     }
     if (rc == 0 && rename(tmp, path) != 0)
-        rc = fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        rc = kube_fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path,
+                       strerror(errno));
     if (rc < 0)
         unlink(tmp);
     return rc;

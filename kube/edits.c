@@ -1,5 +1,6 @@
 /* The container edits that put a container under pos (see edits.h): one function, used by the
  * device plugin's Allocate and by the CDI spec. */
+#include "fail.h"
 #include "edits.h"
 
 #include <errno.h>
@@ -9,22 +10,13 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 static int abs_path(const char *what, const char *p, char *err, size_t errlen)
 {
     if (!p || p[0] != '/')
-        return fail(err, errlen, -EINVAL, "%s '%s' is not an absolute path", what, p ? p : "");
+        return kube_fail(err, errlen, -EINVAL, "%s '%s' is not an absolute path", what, p ? p : "");
     if (strlen(p) >= KUBE_PATH_MAX)
-        return fail(err, errlen, -EINVAL, "%s is longer than %d bytes", what, KUBE_PATH_MAX - 1);
+        return kube_fail(err, errlen, -EINVAL, "%s is longer than %d bytes", what,
+                         KUBE_PATH_MAX - 1);
     return 0;
 }
 
@@ -50,15 +42,15 @@ static int add_node(struct kube_edits *e, const char *dir, const char *name, int
 {
     char path[KUBE_PATH_MAX];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
-        return fail(err, errlen, -EINVAL, "device node path %s/%s is too long", dir, name);
+        return kube_fail(err, errlen, -EINVAL, "device node path %s/%s is too long", dir, name);
     struct stat st;
     if (stat(path, &st) != 0) {
         if (optional)
             return 0;
-        return fail(err, errlen, -ENOENT, "GPU device node %s: %s", path, strerror(errno));
+        return kube_fail(err, errlen, -ENOENT, "GPU device node %s: %s", path, strerror(errno));
     }
     if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
-        return fail(err, errlen, -ENOTTY, "%s is not a device node", path);
+        return kube_fail(err, errlen, -ENOTTY, "%s is not a device node", path);
     struct kube_devnode *d = &e->nodes[e->n_nodes++];
     memcpy(d->path, path, sizeof path);
     d->type = S_ISCHR(st.st_mode) ? 'c' : 'b';
@@ -84,20 +76,20 @@ int kube_edits_make(const struct kube_edits_opts *o, const int *gpus, size_t n,
         return rc;
     struct stat st;
     if (stat(o->shim, &st) != 0 || !S_ISREG(st.st_mode))
-        return fail(err, errlen, -ENOENT, "the shim %s is not a file", o->shim);
+        return kube_fail(err, errlen, -ENOENT, "the shim %s is not a file", o->shim);
 
     char sockdir[KUBE_PATH_MAX];
     snprintf(sockdir, sizeof sockdir, "%s", o->socket);
     char *slash = strrchr(sockdir, '/');
     const char *sockname = slash + 1;
     if (!*sockname)
-        return fail(err, errlen, -EINVAL, "posd's socket '%s' names a directory", o->socket);
+        return kube_fail(err, errlen, -EINVAL, "posd's socket '%s' names a directory", o->socket);
     if (slash == sockdir)
-        return fail(err, errlen, -EINVAL,
-                    "posd's socket '%s' is in /: give it a directory of its own", o->socket);
+        return kube_fail(err, errlen, -EINVAL,
+                         "posd's socket '%s' is in /: give it a directory of its own", o->socket);
     *slash = '\0';
     if (!is_dir(sockdir))
-        return fail(err, errlen, -ENOENT, "posd's socket directory %s is not there", sockdir);
+        return kube_fail(err, errlen, -ENOENT, "posd's socket directory %s is not there", sockdir);
 
     add_mount(e, o->shim, KUBE_CONTAINER_SHIM, 1);
     add_mount(e, sockdir, KUBE_CONTAINER_SOCKET_DIR, 0);
@@ -110,8 +102,8 @@ int kube_edits_make(const struct kube_edits_opts *o, const int *gpus, size_t n,
         if ((rc = abs_path("the driver directory", o->driver_dir, err, errlen)) < 0)
             return rc;
         if (!is_dir(o->driver_dir))
-            return fail(err, errlen, -ENOENT, "the driver directory %s is not there",
-                        o->driver_dir);
+            return kube_fail(err, errlen, -ENOENT, "the driver directory %s is not there",
+                             o->driver_dir);
         add_mount(e, o->driver_dir, KUBE_CONTAINER_DRIVER_DIR, 1);
         add_mount(e, "/dev/shm", "/dev/shm", 0);
         add_env(e, "LD_LIBRARY_PATH", KUBE_CONTAINER_DRIVER_DIR);
@@ -128,7 +120,7 @@ int kube_edits_make(const struct kube_edits_opts *o, const int *gpus, size_t n,
             return rc;
     for (size_t i = 0; i < n; i++) {
         if (gpus[i] < 0 || gpus[i] > 63)
-            return fail(err, errlen, -EINVAL, "GPU ordinal %d is out of 0..63", gpus[i]);
+            return kube_fail(err, errlen, -EINVAL, "GPU ordinal %d is out of 0..63", gpus[i]);
         int seen = 0;
         for (size_t j = 0; j < i; j++)
             seen |= gpus[j] == gpus[i];

@@ -16,6 +16,7 @@
  * message (RESOURCE_EXHAUSTED beyond), unsent reply bytes per stream. The client blocks, with a
  * deadline over the whole call: its callers (registration, posd's pod-resources reader) run it
  * off their loops. */
+#include "fail.h"
 #include "grpc.h"
 
 #include <errno.h>
@@ -33,22 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PREFIX_LEN      5  /* compressed flag (1 byte), message length (4, big-endian) */
-#define MAX_CONNS       32 /* the kubelet holds one or two */
-#define MAX_STREAMS     16 /* per connection (SETTINGS_MAX_CONCURRENT_STREAMS) */
-#define IO_CHUNK        16384
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+#define PREFIX_LEN  5  /* compressed flag (1 byte), message length (4, big-endian) */
+#define MAX_CONNS   32 /* the kubelet holds one or two */
+#define MAX_STREAMS 16 /* per connection (SETTINGS_MAX_CONCURRENT_STREAMS) */
+#define IO_CHUNK    16384
 
 /* A growing byte buffer with a read offset. */
 struct buf {
@@ -110,16 +99,16 @@ static int one_message(const uint8_t *p, size_t len, const uint8_t **msg, size_t
                        char *why, size_t whylen)
 {
     if (len < PREFIX_LEN)
-        return fail(why, whylen, KUBE_GRPC_INVALID_ARGUMENT,
-                    "no gRPC message (%zu bytes, less than the 5-byte prefix)", len);
+        return kube_fail(why, whylen, KUBE_GRPC_INVALID_ARGUMENT,
+                         "no gRPC message (%zu bytes, less than the 5-byte prefix)", len);
     if (p[0] != 0)
-        return fail(why, whylen, KUBE_GRPC_UNIMPLEMENTED,
-                    "compressed gRPC message: no compression is supported");
+        return kube_fail(why, whylen, KUBE_GRPC_UNIMPLEMENTED,
+                         "compressed gRPC message: no compression is supported");
     size_t n = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
     if (n != len - PREFIX_LEN)
-        return fail(why, whylen, KUBE_GRPC_INVALID_ARGUMENT,
-                    "the gRPC prefix says %zu bytes, %zu follow (one message expected)", n,
-                    len - PREFIX_LEN);
+        return kube_fail(why, whylen, KUBE_GRPC_INVALID_ARGUMENT,
+                         "the gRPC prefix says %zu bytes, %zu follow (one message expected)", n,
+                         len - PREFIX_LEN);
     *msg = p + PREFIX_LEN;
     *msg_len = n;
     return 0;
@@ -131,7 +120,10 @@ static size_t declared_len(const uint8_t *p)
     return (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
 }
 
-#define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
+    }
 
 /* grpc-message is percent-encoded: bytes outside printable ASCII and '%' itself. */
 static void percent_encode(char *dst, size_t cap, const char *src)
@@ -394,8 +386,8 @@ static void refuse_early(struct call *k, int status, const char *why)
     k->refused = 1;
 }
 
-static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
-                   size_t len, void *user)
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *user)
 {
     struct conn *c = user;
     struct call *k = nghttp2_session_get_stream_user_data(h2, id);
@@ -605,13 +597,12 @@ struct kube_grpc_server *kube_grpc_server_new(const struct kube_grpc_method *met
     return s;
 }
 
-int kube_grpc_server_listen(struct kube_grpc_server *s, const char *path, char *err,
-                            size_t errlen)
+int kube_grpc_server_listen(struct kube_grpc_server *s, const char *path, char *err, size_t errlen)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof a.sun_path)
-        return fail(err, errlen, -ENAMETOOLONG, "socket path %s is longer than %zu bytes", path,
-                    sizeof a.sun_path - 1);
+        return kube_fail(err, errlen, -ENAMETOOLONG, "socket path %s is longer than %zu bytes",
+                         path, sizeof a.sun_path - 1);
     memcpy(a.sun_path, path, strlen(path) + 1);
     if (s->lfd >= 0) {
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
@@ -623,17 +614,17 @@ int kube_grpc_server_listen(struct kube_grpc_server *s, const char *path, char *
         unlink(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return fail(err, errlen, -errno, "cannot make a socket: %s", strerror(errno));
+        return kube_fail(err, errlen, -errno, "cannot make a socket: %s", strerror(errno));
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 16) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, -e, "cannot listen on %s: %s", path, strerror(e));
+        return kube_fail(err, errlen, -e, "cannot listen on %s: %s", path, strerror(e));
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, -e, "cannot watch %s: %s", path, strerror(e));
+        return kube_fail(err, errlen, -e, "cannot watch %s: %s", path, strerror(e));
     }
     s->lfd = fd;
     return 0;
@@ -789,12 +780,12 @@ static int unix_connect(const char *path, long long deadline, char *err, size_t 
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (!*path || strlen(path) >= sizeof a.sun_path)
-        return fail(err, errlen, -ENAMETOOLONG, "bad socket path '%s'", path);
+        return kube_fail(err, errlen, -ENAMETOOLONG, "bad socket path '%s'", path);
     memcpy(a.sun_path, path, strlen(path) + 1);
     for (;;) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
-            return fail(err, errlen, -errno, "cannot make a socket: %s", strerror(errno));
+            return kube_fail(err, errlen, -errno, "cannot make a socket: %s", strerror(errno));
         if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
             return fd;
         int e = errno;
@@ -804,12 +795,13 @@ static int unix_connect(const char *path, long long deadline, char *err, size_t 
             continue;
         }
         if (e == EAGAIN)
-            return fail(err, errlen, -ETIMEDOUT, "%s does not accept connections in time", path);
+            return kube_fail(err, errlen, -ETIMEDOUT, "%s does not accept connections in time",
+                             path);
         if (e == ENOENT)
-            return fail(err, errlen, -ENOENT, "no socket at %s", path);
+            return kube_fail(err, errlen, -ENOENT, "no socket at %s", path);
         if (e == ECONNREFUSED)
-            return fail(err, errlen, -ECONNREFUSED, "nobody listens on %s", path);
-        return fail(err, errlen, -e, "cannot connect to %s: %s", path, strerror(e));
+            return kube_fail(err, errlen, -ECONNREFUSED, "nobody listens on %s", path);
+        return kube_fail(err, errlen, -e, "cannot connect to %s: %s", path, strerror(e));
     }
 }
 
@@ -824,12 +816,12 @@ static int client_run(nghttp2_session *h2, int fd, struct ccall *k, long long de
         ssize_t n;
         while (!buf_pending(&out) && (n = nghttp2_session_mem_send(h2, &data)) > 0)
             if (buf_add(&out, data, (size_t)n) < 0) {
-                rc = fail(err, errlen, -ENOMEM, "out of memory");
+                rc = kube_fail(err, errlen, -ENOMEM, "out of memory");
                 goto out;
             }
         long long left = deadline - now_ms();
         if (left <= 0) {
-            rc = fail(err, errlen, -ETIMEDOUT, "no reply from %s in time", path);
+            rc = kube_fail(err, errlen, -ETIMEDOUT, "no reply from %s in time", path);
             goto out;
         }
         struct pollfd p = {.fd = fd, .events = POLLIN | (buf_pending(&out) ? POLLOUT : 0)};
@@ -837,14 +829,14 @@ static int client_run(nghttp2_session *h2, int fd, struct ccall *k, long long de
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            rc = fail(err, errlen, -errno, "poll: %s", strerror(errno));
+            rc = kube_fail(err, errlen, -errno, "poll: %s", strerror(errno));
             goto out;
         }
         if (p.revents & POLLOUT) {
             ssize_t w = send(fd, out.p + out.off, buf_pending(&out), MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                rc = fail(err, errlen, -EPROTO, "%s closed the connection: %s", path,
-                          strerror(errno));
+                rc = kube_fail(err, errlen, -EPROTO, "%s closed the connection: %s", path,
+                               strerror(errno));
                 goto out;
             }
             if (w > 0)
@@ -856,12 +848,12 @@ static int client_run(nghttp2_session *h2, int fd, struct ccall *k, long long de
             if (got < 0 && (errno == EAGAIN || errno == EINTR))
                 continue;
             if (got <= 0) {
-                rc = fail(err, errlen, -EPROTO, "%s closed the connection before its reply ended",
-                          path);
+                rc = kube_fail(err, errlen, -EPROTO,
+                               "%s closed the connection before its reply ended", path);
                 goto out;
             }
             if (nghttp2_session_mem_recv(h2, b, (size_t)got) < 0) {
-                rc = fail(err, errlen, -EPROTO, "%s does not speak HTTP/2", path);
+                rc = kube_fail(err, errlen, -EPROTO, "%s does not speak HTTP/2", path);
                 goto out;
             }
         }
@@ -887,65 +879,71 @@ int kube_grpc_call(const char *socket_path, const char *method_path, const Proto
     nghttp2_session *h2 = NULL;
     int rc = 0;
     if (buf_add_message(&k.req, req) < 0 || nghttp2_session_callbacks_new(&cb) != 0) {
-        rc = fail(err, errlen, -ENOMEM, "out of memory");
+        rc = kube_fail(err, errlen, -ENOMEM, "out of memory");
         goto out;
     }
     nghttp2_session_callbacks_set_on_header_callback(cb, c_on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, c_on_data);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, c_on_close);
     if (nghttp2_session_client_new(&h2, cb, &k) != 0) {
-        rc = fail(err, errlen, -ENOMEM, "out of memory");
+        rc = kube_fail(err, errlen, -ENOMEM, "out of memory");
         goto out;
     }
     nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, NULL, 0);
     char tmo[24];
     /* four fifths of ours: a server that keeps it says DEADLINE_EXCEEDED before we give up */
     snprintf(tmo, sizeof tmo, "%dm", timeout_ms > 5 ? timeout_ms * 4 / 5 : 1);
-    nghttp2_nv h[] = {NV(":method", "POST"),           NV(":scheme", "http"),
-                      NV(":path", method_path),        NV(":authority", "localhost"),
-                      NV("content-type", "application/grpc"), NV("te", "trailers"),
-                      NV("grpc-timeout", tmo),         NV("user-agent", "pos-grpc/1")};
+    nghttp2_nv h[] = {NV(":method", "POST"),
+                      NV(":scheme", "http"),
+                      NV(":path", method_path),
+                      NV(":authority", "localhost"),
+                      NV("content-type", "application/grpc"),
+                      NV("te", "trailers"),
+                      NV("grpc-timeout", tmo),
+                      NV("user-agent", "pos-grpc/1")};
     nghttp2_data_provider prd = {.source.ptr = &k, .read_callback = request_read};
     k.id = nghttp2_submit_request(h2, NULL, h, sizeof h / sizeof h[0], &prd, NULL);
     if (k.id < 0) {
-        rc = fail(err, errlen, -EPROTO, "cannot make the request: %s", nghttp2_strerror(k.id));
+        rc = kube_fail(err, errlen, -EPROTO, "cannot make the request: %s", nghttp2_strerror(k.id));
         goto out;
     }
     if ((rc = client_run(h2, fd, &k, deadline, socket_path, err, errlen)) < 0)
         goto out;
     if (k.too_big) {
-        rc = fail(err, errlen, -EMSGSIZE, "the reply from %s is over %zu bytes", socket_path,
-                  reply_max);
+        rc = kube_fail(err, errlen, -EMSGSIZE, "the reply from %s is over %zu bytes", socket_path,
+                       reply_max);
         goto out;
     }
     if (k.grpc_status < 0) {
-        rc = fail(err, errlen, -EPROTO, "no gRPC status from %s (HTTP status %d, stream code %u)",
-                  socket_path, k.http_status, k.close_code);
+        rc = kube_fail(err, errlen, -EPROTO,
+                       "no gRPC status from %s (HTTP status %d, stream code %u)", socket_path,
+                       k.http_status, k.close_code);
         goto out;
     }
     if (status)
         *status = k.grpc_status;
     if (k.grpc_status == KUBE_GRPC_DEADLINE_EXCEEDED) { /* the server kept our grpc-timeout */
-        rc = fail(err, errlen, -ETIMEDOUT, "no reply from %s in time (%s: %s)", socket_path,
-                  method_path, k.grpc_message[0] ? k.grpc_message : "deadline exceeded");
+        rc = kube_fail(err, errlen, -ETIMEDOUT, "no reply from %s in time (%s: %s)", socket_path,
+                       method_path, k.grpc_message[0] ? k.grpc_message : "deadline exceeded");
         goto out;
     }
     if (k.grpc_status != KUBE_GRPC_OK) {
-        rc = fail(err, errlen, -EPROTO, "%s answered %s with gRPC status %d: %s", socket_path,
-                  method_path, k.grpc_status, k.grpc_message[0] ? k.grpc_message : "(no message)");
+        rc = kube_fail(err, errlen, -EPROTO, "%s answered %s with gRPC status %d: %s", socket_path,
+                       method_path, k.grpc_status,
+                       k.grpc_message[0] ? k.grpc_message : "(no message)");
         goto out;
     }
     const uint8_t *msg = NULL;
     size_t len = 0;
     char why[200];
     if (one_message(k.body.p, k.body.len, &msg, &len, why, sizeof why) != 0) {
-        rc = fail(err, errlen, -EPROTO, "bad reply from %s: %s", socket_path, why);
+        rc = kube_fail(err, errlen, -EPROTO, "bad reply from %s: %s", socket_path, why);
         goto out;
     }
     *reply = protobuf_c_message_unpack(reply_desc, NULL, len, msg);
     if (!*reply)
-        rc = fail(err, errlen, -EPROTO, "the reply from %s is not a valid %s", socket_path,
-                  reply_desc->name);
+        rc = kube_fail(err, errlen, -EPROTO, "the reply from %s is not a valid %s", socket_path,
+                       reply_desc->name);
 out:
     if (h2)
         nghttp2_session_del(h2);
