@@ -856,7 +856,6 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         struct sched_grant *g = &grants[k->order[j]];
         g->mode = c->mode;
         g->granted = c->granted;
-        g->held = c->held;
         g->window = c->window;
         /* a lever the policy names that is none of them counts as off */
         int low = k->view[j].cpu_low;

@@ -107,7 +107,6 @@ struct sched_grant {
     uint32_t mode;    /* enum pos_grant_mode */
     uint64_t granted; /* seqs <= granted may launch (WINDOW mode) */
     uint32_t window;  /* and seqs <= the client's completed prefix + window */
-    int held;
     int changed;      /* mode or granted differ from the last publication */
     uint32_t sample;  /* completion marker every N launches */
     int kick_on_done; /* the client must kick posd on completions and synchronisations */

@@ -154,9 +154,6 @@ static inline const struct pos_sched_op *pos_sched_op_at(const struct pos_sched_
     return &c->ops[seq & c->ops_mask];
 }
 
-/* The I-th queued (not yet released) operator of C in launch order, or NULL. */
-const struct pos_sched_op *pos_sched_queued_op(const struct pos_sched_client *c, uint64_t i);
-
 /* The grant that lets C have at most LIMIT operators in flight (never below its grant). */
 uint64_t pos_sched_window_grant(const struct pos_sched_client *c, uint64_t limit);
 

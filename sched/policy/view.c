@@ -1,19 +1,7 @@
-/* Helpers every policy uses over its view of a client: walking the queued operators in launch
- * order, and the window grant that bounds a client's operators in flight. */
+/* Helpers every policy uses over its view of a client: how many operators fit a window, whether
+ * it has work, holding it back, and the window grant that bounds its operators in flight. */
 #include "pos/client_shm.h"
 #include "sched/policy/policy.h"
-
-const struct pos_sched_op *pos_sched_queued_op(const struct pos_sched_client *c, uint64_t i)
-{
-    for (uint64_t seq = c->released_upto + 1; seq <= c->submitted; seq++) {
-        const struct pos_sched_op *op = pos_sched_op_at(c, seq);
-        if (!op || (op->state & POS_SCHED_OP_RELEASED))
-            continue;
-        if (i-- == 0)
-            return op;
-    }
-    return NULL;
-}
 
 uint64_t pos_sched_ops_in(const struct pos_sched_client *c, int64_t window_ns, uint64_t cap)
 {
