@@ -2,6 +2,7 @@
  * defaults into a new config that replaces the caller's only when all of it is valid, and
  * matches a client's identity against the rules. */
 #include "sched/config.h"
+#include "sched/core.h"
 #include "sched/ini_lines.h"
 
 #include <arpa/inet.h>
@@ -24,7 +25,6 @@
 
 #include "pos/proto.h"
 
-#define DEFAULT_MIN_SHARE 0.01
 #define MAX_SECTION_KEYS  24
 #define CLASS_NAME_CHARS  "abcdefghijklmnopqrstuvwxyz0123456789_-"
 #define RULE_NAME_CHARS   CLASS_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZ."
@@ -40,23 +40,23 @@ void posd_config_defaults(struct posd_config *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->socket, sizeof c->socket, "%s", POS_DEFAULT_SOCKET);
-    snprintf(c->policy, sizeof c->policy, "pos");
+    snprintf(c->policy, sizeof c->policy, "%s", SCHED_DEFAULT_POLICY);
     snprintf(c->default_class, sizeof c->default_class, "latency");
-    c->tick_us = 200;
-    c->credits = 1024;
+    c->tick_us = SCHED_DEFAULT_TICK_US;
+    c->credits = SCHED_DEFAULT_CREDITS;
     c->log_level = POSD_LOG_INFO;
     snprintf(c->state_dir, sizeof c->state_dir, "%s", POSD_DEFAULT_STATE_DIR);
-    c->profile_min = 32;
+    c->profile_min = SCHED_DEFAULT_PROFILE_MIN;
     c->profile_user_max = 65536;
-    c->corun_budget = 1.2;
-    c->guard_period_ms = 200;
-    c->stall_ms = 50;
-    c->window_us = 500;
-    c->idle_grace_us = 0;
-    c->cpu = 0; /* POS_CPU_OFF */
-    c->cpu_nice = 19;
-    c->cpu_hold_ms = 1000;
-    c->min_share = DEFAULT_MIN_SHARE;
+    c->corun_budget = SCHED_DEFAULT_CORUN_BUDGET;
+    c->guard_period_ms = SCHED_DEFAULT_GUARD_PERIOD_MS;
+    c->stall_ms = SCHED_DEFAULT_STALL_MS;
+    c->window_us = SCHED_DEFAULT_WINDOW_US;
+    c->idle_grace_us = SCHED_DEFAULT_IDLE_GRACE_US;
+    c->cpu = SCHED_DEFAULT_CPU;
+    c->cpu_nice = SCHED_DEFAULT_CPU_NICE;
+    c->cpu_hold_ms = SCHED_DEFAULT_CPU_HOLD_MS;
+    c->min_share = SCHED_DEFAULT_MIN_SHARE;
     snprintf(c->k8s_proc_root, sizeof c->k8s_proc_root, "/proc");
     snprintf(c->k8s_log_dir, sizeof c->k8s_log_dir, "/var/log/pods");
     snprintf(c->k8s_containers_dir, sizeof c->k8s_containers_dir, "/var/log/containers");

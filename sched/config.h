@@ -163,11 +163,10 @@ struct posd_client_policy {
     char rule[POSD_NAME_MAX]; /* last rule that matched, "" if none */
 };
 
-/* Sets the built-in defaults: socket POS_DEFAULT_SOCKET, policy "pos", default class
- * "latency", classes realtime (0), latency (10), batch (20, no in-flight cap), none with a
- * memory limit, tick 200 us,
- * credits 1024, guard period 200 ms, min share 0.01, stall 50 ms, cpu off (cpu_nice 19,
- * cpu_hold 1000 ms). */
+/* Sets the built-in defaults (the scheduling ones are sched/core.h's SCHED_DEFAULT_*): socket
+ * POS_DEFAULT_SOCKET, policy "pos", default class "latency", classes realtime (0), latency
+ * (10), batch (20, no in-flight cap), none with a memory limit, tick 200 us, credits 1024,
+ * guard period 200 ms, min share 0.01, stall 50 ms, cpu off (cpu_nice 19, cpu_hold 1000 ms). */
 void posd_config_defaults(struct posd_config *c);
 
 /* Loads MAIN (a missing MAIN is not an error when MAIN_OPTIONAL) and then every *.conf in

@@ -83,18 +83,18 @@ static void fill_view(const struct core_client *c, struct pos_sched_client *v, i
 
 void sched_params_defaults(struct sched_params *p)
 {
-    p->tick_ns = 200000;
-    p->slow_tick_ns = 10000000;
-    p->guard_period_ns = 200000000;
-    p->stall_ns = 50000000;
-    p->credits = 1024;
-    p->window_ns = 500000;
-    p->idle_grace_ns = 0;
-    p->sample_free = 32;
-    p->profile_min = 32;
-    p->corun_budget = 1.2;
+    p->tick_ns = SCHED_DEFAULT_TICK_US * 1000LL;
+    p->slow_tick_ns = SCHED_DEFAULT_SLOW_TICK_MS * 1000000LL;
+    p->guard_period_ns = SCHED_DEFAULT_GUARD_PERIOD_MS * 1000000LL;
+    p->stall_ns = SCHED_DEFAULT_STALL_MS * 1000000LL;
+    p->credits = SCHED_DEFAULT_CREDITS;
+    p->window_ns = SCHED_DEFAULT_WINDOW_US * 1000LL;
+    p->idle_grace_ns = SCHED_DEFAULT_IDLE_GRACE_US * 1000LL;
+    p->sample_free = SCHED_DEFAULT_SAMPLE_FREE;
+    p->profile_min = SCHED_DEFAULT_PROFILE_MIN;
+    p->corun_budget = SCHED_DEFAULT_CORUN_BUDGET;
     p->schedule = NULL;
-    p->cpu_hold_ns = 1000000000;
+    p->cpu_hold_ns = SCHED_DEFAULT_CPU_HOLD_MS * 1000000LL;
 }
 
 /* ---- histograms ----------------------------------------------------------------------- */

@@ -51,9 +51,28 @@ struct sched_params {
                           * request of one that outranks it ended */
 };
 
-/* Sets the defaults: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits 1024,
- * window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2, no schedule,
- * cpu_hold 1 s. */
+/* Every scheduling default, written once: sched_params_defaults, posd's configuration
+ * (posd_config_defaults, sched/config.c) and possim's scenarios (tools/possim_scenario.c)
+ * take them from here, each in the units of its own keys. */
+#define SCHED_DEFAULT_POLICY          "pos"
+#define SCHED_DEFAULT_TICK_US         200   /* tick_ns */
+#define SCHED_DEFAULT_SLOW_TICK_MS    10    /* slow_tick_ns (no configuration key) */
+#define SCHED_DEFAULT_GUARD_PERIOD_MS 200   /* guard_period_ns */
+#define SCHED_DEFAULT_STALL_MS        50    /* stall_ns */
+#define SCHED_DEFAULT_CREDITS         1024  /* credits */
+#define SCHED_DEFAULT_WINDOW_US       500   /* window_ns */
+#define SCHED_DEFAULT_IDLE_GRACE_US   0     /* idle_grace_ns */
+#define SCHED_DEFAULT_SAMPLE_FREE     32    /* sample_free (no configuration key) */
+#define SCHED_DEFAULT_PROFILE_MIN     32    /* profile_min */
+#define SCHED_DEFAULT_CORUN_BUDGET    1.2   /* corun_budget */
+#define SCHED_DEFAULT_CPU_HOLD_MS     1000  /* cpu_hold_ns */
+#define SCHED_DEFAULT_MIN_SHARE       0.01  /* each client's starvation-guard share */
+#define SCHED_DEFAULT_CPU             POS_CPU_OFF /* the CPU lever */
+#define SCHED_DEFAULT_CPU_NICE        19    /* its nice value for POS_CPU_NICE */
+
+/* Sets the defaults above: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits
+ * 1024, window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2, no
+ * schedule, cpu_hold 1 s. */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */

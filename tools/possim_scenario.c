@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pos/rules.h"
+#include "sched/core.h"
 #include "sched/ini_lines.h"
 #include "sched/policy/policy.h"
 #include "sim/model_file.h"
@@ -622,19 +623,19 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     snprintf(sc->path, sizeof sc->path, "%s", path);
     sim_preset_get("xavier-nx", &sc->dev);
     snprintf(sc->device_name, sizeof sc->device_name, "xavier-nx");
-    snprintf(sc->policy, sizeof sc->policy, "pos");
-    sc->tick_us = 200;
-    sc->stall_ms = 50;
-    sc->guard_period_ms = 200;
-    sc->min_share = 0.01;
-    sc->credits = 1024;
-    sc->window_us = 500;
-    sc->idle_grace_us = 0;
-    sc->profile_min = 32;
-    sc->corun_budget = 1.2;
-    sc->cpu = 0; /* POS_CPU_OFF */
-    sc->cpu_nice = 19;
-    sc->cpu_hold_ms = 1000;
+    snprintf(sc->policy, sizeof sc->policy, "%s", SCHED_DEFAULT_POLICY);
+    sc->tick_us = SCHED_DEFAULT_TICK_US;
+    sc->stall_ms = SCHED_DEFAULT_STALL_MS;
+    sc->guard_period_ms = SCHED_DEFAULT_GUARD_PERIOD_MS;
+    sc->min_share = SCHED_DEFAULT_MIN_SHARE;
+    sc->credits = SCHED_DEFAULT_CREDITS;
+    sc->window_us = SCHED_DEFAULT_WINDOW_US;
+    sc->idle_grace_us = SCHED_DEFAULT_IDLE_GRACE_US;
+    sc->profile_min = SCHED_DEFAULT_PROFILE_MIN;
+    sc->corun_budget = SCHED_DEFAULT_CORUN_BUDGET;
+    sc->cpu = SCHED_DEFAULT_CPU;
+    sc->cpu_nice = SCHED_DEFAULT_CPU_NICE;
+    sc->cpu_hold_ms = SCHED_DEFAULT_CPU_HOLD_MS;
     /* the shim's own */
     sc->poll_us = POS_POLL_US_DEFAULT;
     sc->prompt_poll_us = POS_PROMPT_POLL_US_DEFAULT;
