@@ -188,7 +188,9 @@ struct pos_client_shm {
     _Atomic uint64_t wait_hist[POS_WAIT_BUCKETS];
 
     /* submission ring: the client reserves by next_seq and publishes by stamp; posd consumes */
-    _Alignas(POS_CACHELINE) _Atomic uint64_t sub_head; /* posd: next seq it will read */
+    /* posd: the last seq it has read (pos_sub_ring_consume); it reads sub_head + 1 next, and
+     * the slots of every seq up to sub_head + POS_SUB_RING are free (pos_sub_ring_room) */
+    _Alignas(POS_CACHELINE) _Atomic uint64_t sub_head;
     struct pos_submission sub[POS_SUB_RING];
 
     /* synchronisation reports: any launching thread reserves by sync_next, publishes by
