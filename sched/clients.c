@@ -360,7 +360,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
                  (unsigned)c->ident.uid, (int)(1000000000 / POSD_REG_PERIOD_NS), POSD_REG_BURST);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
         reject(c, why);
-        return -1;
+        return -EAGAIN;
     }
     if (h->shm_version != POS_SHM_VERSION || h->record_version != POS_OP_RECORD_VERSION) {
         snprintf(why, sizeof why,
@@ -370,7 +370,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
                  (unsigned)POS_OP_RECORD_VERSION);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
         reject(c, why);
-        return -1;
+        return -EPROTO;
     }
     size_t size = (sizeof(struct pos_client_shm) + 4095) & ~(size_t)4095;
     int memfd = memfd_create("pos-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -406,7 +406,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
                            "to raise posd's LimitNOFILE"
                   : e == ENOMEM ? "posd is out of memory"
                                 : "posd could not allocate shared memory");
-        return -1;
+        return e ? -e : -ENOMEM;
     }
     c->shm = p;
     c->shm_size = size;
@@ -422,7 +422,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         c->shm = NULL;
         close(memfd);
         reject(c, "posd is out of memory");
-        return -1;
+        return -ENOMEM;
     }
     c->registered = 1;
     c->deadline = 0;
@@ -441,7 +441,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     int rc = send_msg(c->sock, POS_MSG_WELCOME, &w, sizeof w, fds, 2);
     close(memfd);
     if (rc < 0)
-        return -1;
+        return -EIO;
     char share[32] = "", mem[48] = "";
     if (c->sm_share)
         snprintf(share, sizeof share, " sm_share %u%%", c->sm_share);
@@ -514,11 +514,11 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
     case POSD_MSG_OVERSIZED:
         posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting", who,
                  (int)c->ident.pid, len);
-        return -1;
+        return -EPROTO;
     case POSD_MSG_SHORT:
         posd_log(POSD_LOG_WARN, "%s (pid %d): short message: disconnecting", who,
                  (int)c->ident.pid);
-        return -1;
+        return -EPROTO;
     case POSD_MSG_FOREIGN: {
         posd_log(POSD_LOG_WARN,
                  "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
@@ -528,26 +528,26 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u", POS_PROTO_VERSION,
                  m.hdr.version);
         reject(c, why);
-        return -1;
+        return -EPROTO;
     }
     case POSD_MSG_LENGTH:
         posd_log(POSD_LOG_WARN, "%s (pid %d): message length mismatch: disconnecting", who,
                  (int)c->ident.pid);
-        return -1;
+        return -EPROTO;
     case POSD_MSG_BAD_BODY:
         posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
-        return -1;
+        return -EPROTO;
     default:
         posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
                  (int)c->ident.pid, m.hdr.type);
         reject(c, "unknown message type");
-        return -1;
+        return -EPROTO;
     }
     switch (m.hdr.type) {
     case POS_MSG_HELLO:
         if (c->registered || c->is_tool) {
             posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
-            return -1;
+            return -EPROTO;
         }
         c->id = (uint32_t)++d->next_client_id; /* tools get no id */
         identify(&c->ident, c->ident.pid);
@@ -557,7 +557,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         if (!c->registered || posd_engine_names(c, m.body, m.body_len) < 0) {
             posd_log(POSD_LOG_WARN, "%s (pid %d): malformed kernel names: disconnecting", who,
                      (int)c->ident.pid);
-            return -1;
+            return -EPROTO;
         }
         return 0;
     case POS_MSG_STATS_REQ:
@@ -578,7 +578,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
         if (c->registered) {
             posd_log(POSD_LOG_WARN, "%s (pid %d): CONTROL from a client: disconnecting", who,
                      (int)c->ident.pid);
-            return -1;
+            return -EPROTO;
         }
         c->is_tool = 1;
         c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
@@ -586,7 +586,7 @@ int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
     default: /* a type the decoder takes but nothing here handles: a bug, not the peer's */
         posd_log(POSD_LOG_ERROR, "%s (pid %d): message type %u has no handler: disconnecting",
                  who, (int)c->ident.pid, m.hdr.type);
-        return -1;
+        return -ENOSYS;
     }
 }
 

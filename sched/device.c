@@ -142,21 +142,23 @@ static void probe_driver(struct probe_result *r)
 }
 
 /* Runs probe_driver in a child and collects its result (with a timeout). Returns 0 when the
- * child reported, -1 with R->why set otherwise. */
+ * child reported, a negative errno value with R->why set otherwise. */
 static int probe_in_child(struct probe_result *r)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0) {
-        snprintf(r->why, sizeof r->why, "pipe: %s", strerror(errno));
-        return -1;
+        int e = errno;
+        snprintf(r->why, sizeof r->why, "pipe: %s", strerror(e));
+        return -e;
     }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        snprintf(r->why, sizeof r->why, "fork: %s", strerror(errno));
+        int e = errno;
+        snprintf(r->why, sizeof r->why, "fork: %s", strerror(e));
         close(fds[0]);
         close(fds[1]);
-        return -1;
+        return -e;
     }
     if (pid == 0) {
         close(fds[0]);

@@ -477,7 +477,7 @@ static int key_set_grow(struct posd_client *c, uint32_t ids)
         return 0;
     uint64_t *set = calloc(cap, sizeof *set);
     if (!set)
-        return -1;
+        return -ENOMEM;
     free(c->key_set);
     c->key_set = set;
     c->key_set_cap = cap;
@@ -487,19 +487,19 @@ static int key_set_grow(struct posd_client *c, uint32_t ids)
     return 0;
 }
 
-/* Adds KEY. Returns 0, or -1 when it is there already. */
+/* Adds KEY. Returns 0, or -EEXIST when it is there already. */
 static int key_set_add(struct posd_client *c, uint64_t key)
 {
     if (!key) { /* the empty slot's mark: kept aside */
         if (c->key_set_zero)
-            return -1;
+            return -EEXIST;
         c->key_set_zero = 1;
         return 0;
     }
     uint32_t mask = c->key_set_cap - 1;
     for (uint32_t i = (uint32_t)(key ^ key >> 32) & mask;; i = (i + 1) & mask) {
         if (c->key_set[i] == key)
-            return -1;
+            return -EEXIST;
         if (!c->key_set[i]) {
             c->key_set[i] = key;
             return 0;
@@ -511,48 +511,48 @@ int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len)
 {
     struct pos_names h;
     if (len < sizeof h)
-        return -1;
+        return -EPROTO;
     memcpy(&h, body, sizeof h);
     if (h.first != c->nkeys + 1 || h.count == 0 || h.count > POS_MAX_KERNEL_IDS ||
         h.first + h.count - 1 > POS_MAX_KERNEL_IDS)
-        return -1;                     /* ids come once each, in order */
+        return -EPROTO;                /* ids come once each, in order */
     uint32_t want = h.first + h.count; /* keys[0] unused */
     uint64_t *keys = realloc(c->keys, want * sizeof *keys);
     if (!keys)
-        return -1;
+        return -ENOMEM;
     c->keys = keys;
     if (key_set_grow(c, want) < 0)
-        return -1;
+        return -ENOMEM;
     size_t off = sizeof h;
     int rc = 0;
     for (uint32_t i = 0; i < h.count && rc == 0; i++) {
         uint16_t n;
         if (off + sizeof n > len) {
-            rc = -1;
+            rc = -EPROTO;
             break;
         }
         memcpy(&n, body + off, sizeof n);
         off += sizeof n;
         if (n == 0 || n > POS_KERNEL_NAME_MAX || off + n > len) {
-            rc = -1;
+            rc = -EPROTO;
             break;
         }
         uint64_t key = fnv1a(body + off, n);
         /* one process interns a name once: the same key under two ids is a broken client */
-        rc = key_set_add(c, key);
+        rc = key_set_add(c, key) < 0 ? -EPROTO : 0;
         c->keys[h.first + i] = key;
         kname_put(key, body + off, n);
         off += n;
     }
     if (rc == 0 && off != len)
-        rc = -1;
+        rc = -EPROTO;
     if (rc < 0) {
         /* the set holds this message's keys too: back to the ids known */
         memset(c->key_set, 0, c->key_set_cap * sizeof *c->key_set);
         c->key_set_zero = 0;
         for (uint32_t id = 1; id <= c->nkeys; id++)
             key_set_add(c, c->keys[id]);
-        return -1;
+        return rc;
     }
     c->nkeys = h.first + h.count - 1;
     return 0;

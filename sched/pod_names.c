@@ -558,13 +558,13 @@ int posd_pod_checkpoint_read(const char *path, struct posd_pod_checkpoint *out)
 /* ---- the join ----------------------------------------------------------------------------------- */
 
 /* ID appended to the list OUT ("a,b,c", LEN bytes so far); an ID that does not fit ends the
- * list with "...". Returns 0, or -1 once the list is full. */
+ * list with "...". Returns 0, or -ENOSPC once the list is full. */
 static int append_id(char *out, size_t cap, size_t *len, const char *id)
 {
     size_t need = strlen(id) + (*len ? 1 : 0);
     if (*len + need + 4 > cap) {
         snprintf(out + *len, cap - *len, "%s...", *len ? "," : "");
-        return -1;
+        return -ENOSPC;
     }
     *len += (size_t)snprintf(out + *len, cap - *len, "%s%s", *len ? "," : "", id);
     return 0;

@@ -49,15 +49,15 @@ static void dropins_of(const char *config, char *out, size_t len)
 
 /* PATH made absolute in OUT (LEN bytes) against the working directory: a detached posd
  * chdirs to /, and rereads its configuration and removes its socket by these paths later.
- * Returns 0, or -1 when it does not fit. */
+ * Returns 0, or -ENAMETOOLONG when it does not fit (getcwd's error when it fails). */
 static int absolute(const char *path, char *out, size_t len)
 {
     if (path[0] == '/')
-        return snprintf(out, len, "%s", path) < (int)len ? 0 : -1;
+        return snprintf(out, len, "%s", path) < (int)len ? 0 : -ENAMETOOLONG;
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd))
-        return -1;
-    return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -1;
+        return -errno;
+    return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -ENAMETOOLONG;
 }
 
 /* posd's own descriptors (socket, signalfd, io_uring, stdio) and room for a tool's connection;
@@ -80,7 +80,7 @@ static int check_fd_limit(int metrics)
                 "least %d, and %llu for a full table of %d clients (LimitNOFILE=, ulimit -n)\n",
                 (unsigned long long)r.rlim_cur, POSD_MIN_NOFILE, (unsigned long long)full,
                 POSD_MAX_CLIENTS);
-        return -1;
+        return -EMFILE;
     }
     if (r.rlim_cur < full)
         posd_log(POSD_LOG_WARN,

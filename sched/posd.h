@@ -255,7 +255,8 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why);
 /* Closes the connections past their deadline (POSD_REGISTER_NS). Returns the earliest deadline
  * left, or 0 when none is. */
 int64_t posd_clients_expire(struct posd *d, int64_t now);
-/* A message arrived on C's socket (LEN bytes in c->rx). Returns 0 or -1 to drop C. */
+/* A message arrived on C's socket (LEN bytes in c->rx). Returns 0, or a negative errno value
+ * to drop C (-EPROTO: it broke the protocol; a refused or failed registration's reason). */
 int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 /* Looks up the group whose members see every client in STATS (POSD_STATS_GROUP), at start
  * and at every reload. */
@@ -304,7 +305,7 @@ int posd_engine_add(struct posd *d, struct posd_client *c);
 void posd_engine_remove(struct posd *d, struct posd_client *c);
 /* The client's policy settings changed (reload). */
 void posd_engine_reconf(struct posd *d, struct posd_client *c);
-/* A NAMES message (body of LEN bytes). Returns 0 or -1 when it is malformed. */
+/* A NAMES message (body of LEN bytes). Returns 0, -EPROTO when it is malformed, or -ENOMEM. */
 int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len);
 /* Tells C's waiting threads that posd is going away (they launch freely from now on). */
 void posd_engine_release(struct posd_client *c);
@@ -441,8 +442,9 @@ void posd_conf_watch_stop(void);
 /* telemetry.c: eBPF telemetry (bpf/telemetry.bpf.c), as [daemon] telemetry says. Without it
  * (telemetry = off, a build without eBPF, no privilege, a kernel without the features) every
  * call does nothing and every figure stays 0. */
-/* Loads and attaches what the machine allows. Returns 0, or -1 when telemetry = on and it
- * could not load (posd then refuses to start); otherwise it logs once why not. */
+/* Loads and attaches what the machine allows. Returns 0, or a negative errno value when
+ * telemetry = on and it could not load (posd then refuses to start); otherwise it logs once
+ * why not. */
 int posd_telemetry_start(struct posd *d);
 void posd_telemetry_stop(struct posd *d);
 /* C registered / is about to leave: the kernel side starts / stops following its tgid. */

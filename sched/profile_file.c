@@ -76,15 +76,15 @@ static int parse_u32s(const char *s, uint32_t v[3])
         errno = 0;
         unsigned long x = strtoul(s, &end, 10);
         if (errno || end == s || x == 0 || x > UINT32_MAX || *s == '-')
-            return -1;
+            return -EINVAL;
         v[i] = (uint32_t)x;
         if (i < 2) {
             if (*end != ',')
-                return -1;
+                return -EINVAL;
             s = end + 1;
         }
     }
-    return *end == '\0' ? 0 : -1;
+    return *end == '\0' ? 0 : -EINVAL;
 }
 
 int pos_prof_load(struct pos_profiles *p, const struct pos_sched_device *dev, const char *path,

@@ -559,13 +559,14 @@ static struct bpf_link *attach_tp(struct bpf_program *p, const char *what)
     return l;
 }
 
-/* Loads the programs and attaches what the machine allows. Returns 0, or -1 with WHY. */
+/* Loads the programs and attaches what the machine allows. Returns 0, or a negative errno
+ * value with WHY (-ENOTSUP: the kernel lacks a feature, or no probe could be attached). */
 static int load(struct posd *d, char *why, size_t len)
 {
     libbpf_set_print(libbpf_to_log);
     if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
         snprintf(why, len, "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
-        return -1;
+        return -ENOTSUP;
     }
     /* the smallest map says whether bpf() is allowed at all (the feature probes below
      * answer "not supported" for "not permitted") */
@@ -573,12 +574,12 @@ static int load(struct posd *d, char *why, size_t len)
     if (fd < 0) {
         int e = errno;
         snprintf(why, len, "bpf(): %s%s", strerror(e), privilege_hint(e));
-        return -1;
+        return e ? -e : -EPERM;
     }
     close(fd);
     if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) <= 0) {
         snprintf(why, len, "the kernel has no BPF ring buffer (5.8+)");
-        return -1;
+        return -ENOTSUP;
     }
     T.quiet = 1; /* a failed load is said once below */
     T.skel = telemetry_bpf__open_and_load();
@@ -591,7 +592,7 @@ static int load(struct posd *d, char *why, size_t len)
                  e == EACCES  ? " (the kernel's verifier refused it: log_level = debug shows why)"
                  : e == EPERM ? privilege_hint(e)
                               : "");
-        return -1;
+        return e ? -e : -EINVAL;
     }
     if (attach_tp(T.skel->progs.handle_exit, "raw tracepoint sched_process_exit"))
         T.parts |= POS_TELE_EXITS;
@@ -620,15 +621,16 @@ static int load(struct posd *d, char *why, size_t len)
         scan_driver_users(); /* after the uprobes: nothing falls between the two */
     if (!T.parts) {
         snprintf(why, len, "no probe could be attached");
-        return -1;
+        return -ENOTSUP;
     }
     T.rb = ring_buffer__new(bpf_map__fd(T.skel->maps.events), on_event, d, NULL);
     T.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (!T.rb || T.timer_fd < 0 ||
         posd_loop_watch(d, ring_buffer__epoll_fd(T.rb), ring_ready, NULL) < 0 ||
         posd_loop_watch(d, T.timer_fd, refresh, NULL) < 0) {
-        snprintf(why, len, "cannot watch its ring buffer: %s", strerror(errno));
-        return -1;
+        int e = errno;
+        snprintf(why, len, "cannot watch its ring buffer: %s", strerror(e));
+        return e ? -e : -ENOMEM;
     }
     /* sampling wakes posd every second, clients or not: the admin asked for it */
     T.sample_ns = T.parts & POS_TELE_DISCOVERY ? (int64_t)d->cfg.telemetry_sample_ms * 1000000 : 0;
@@ -644,11 +646,12 @@ int posd_telemetry_start(struct posd *d)
         return 0;
     }
     char why[256];
-    if (load(d, why, sizeof why) < 0) {
+    int rc = load(d, why, sizeof why);
+    if (rc < 0) {
         unload();
         if (d->cfg.telemetry == POSD_TELEMETRY_ON) {
             posd_log(POSD_LOG_ERROR, "telemetry = on, but it cannot run: %s", why);
-            return -1;
+            return rc;
         }
         posd_log(POSD_LOG_INFO, "telemetry off: %s", why);
         return 0;
@@ -750,7 +753,7 @@ int posd_telemetry_start(struct posd *d)
                       "clang or bpftool, or POS_NO_BPF=1)";
     if (d->cfg.telemetry == POSD_TELEMETRY_ON) {
         posd_log(POSD_LOG_ERROR, "telemetry = on, but it cannot run: %s", why);
-        return -1;
+        return -ENOTSUP;
     }
     posd_log(POSD_LOG_INFO, "telemetry off: %s",
              d->cfg.telemetry == POSD_TELEMETRY_OFF ? "telemetry = off" : why);

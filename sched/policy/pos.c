@@ -37,6 +37,7 @@
  * With a searched stage schedule loaded ([policy] schedule) and exactly its mix running, pos
  * follows it (sched/schedule.c) and returns to these online decisions when the mix changes.
  * Pure code: the same object runs in posd and possim. docs/policy.md documents it. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -94,7 +95,7 @@ static int pos_init(void **state, const struct pos_sched_device *dev)
 {
     struct pos_state *s = calloc(1, sizeof *s);
     if (!s)
-        return -12; /* -ENOMEM */
+        return -ENOMEM;
     (void)dev; /* the view carries the device */
     pos_schedule_state_init(&s->st, NULL);
     *state = s;

@@ -2,6 +2,7 @@
  * exactly its mix is running, and decides as priority does otherwise (another mix, a client off
  * the schedule's position, no schedule loaded). The schedule is posd.conf's [policy] schedule
  * (possim: [sched] schedule), which the adapter loads and the view carries. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,7 +21,7 @@ static int staged_init(void **state, const struct pos_sched_device *dev)
     (void)dev;
     struct staged *s = calloc(1, sizeof *s);
     if (!s)
-        return -1;
+        return -ENOMEM;
     pos_schedule_state_init(&s->st, NULL);
     *state = s;
     return 0;

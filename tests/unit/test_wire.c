@@ -2,6 +2,7 @@
  * from one byte off a good message, and the NAMES parser (posd_engine_names): ids in order,
  * a name under two ids refused within a message and across messages, a refused message
  * leaving the known names as they were, and the protocol's cap on ids. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,11 +80,11 @@ static void test_names_in_order_and_once_each(void)
     CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 1, ab, 2)), 0);
     CU_ASSERT_EQUAL(c.nkeys, 2);
     CU_ASSERT_NOT_EQUAL(c.keys[1], c.keys[2]);
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 1, cd, 2)), -1); /* ids again */
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 4, cd, 2)), -1); /* a gap */
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 3, twice, 2)), -1);
+    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 1, cd, 2)), -EPROTO); /* ids again */
+    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 4, cd, 2)), -EPROTO); /* a gap */
+    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 3, twice, 2)), -EPROTO);
     /* a name known under an earlier id, after a new one of the same message */
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 3, again, 2)), -1);
+    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 3, again, 2)), -EPROTO);
     CU_ASSERT_EQUAL(c.nkeys, 2);
     /* what the refused messages brought is forgotten: "bias" and "x" are new names still */
     const char *bias[] = {"bias", "x"};
@@ -92,7 +93,7 @@ static void test_names_in_order_and_once_each(void)
     CU_ASSERT_EQUAL(c.nkeys, 6);
     /* trailing bytes after the last name */
     size_t n = names_body(b, 7, (const char *[]){"tail"}, 1);
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, n + 1), -1);
+    CU_ASSERT_EQUAL(posd_engine_names(&c, b, n + 1), -EPROTO);
     CU_ASSERT_EQUAL(posd_engine_names(&c, b, n), 0);
     free(c.keys);
     free(c.key_set);
@@ -121,7 +122,7 @@ static void test_names_up_to_the_cap(void)
     }
     CU_ASSERT_EQUAL(c.nkeys, POS_MAX_KERNEL_IDS);
     const char *one[] = {"one_more"};
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, id, one, 1)), -1);
+    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, id, one, 1)), -EPROTO);
     /* and the first name is still known */
     const char *first[] = {"k00001"};
     struct posd_client d = {0};
