@@ -338,7 +338,8 @@ TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_schedule       := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
 TEST_DEPS_test_cdi            := $(call obj,kube/cdi.c kube/edits.c)
-TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c sched/mem_limit.c)
+TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c sched/mem_limit.c \
+    $(SCHED_CORE_SRCS))
 TEST_DEPS_test_pod            := $(call obj,sched/pod_cgroup.c sched/pod_names.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
@@ -448,7 +449,7 @@ FUZZ_ENGINE_SRCS := sched/engine.c sched/cpu.c sched/files.c sched/core.c sched/
 FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
 FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
 FUZZ_DEFS_ring        := -DSCHED_MAX_CLIENTS=8
-FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c sched/mem_limit.c
+FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c sched/mem_limit.c $(SCHED_CORE_SRCS)
 FUZZ_SRCS_pod         := sched/pod_cgroup.c sched/pod_names.c
 FUZZ_SRCS_module_text := sim/module_text.c
 FUZZ_SRCS_model_file  := sim/model_file.c

@@ -4,6 +4,7 @@
 #include "sched/config.h"
 #include "sched/core.h"
 #include "sched/ini_lines.h"
+#include "sched/policy/policy.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -283,11 +284,23 @@ static int find_word(struct loader *ld, const struct key_spec *k, const char *va
     return refuse(ld, "expected %s", list);
 }
 
-/* The field is a string that gets the word. */
-static int parse_word(struct loader *ld, const struct key_spec *k, const char *value, void *field)
+/* [daemon] policy: the field gets a name the registry knows (sched/policy/registry.c). */
+static int parse_policy(struct loader *ld, const struct key_spec *k, const char *value,
+                        void *field)
 {
-    if (find_word(ld, k, value) < 0)
+    if (!pos_policy_find(value) || strlen(value) >= k->size) {
+        const char *names[32 + 1];
+        int n = 0;
+        while (n < 32 && pos_policies[n]) {
+            names[n] = pos_policies[n]->name;
+            n++;
+        }
+        names[n] = NULL;
+        char list[128];
+        join_words(names, list, sizeof list);
+        refuse(ld, "expected %s", list);
         return -EINVAL;
+    }
     snprintf(field, k->size, "%s", value);
     return 0;
 }
@@ -523,7 +536,6 @@ static int parse_rule_class(struct loader *ld, const struct key_spec *k, const c
 #define HAS(m)      .has_off = offsetof(struct posd_rule, m)
 #define RANGE(a, b) .lo = (a), .hi = (b)
 
-static const char *const policy_words[] = {"fifo", "priority", "pos", "staged", NULL};
 /* in enum posd_log_level order */
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 /* in enum posd_telemetry_mode order */
@@ -539,7 +551,7 @@ static const char *const k8s_words[] = {"auto", "yes", "no", NULL};
 
 static const struct key_spec daemon_keys[] = {
     {"socket", parse_path, CFG(socket)},
-    {"policy", parse_word, CFG(policy), .words = policy_words},
+    {"policy", parse_policy, CFG(policy)},
     {"default_class", parse_default_class, CFG(default_class)},
     {"tick_us", parse_u32, CFG(tick_us), RANGE(10, 100000)},
     {"credits", parse_u32, CFG(credits), RANGE(1, 1000000)},
