@@ -450,10 +450,12 @@ static int podres_start(struct kube_fake *f, const char *mode)
 }
 
 /* The fake ended and its socket gone: the kubelet not there. */
+/* The socket goes first, as a kubelet's goes with it: stopped first, it would leave a socket
+ * that refuses (one reason) before there is none (another). */
 static void podres_stop(struct kube_fake *f)
 {
-    kube_fake_stop(f);
     unlink(podres_sock);
+    kube_fake_stop(f);
 }
 
 /* How many times WHAT is in posd's log from FROM on. */
@@ -517,7 +519,10 @@ static void test_pod_resources_appearing_and_going_is_a_line_each_way(void)
     podres_stop(&f);
     CU_ASSERT_EQUAL(log_wait_from(gone, "pod identity: pod-resources: "), 0);
     usleep((useconds_t)(1000000 * scale)); /* five refreshes without it */
-    CU_ASSERT_EQUAL(log_count_from(gone, "pod identity: pod-resources: "), 1);
+    /* one line; two where a List was under way as the fake went (reset, then no socket): a
+     * line per refresh would be five */
+    int lines = log_count_from(gone, "pod identity: pod-resources: ");
+    CU_ASSERT(lines >= 1 && lines <= 2);
     CU_ASSERT_EQUAL(log_count_from(gone, "pod-resources answers again"), 0);
     CU_ASSERT_EQUAL(row_of(pid, NULL, &r), 0);
     CU_ASSERT_STRING_EQUAL(r.class_name, "batch");

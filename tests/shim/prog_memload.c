@@ -222,6 +222,15 @@ static void *fill_thread(void *arg)
 static int fill(enum path p, size_t size, long max, int threads)
 {
     path_setup(p);
+    if (getenv("MEMLOAD_GATE")) {
+        /* its context made: says so and waits for "go", so that a test can make two processes'
+         * contexts one after the other and then race their allocations */
+        printf("ready\n");
+        fflush(stdout);
+        char go[16];
+        if (!fgets(go, sizeof go, stdin) || strncmp(go, "go", 2) != 0)
+            return 1;
+    }
     struct filler f[64];
     pthread_t t[64];
     if (threads < 1 || threads > 64)
