@@ -3,8 +3,9 @@
  * release and reset) passes through here and either records the new context or forgets the
  * cached one, which the next launch then asks the driver for once. A context that goes takes
  * the shim's timing events in it first (shim/devtime.c). A context's own device memory is
- * measured (the driver's free memory before and after its creation, where a context of the
- * same device is current to ask; NVML's for a device's first context under a limit) and
+ * measured (under a limit, this process's own usage as NVML lists it, before and after its
+ * creation; else, and as the bound, the driver's free memory before and after, where a context
+ * of the same device is current to ask, NVML's for a device's first context under a limit) and
  * charged until it goes, with all that was charged in it (docs/memory.md). */
 #include "pos/client_shm.h"
 #include "shim/shim.h"
@@ -43,12 +44,33 @@ static CUresult forget(CUresult rc)
 
 /* ---- context memory ------------------------------------------------------------------------ */
 
-/* How a context's memory is measured: the driver's free memory on its device (a context of it
- * current on the thread), or, for a device's first context under a limit, NVML's. */
+/* How a context's memory is measured: under a limit, this process's own usage on its device
+ * as NVML lists it, before and after (shim_own_begin), bounded by the device-wide fall of free
+ * memory; without that figure, the device-wide fall alone: the driver's free memory on its
+ * device (a context of it current on the thread), or, for a device's first context under a
+ * limit, NVML's. */
 enum measure_by { MEASURE_NONE = 0, MEASURE_DRIVER, MEASURE_NVML };
 
+struct ctx_measure {
+    enum measure_by by;
+    uint64_t before;
+    struct shim_own own;
+};
+
+static enum measure_by wide_before(CUdevice dev, uint64_t *before);
+
+/* Before a context is made on DEV. */
+static void free_before(CUdevice dev, struct ctx_measure *m)
+{
+    m->before = 0;
+    m->own.have = -1;
+    m->by = wide_before(dev, &m->before);
+    if (m->by != MEASURE_NONE)
+        shim_own_begin(&m->own, (int)dev);
+}
+
 /* Free memory on DEV before a context is made, and how it was asked for. */
-static enum measure_by free_before(CUdevice dev, uint64_t *before)
+static enum measure_by wide_before(CUdevice dev, uint64_t *before)
 {
     if (!shim_active)
         return MEASURE_NONE;
@@ -62,24 +84,29 @@ static enum measure_by free_before(CUdevice dev, uint64_t *before)
     return MEASURE_NONE;
 }
 
-/* After CTX was made current on DEV: charges what the free memory fell by since BEFORE, asked
- * again the same way (BY). Never more than the driver (or NVML) says was taken. */
-static void charge_context(CUresult rc, enum measure_by by, uint64_t before, CUdevice dev,
-                           CUcontext ctx)
+/* After CTX was made current on DEV: charges what this process's own usage grew by, or else
+ * what the free memory fell by since M's, asked again the same way. Never more than the driver
+ * (or NVML) says was taken from the whole device. */
+static void charge_context(CUresult rc, const struct ctx_measure *m, CUdevice dev, CUcontext ctx)
 {
+    enum measure_by by = m->by;
+    uint64_t before = m->before;
     uint64_t after = 0;
     if (rc != CUDA_SUCCESS || !shim_active || !ctx)
         return;
     int have_after = by == MEASURE_DRIVER ? shim_mem_driver_free((int)dev, &after) == 0
                      : by == MEASURE_NVML ? shim_nvml_device_free((int)dev, &after) == 0
                                           : 0;
-    uint64_t taken = have_after && before > after ? before - after : 0;
+    uint64_t wide = have_after && before > after ? before - after : 0, taken = wide;
+    const char *own = by != MEASURE_NONE ? shim_own_charge(&m->own, (int)dev, wide, &taken) : NULL;
     if (shim_cfg.debug)
-        shim_log("context %p on device %d: %llu bytes (%s)", (void *)ctx, (int)dev,
+        shim_log("context %p on device %d: %llu bytes (%s%s)", (void *)ctx, (int)dev,
                  (unsigned long long)taken,
-                 by == MEASURE_DRIVER ? "the driver's free memory before and after"
-                 : by == MEASURE_NVML ? "NVML's free memory before and after"
-                                      : "not measured: no context or NVML to ask before it");
+                 own                    ? own
+                 : by == MEASURE_DRIVER ? "the driver's free memory before and after"
+                 : by == MEASURE_NVML   ? "NVML's free memory before and after"
+                                        : "not measured: no context or NVML to ask before it",
+                 own ? ", bounded by the device's free memory" : "");
     shim_mem_charge((int)dev, taken, POS_MEM_CONTEXT, SHIM_MEM_CTX, (uint64_t)(uintptr_t)ctx,
                     (uint64_t)(uintptr_t)ctx);
 }
@@ -102,12 +129,11 @@ SHIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     __typeof__(&cuDevicePrimaryCtxRetain) real = SHIM_REAL(cuDevicePrimaryCtxRetain);
     unsigned flags = 0;
     int active = 1;
-    uint64_t before = 0;
-    enum measure_by by = MEASURE_NONE;
+    struct ctx_measure m = {.by = MEASURE_NONE, .own.have = -1};
     if (shim_active && pctx && dev >= 0 && dev < POS_MEM_MAX_DEVICES &&
         shim_real_cuDevicePrimaryCtxGetState &&
         shim_real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
-        by = free_before(dev, &before);
+        free_before(dev, &m);
     CUresult rc = real(pctx, dev);
     if (rc != CUDA_SUCCESS || !shim_active || !pctx || dev < 0 || dev >= POS_MEM_MAX_DEVICES)
         return rc;
@@ -120,7 +146,7 @@ SHIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         CUcontext prev = NULL;
         int pushed = shim_real_cuCtxPushCurrent_v2 && shim_real_cuCtxPushCurrent_v2(*pctx) ==
                                                           CUDA_SUCCESS;
-        charge_context(rc, by, before, dev, *pctx);
+        charge_context(rc, &m, dev, *pctx);
         if (pushed)
             shim_real_cuCtxPopCurrent_v2(&prev);
     }
@@ -147,18 +173,18 @@ static CUresult primary_released(CUresult rc, CUdevice dev, int reset)
  * change, and named under POS_DEBUG, so a program that finds the driver by dlopen can be
  * seen to reach the shim with its context. */
 static CUresult created(CUresult rc, CUcontext *pctx, const char *how, CUdevice dev,
-                        enum measure_by by, uint64_t before)
+                        const struct ctx_measure *m)
 {
     if (rc == CUDA_SUCCESS && shim_cfg.debug)
         shim_log("%s created context %p", how, (void *)*pctx);
     forget(rc);
     if (rc == CUDA_SUCCESS && pctx)
-        charge_context(rc, by, before, dev, *pctx);
+        charge_context(rc, m, dev, *pctx);
     return rc;
 }
 
 /* What a cuCtxCreate needs before the driver's: the free memory it may measure from. */
-#define CREATE_BEFORE()                                                                                uint64_t before = 0;                                                                               enum measure_by by = free_before(dev, &before)
+#define CREATE_BEFORE() struct ctx_measure m; free_before(dev, &m)
 
 SHIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -190,7 +216,7 @@ SHIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
 SHIM_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CREATE_BEFORE();
-    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate", dev, by, before);
+    return created(SHIM_REAL(cuCtxCreate)(pctx, flags, dev), pctx, "cuCtxCreate", dev, &m);
 }
 
 SHIM_API CUresult cuCtxDestroy(CUcontext ctx)
@@ -214,7 +240,7 @@ SHIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 SHIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CREATE_BEFORE();
-    return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2", dev, by, before);
+    return created(SHIM_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, "cuCtxCreate_v2", dev, &m);
 }
 
 SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
@@ -222,7 +248,7 @@ SHIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, i
 {
     CREATE_BEFORE();
     return created(SHIM_REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev), pctx, "cuCtxCreate_v3",
-                   dev, by, before);
+                   dev, &m);
 }
 
 SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
@@ -230,7 +256,7 @@ SHIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, uns
 {
     CREATE_BEFORE();
     return created(SHIM_REAL(cuCtxCreate_v4)(pctx, params, flags, dev), pctx, "cuCtxCreate_v4",
-                   dev, by, before);
+                   dev, &m);
 }
 
 SHIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)

@@ -1,9 +1,10 @@
 /* The device-memory entry points (docs/memory.md has the table): each allocation is reserved
  * against posd's limit before the driver is asked, committed or given back after its answer,
- * and released at its free; module and library loads are measured (the driver's free memory
- * before and after). Host memory, and every other location of cuMemCreate or of a pool, goes to
- * the driver untouched, as do frees of what the shim never saw. Errors come back unchanged; a
- * refusal is CUDA_ERROR_OUT_OF_MEMORY, as from a full device. */
+ * and released at its free; module and library loads are measured (this process's own usage
+ * by NVML under a limit, else the driver's free memory, before and after). Host memory, and
+ * every other location of cuMemCreate or of a pool, goes to the driver untouched, as do frees
+ * of what the shim never saw. Errors come back unchanged; a refusal is
+ * CUDA_ERROR_OUT_OF_MEMORY, as from a full device. */
 #include "pos/client_shm.h"
 #include "shim/shim.h"
 
@@ -390,29 +391,43 @@ SHIM_API CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
 }
 
 /* ---- modules and libraries: measured -------------------------------------------------------
- * The driver's free memory on the current device before and after the load; the difference,
- * when the load succeeded and it is positive, is the module's. Another process that allocates
- * (or frees) in between makes it larger (smaller): it is never more than the driver says was
- * taken in that window (docs/memory.md). */
+ * Under a limit, where NVML lists this process on the current device with its usage, the
+ * growth of that usage over the load; else the driver's free memory on the device before and
+ * after it. The difference, when the load succeeded and it is positive, is the module's, and
+ * never more than the driver says was taken from the device in that window. The device-wide
+ * figure alone counts another process that allocates (or frees) in between too (larger,
+ * smaller; docs/memory.md). */
 
 struct measure {
     int dev, ok;
     uint64_t before;
+    struct shim_own own;
 };
 
 static void measure_begin(struct measure *m)
 {
     m->dev = shim_active ? shim_mem_current_device() : -1;
     m->ok = m->dev >= 0 && shim_mem_driver_free(m->dev, &m->before) == 0;
+    m->own.have = -1;
+    if (m->ok)
+        shim_own_begin(&m->own, m->dev);
 }
 
 static CUresult measure_end(const struct measure *m, CUresult rc, int space, uint64_t key,
                             uint64_t ctx)
 {
-    uint64_t after;
+    uint64_t after, taken;
     if (rc == CUDA_SUCCESS && m->ok && shim_mem_driver_free(m->dev, &after) == 0 &&
-        m->before > after)
-        shim_mem_charge(m->dev, m->before - after, POS_MEM_MODULE, space, key, ctx);
+        m->before > after) {
+        const char *own = shim_own_charge(&m->own, m->dev, m->before - after, &taken);
+        if (shim_cfg.debug)
+            shim_log("%s %#llx on device %d: %llu bytes (%s)",
+                     space == SHIM_MEM_MODULE ? "module" : "library", (unsigned long long)key,
+                     m->dev, (unsigned long long)taken,
+                     own ? own : "the driver's free memory before and after");
+        if (taken)
+            shim_mem_charge(m->dev, taken, POS_MEM_MODULE, space, key, ctx);
+    }
     return rc;
 }
 

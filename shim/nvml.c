@@ -3,11 +3,15 @@
  * what cuMemGetInfo answers on the same device (docs/memory.md). The NVML device is mapped to
  * its CUDA ordinal by UUID; without CUDA initialised, a device not found, or no limit, NVML's
  * own figures come back untouched, as do its errors. NVML also measures a device's first
- * context under a limit, where no context is there to ask the driver (shim_nvml_device_free). */
+ * context under a limit, where no context is there to ask the driver (shim_nvml_device_free),
+ * and, under a limit, every context and module as this process's own usage among the device's
+ * compute processes (shim_nvml_own_used), so that another process's memory taken meanwhile is
+ * not charged. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pos/client_shm.h"
 #include "shim/shim.h"
@@ -185,6 +189,7 @@ void *shim_nvml_dlsym(const char *name, void *found)
 /* ---- NVML's device-wide free memory, for the first context of a device ------------------- */
 
 static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+static void own_procs_find(void *h);
 static mem_fn own_mem;                       /* NVML's own nvmlDeviceGetMemoryInfo */
 static int (*own_by_uuid)(const char *, void **); /* nvmlDeviceGetHandleByUUID */
 
@@ -204,6 +209,7 @@ static void own_nvml(void)
     memcpy(&own_by_uuid, &p, sizeof own_by_uuid);
     p = shim_real_dlsym(h, "nvmlDeviceGetMemoryInfo");
     memcpy(&own_mem, &p, sizeof own_mem);
+    own_procs_find(h);
 }
 
 int shim_nvml_device_free(int ordinal, uint64_t *free_bytes)
@@ -217,4 +223,92 @@ int shim_nvml_device_free(int ordinal, uint64_t *free_bytes)
         return -1;
     *free_bytes = m.free;
     return 0;
+}
+
+/* ---- this process's own usage, for measuring a context or a module ------------------------ */
+
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_VALUE_NOT_AVAILABLE     (~0ULL)
+#define OWN_PROCS                    64
+
+/* nvml.h's nvmlProcessInfo_v1_t (nvmlDeviceGetComputeRunningProcesses) and nvmlProcessInfo_t
+ * (_v2 and _v3, the same layout) */
+struct nvml_proc_v1 {
+    unsigned int pid;
+    unsigned long long used;
+};
+struct nvml_proc_v2 {
+    unsigned int pid;
+    unsigned long long used;
+    unsigned int gpu_instance, compute_instance;
+};
+
+typedef int (*procs_fn)(void *dev, unsigned int *count, void *infos);
+static procs_fn own_procs; /* the newest of _v3, _v2 and the plain one NVML has */
+static size_t own_proc_size;
+
+static void own_procs_find(void *h)
+{
+    static const char *const names[] = {"nvmlDeviceGetComputeRunningProcesses_v3",
+                                        "nvmlDeviceGetComputeRunningProcesses_v2",
+                                        "nvmlDeviceGetComputeRunningProcesses"};
+    for (int i = 0; i < 3 && !own_procs; i++) {
+        void *p = shim_real_dlsym(h, names[i]);
+        memcpy(&own_procs, &p, sizeof own_procs);
+        own_proc_size = i < 2 ? sizeof(struct nvml_proc_v2) : sizeof(struct nvml_proc_v1);
+    }
+}
+
+int shim_nvml_own_used(int ordinal, uint64_t *used)
+{
+    pthread_once(&own_once, own_nvml);
+    char uuid[NVML_UUID_LEN];
+    void *dev = NULL;
+    if (!own_mem || !own_by_uuid || !own_procs || cuda_uuid(ordinal, uuid, sizeof uuid) != 0 ||
+        own_by_uuid(uuid, &dev) != NVML_SUCCESS)
+        return -1;
+    /* both layouts begin with pid and usedGpuMemory: read through the larger, stepped by the
+     * size NVML writes */
+    unsigned char buf[OWN_PROCS * sizeof(struct nvml_proc_v2)];
+    unsigned int n = OWN_PROCS;
+    int rc = own_procs(dev, &n, buf);
+    if (rc != NVML_SUCCESS || n > OWN_PROCS)
+        return -1; /* NVML_ERROR_INSUFFICIENT_SIZE included: more processes than we look at */
+    unsigned int me = (unsigned int)getpid();
+    for (unsigned int i = 0; i < n; i++) {
+        struct nvml_proc_v1 e;
+        memcpy(&e, buf + i * own_proc_size, sizeof e);
+        if (e.pid != me)
+            continue;
+        if (e.used == NVML_VALUE_NOT_AVAILABLE)
+            return -1;
+        *used = e.used;
+        return 1;
+    }
+    return 0;
+}
+
+const char *shim_own_charge(const struct shim_own *o, int dev, uint64_t wide, uint64_t *taken)
+{
+    uint64_t after = 0;
+    *taken = wide;
+    if (o->have < 0)
+        return NULL;
+    if (shim_nvml_own_used(dev, &after) != 1)
+        return NULL; /* no figure for this process after: the device-wide one */
+    uint64_t own = after > o->before ? after - o->before : 0;
+    *taken = own < wide ? own : wide;
+    return o->have ? "this process's NVML usage before and after"
+                   : "this process's NVML usage after (none before)";
+}
+
+void shim_own_begin(struct shim_own *o, int dev)
+{
+    o->before = 0;
+    o->have = -1;
+    if (dev < 0 || shim_mem_limit(dev) == POS_MEM_UNLIMITED)
+        return;
+    o->have = shim_nvml_own_used(dev, &o->before);
+    if (o->have == 0)
+        o->before = 0;
 }

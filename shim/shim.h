@@ -415,6 +415,25 @@ void *shim_nvml_dlsym(const char *name, void *found);
  * the shim on first use, if the machine has it): 0, or -1. */
 int shim_nvml_device_free(int ordinal, uint64_t *free_bytes);
 
+/* This process's own device memory on CUDA device ORDINAL as NVML lists it among the device's
+ * compute processes (nvmlDeviceGetComputeRunningProcesses _v3, _v2 or the plain one), the entry
+ * whose pid is getpid(): 1 with *USED; 0 when NVML answered without such an entry (no context
+ * yet, or pids of another namespace); -1 when NVML cannot tell (not there, an error, no figure). */
+int shim_nvml_own_used(int ordinal, uint64_t *used);
+
+/* A context's or module's measure by this process's own usage (NVML, under a limit only), so
+ * that another process's memory taken meanwhile is not counted (docs/memory.md). */
+struct shim_own {
+    int have; /* shim_nvml_own_used's answer before; -1: no per-process measure */
+    uint64_t before;
+};
+/* Before the context is made (the module loaded) on DEV. */
+void shim_own_begin(struct shim_own *o, int dev);
+/* After it: *TAKEN is the growth of this process's own usage, bounded by WIDE (the device-wide
+ * fall of free memory), and the way it was measured returned; or *TAKEN is WIDE and NULL is
+ * returned where NVML gave no per-process figure before or after. */
+const char *shim_own_charge(const struct shim_own *o, int dev, uint64_t wide, uint64_t *taken);
+
 /* Puts posd's memory limit (bytes, or millionths of each device's memory) into
  * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT for devices 0..NDEV-1 of TOTALS bytes, keeping a user's
  * smaller value per device. After cuInit, before any context. */

@@ -222,15 +222,6 @@ static void *fill_thread(void *arg)
 static int fill(enum path p, size_t size, long max, int threads)
 {
     path_setup(p);
-    if (getenv("MEMLOAD_GATE")) {
-        /* its context made: says so and waits for "go", so that a test can make two processes'
-         * contexts one after the other and then race their allocations */
-        printf("ready\n");
-        fflush(stdout);
-        char go[16];
-        if (!fgets(go, sizeof go, stdin) || strncmp(go, "go", 2) != 0)
-            return 1;
-    }
     struct filler f[64];
     pthread_t t[64];
     if (threads < 1 || threads > 64)
@@ -487,6 +478,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: shim_memload fill|retry|profile|hostvmm|cost|ipc-export|ipc-open"
                         " ...\n");
         return 2;
+    }
+    if (getenv("MEMLOAD_START_GATE")) {
+        /* the driver initialised (and posd's session made): says so and waits for "go" before
+         * its context and module, so that a test can start two processes' contexts at once */
+        PROG_CHECK(cuInit(0));
+        printf("ready\n");
+        fflush(stdout);
+        char go[16];
+        if (!fgets(go, sizeof go, stdin) || strncmp(go, "go", 2) != 0)
+            return 1;
     }
     CUmodule m = prog_start(&ctx);
     const char *mode = argv[1];
