@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "plugin.h"
+#include "podres.h"
 
 static const char usage[] =
     "usage: pos-device-plugin [--kubelet-dir DIR] [--resource NAME] [--shares N] [--gpus LIST|auto]\n"
@@ -98,7 +99,7 @@ static int find_gpus(struct kube_plugin_config *c, const char *dir)
 int main(int argc, char **argv)
 {
     struct kube_plugin_config c = {.kubelet_dir = "/var/lib/kubelet/device-plugins",
-                                   .resource = "pos.dev/gpu",
+                                   .resource = KUBE_DEFAULT_RESOURCE,
                                    .shares = 10,
                                    .posd_socket = "/run/posd/posd.sock",
                                    .shim = "/usr/local/lib/pos/libposshim.so",

@@ -19,6 +19,10 @@
 #define KUBE_RESOURCE_MAX  254
 #define KUBE_DEVICE_ID_MAX 254
 
+/* The extended resource pos advertises (pos-device-plugin --resource) and posd looks for
+ * ([kubernetes] resource), unless told another. */
+#define KUBE_DEFAULT_RESOURCE "pos.dev/gpu"
+
 struct kube_device {
     char resource[KUBE_RESOURCE_MAX]; /* e.g. "pos.dev/gpu" */
     char id[KUBE_DEVICE_ID_MAX];      /* one device ID the plugin advertised, e.g. "gpu0-3" */

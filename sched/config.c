@@ -2,6 +2,7 @@
  * defaults into a new config that replaces the caller's only when all of it is valid, and
  * matches a client's identity against the rules. */
 #include "sched/config.h"
+#include "kube/podres.h"
 #include "sched/core.h"
 #include "sched/ini_lines.h"
 #include "sched/policy/policy.h"
@@ -65,7 +66,7 @@ void posd_config_defaults(struct posd_config *c)
              "/var/lib/kubelet/pod-resources/kubelet.sock");
     snprintf(c->k8s_checkpoint, sizeof c->k8s_checkpoint,
              "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint");
-    snprintf(c->k8s_resource, sizeof c->k8s_resource, "pos.dev/gpu");
+    snprintf(c->k8s_resource, sizeof c->k8s_resource, "%s", KUBE_DEFAULT_RESOURCE);
     c->k8s_refresh_s = 5;
     for (int i = 0; i < NBUILTIN; i++) {
         c->classes[i] = builtin_classes[i];

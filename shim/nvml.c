@@ -269,7 +269,7 @@ int shim_nvml_own_used(int ordinal, uint64_t *used)
         return -1;
     /* both layouts begin with pid and usedGpuMemory: read through the larger, stepped by the
      * size NVML writes */
-    unsigned char buf[OWN_PROCS * sizeof(struct nvml_proc_v2)];
+    _Alignas(struct nvml_proc_v2) unsigned char buf[OWN_PROCS * sizeof(struct nvml_proc_v2)];
     unsigned int n = OWN_PROCS;
     int rc = own_procs(dev, &n, buf);
     if (rc != NVML_SUCCESS || n > OWN_PROCS)
