@@ -395,6 +395,18 @@ void shim_collector_kick(void)
     pthread_mutex_unlock(&C.mutex);
 }
 
+/* A thread claimed a ring (shim_thread_attach, through shim_threads_start): its context, as
+ * early as possible, is one to register completion markers in; the ring is one more to drain. */
+void shim_collector_attached(void)
+{
+    uint64_t ctx = shim_current_ctx();
+    if (ctx) {
+        uint64_t none = 0;
+        atomic_compare_exchange_strong(&shim_first_ctx, &none, ctx);
+    }
+    shim_collector_kick();
+}
+
 static void *collector_main(void *arg)
 {
     (void)arg;

@@ -8,7 +8,7 @@
  * context up the first time it sees one of its markers, a step per pass so that it never waits
  * on the device (events in chunks; each anchor's probes looked at with cuEventQuery); the
  * launch path only takes an event from the pool and records it. The shim's events never pass
- * through its own wrappers (the driver's own functions, given by init.c), so shim/events.c never
+ * through its own wrappers (the driver's own functions, given by real.c), so shim/events.c never
  * mistakes them for the
  * application's. Whatever fails (events refused, the pool empty, a record or a reading
  * refused) leaves that operator with its poll time, and is said once. */
@@ -65,8 +65,8 @@ struct dt_ctx {
 };
 
 static struct dt_ctx dt[DT_CTXS];
-/* what init.c gives (shim_devtime_configure): the driver's functions, the settings, the log;
- * this file uses nothing of init.c's itself, so it stays out of the shim's circle of files */
+/* what real.c gives (shim_devtime_configure): the driver's functions, the settings, the log;
+ * this file uses nothing of the rest of the shim itself, so it stays at the bottom of its files */
 static struct shim_devtime_driver drv;
 static int dt_enabled, dt_debug;
 static void (*dt_log)(const char *fmt, ...);

@@ -29,7 +29,6 @@
 
 _Static_assert(POS_SUB_RING_WORDS * 64 == POS_SUB_RING, "one completion bit per ring slot");
 
-_Atomic(struct shim_session *) shim_session;
 static struct shim_session *retired; /* ended sessions threads may still use */
 static uint32_t session_gen;
 static int64_t last_attempt_ns;

@@ -34,7 +34,7 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* ---- configuration (read once, at load) ------------------------------------------------- */
+/* ---- configuration (config.c: read once, at load) --------------------------------------- */
 
 enum shim_mode { SHIM_MODE_OFF = 0, SHIM_MODE_PASSTHROUGH, SHIM_MODE_SCHEDULED };
 
@@ -51,13 +51,31 @@ struct shim_config {
 };
 
 extern struct shim_config shim_cfg;
+/* Reads the configuration from the environment (at load, before anything else). */
+void shim_config_read(void);
+
+/* ---- the process's state (state.c) ------------------------------------------------------ */
+
 extern int shim_active;           /* records are kept: mode != off, not a fork child */
-extern int shim_cuda_inited;      /* cuInit succeeded in this process (a fork child: see init.c) */
+extern int shim_cuda_inited;      /* cuInit succeeded in this process (a fork child: see fork.c) */
 extern _Atomic int shim_captures; /* stream captures under way in the process */
+
+/* ---- the log (log.c) ---------------------------------------------------------------------- */
 
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- the real driver -------------------------------------------------------------------- */
+/* ---- the real driver (real.c) ------------------------------------------------------------ */
+
+/* Not instrumented (the real dlsym's look-up, shim_dlsym_libc): a sanitizer's runtime looks its
+ * functions up with dlsym while it starts, before it can check anything and before our
+ * constructor ran. */
+#define SHIM_UNSANITIZED __attribute__((no_sanitize("address", "thread", "undefined")))
+
+/* The exported dlsym is a jump into shim_dlsym or the C library's (shim/interpose.c) where the
+ * machine allows it. */
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(SHIM_DLSYM_PORTABLE)
+#define SHIM_DLSYM_JUMP 1
+#endif
 
 #define SHIM_DECLARE_REAL(sym, ...) extern __typeof__(&sym) shim_real_##sym;
 SHIM_INTERCEPTED(SHIM_DECLARE_REAL)
@@ -73,11 +91,16 @@ struct shim_entry {
     void *wrapper;
 };
 
+/* The table of intercepted symbols, their real functions and wrappers (interpose.c). */
 extern const struct shim_entry shim_table[];
 extern const size_t shim_ntable;
 
+/* Finds the C library's dlsym (at load; shim_real_dlsym finds it too if asked before). */
+void shim_real_start(void);
 /* Resolves every real entry point (once; any thread). */
 void shim_resolve(void);
+/* The application looked a driver symbol up in HANDLE: the driver is resolved from it. */
+void shim_real_note_handle(void *handle);
 
 /* For an exported wrapper whose real function is missing after resolution: reports it as the
  * dynamic linker would, and exits 127. */
@@ -93,7 +116,7 @@ __attribute__((noreturn)) void shim_missing(const char *symbol);
 /* The real dlsym (never the shim's own). */
 void *shim_real_dlsym(void *handle, const char *name);
 
-/* ---- per-thread rings ------------------------------------------------------------------- */
+/* ---- per-thread rings (threads.c) ----------------------------------------------------------- */
 
 #define SHIM_RING        16384 /* records per thread: ~1.7 MB, backed as it is used */
 #define SHIM_SYNC_RING   256
@@ -134,9 +157,14 @@ struct shim_thread {
 extern struct shim_thread *shim_threads; /* [SHIM_MAX_THREADS], lazily backed */
 extern __thread struct shim_thread *shim_self_tls __attribute__((tls_model("initial-exec")));
 
+/* Reserves the rings (at load): 0, or -1 (said) when there is no memory for them. ON_ATTACH is
+ * called whenever a thread has claimed one (the collector's: shim_collector_attached). */
+int shim_threads_start(void (*on_attach)(void));
 /* Claims a ring for the calling thread (first launch of a thread; slow path). NULL if all
  * are taken. */
 struct shim_thread *shim_thread_attach(void);
+/* A child forked before cuInit: every ring is free again (no other thread exists in it). */
+void shim_threads_forked(void);
 
 /* Frees the ring of an exited thread (state 2) for another thread. Collector only, once it
  * has drained the ring after seeing state 2 and has kept its counters. */
@@ -200,7 +228,7 @@ void shim_markers_setup(CUcontext ctx);
 
 /* ---- device times of sampled operators (devtime.c) ------------------------------------------ */
 
-/* The driver's functions devtime.c calls (never the shim's wrappers), given by init.c once
+/* The driver's functions devtime.c calls (never the shim's wrappers), given by real.c once
  * they are resolved, with POS_DEVTIME, POS_DEBUG and the shim's log. */
 struct shim_devtime_driver {
 #define SHIM_DEVTIME_FN(sym) __typeof__(&sym) sym;
@@ -267,7 +295,7 @@ struct shim_submit {
     uint64_t submit_ns;
 };
 
-extern _Atomic(struct shim_session *) shim_session; /* NULL: passthrough */
+extern _Atomic(struct shim_session *) shim_session; /* NULL: passthrough (threads.c) */
 extern int shim_sched_allowed;                      /* POS_MODE lets us talk to posd */
 extern _Atomic uint32_t shim_sample;                /* markers every N launches, now */
 
@@ -482,5 +510,10 @@ int shim_collector_help(void); /* a waiting thread does one collector pass, if i
 extern _Atomic uint64_t shim_first_ctx; /* a context seen launching: markers register in it */
 void shim_collector_stop(void);         /* at exit: drain, flush the trace */
 void shim_collector_forked(void); /* a child forked before cuInit: its locks start afresh */
+void shim_collector_attached(void); /* a thread claimed a ring (shim_threads_start's hook) */
+
+/* ---- fork handling (fork.c) ------------------------------------------------------------- */
+
+void shim_fork_start(void); /* at load: the child's handler */
 
 #endif

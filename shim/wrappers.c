@@ -1,6 +1,5 @@
 /* The other intercepted entry points: cuInit (registers with posd, then starts the collector),
- * cuGetProcAddress (hands out our wrappers for what the driver resolves), the calls that reveal
- * kernel names, the synchronisation calls (counted and timed), and stream capture (so that
+ * the calls that reveal kernel names, the synchronisation calls (counted and timed), and stream capture (so that
  * launches into a capturing stream are told apart). Errors from the driver always come back
  * unchanged. */
 #include "shim/shim.h"
@@ -24,50 +23,6 @@ SHIM_API CUresult cuInit(unsigned int Flags)
     } else if (shim_active) {
         shim_session_init_failed();
     }
-    return rc;
-}
-
-/* ---- cuGetProcAddress ---------------------------------------------------------------------- */
-
-/* Swaps the driver's function for our wrapper when the driver handed out one we intercept. */
-static void substitute(const char *symbol, void **pfn)
-{
-    if (!pfn || !*pfn)
-        return;
-    for (size_t i = 0; i < shim_ntable; i++) {
-        if (shim_table[i].wrapper == *pfn)
-            return;
-        if (*shim_table[i].real == *pfn) {
-            *pfn = shim_table[i].wrapper;
-            return;
-        }
-    }
-    if (shim_cfg.debug) {
-        for (size_t i = 0; i < shim_ntable; i++)
-            if (symbol && strcmp(shim_table[i].base, symbol) == 0) {
-                shim_log("cuGetProcAddress(%s) gave a function the shim does not know: "
-                         "not intercepted",
-                         symbol);
-                return;
-            }
-    }
-}
-
-SHIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                      cuuint64_t flags, CUdriverProcAddressQueryResult *status)
-{
-    CUresult rc = SHIM_REAL(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, status);
-    if (rc == CUDA_SUCCESS)
-        substitute(symbol, pfn);
-    return rc;
-}
-
-SHIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                                   cuuint64_t flags)
-{
-    CUresult rc = SHIM_REAL(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
-    if (rc == CUDA_SUCCESS)
-        substitute(symbol, pfn);
     return rc;
 }
 
