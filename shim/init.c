@@ -1,7 +1,8 @@
 /* libposshim.so's life in a process: at load, the configuration is read, the real dlsym found,
- * the record rings reserved (with the collector's hook: a new ring to drain) and the fork
- * handler put in place; at unload, the collector stops (drain, trace, summary). The driver
- * itself is found at first use (shim/real.c). */
+ * the record rings reserved, the fork handler put in place and the lower layers given the
+ * collector's hooks (a new ring to drain; a waiting thread's collector pass); at unload, the
+ * collector stops (drain, trace, summary). The driver itself is found at first use
+ * (shim/real.c). */
 #include "shim/shim.h"
 
 __attribute__((constructor)) static void shim_load(void)
@@ -10,6 +11,7 @@ __attribute__((constructor)) static void shim_load(void)
     shim_real_start();
     if (shim_cfg.mode == SHIM_MODE_OFF)
         return;
+    shim_session_helper(shim_collector_help);
     if (shim_threads_start(shim_collector_attached) != 0)
         return;
     shim_fork_start();

@@ -34,6 +34,20 @@ static uint32_t session_gen;
 static int64_t last_attempt_ns;
 static int refused_said;
 
+/* A waiting thread's collector pass (shim_collector_help, given at load): 1 when it reported
+ * completions. NULL until then, and then no pass is done. */
+static int (*help_collector)(void);
+
+void shim_session_helper(int (*help)(void))
+{
+    help_collector = help;
+}
+
+static int collector_help(void)
+{
+    return help_collector ? help_collector() : 0;
+}
+
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
 {
     return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
@@ -385,7 +399,7 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
         if (help) {
             if (now - helped >= HELP_EVERY_NS) {
                 helped = now;
-                if (shim_collector_help())
+                if (collector_help())
                     continue; /* completions came: look at the cap again at once */
             }
             /* give the core to whoever makes the completion known (the device's agent in
@@ -408,7 +422,7 @@ static void wait_grant(struct shim_session *s, uint64_t seq)
         struct timespec ts = {0, help ? HELP_SLEEP_NS : WAIT_SLICE_NS};
         futex(&shm->grant_word, FUTEX_WAIT, w, &ts);
         if (help && !granted(shm, seq))
-            shim_collector_help();
+            collector_help();
         uint64_t now = shim_now_ns(), b = atomic_load(&shm->heartbeat);
         if (b != beat) {
             beat = b;

@@ -487,6 +487,9 @@ int shim_event_lookup(uint64_t event, struct shim_event_mark *m);
 int shim_session_complete(uint32_t gen, uint64_t seq, uint64_t complete_ns, uint64_t call_ns,
                           uint16_t how, int32_t result);
 void shim_session_poll(void); /* collector: liveness and re-attaching */
+/* HELP does one collector pass for a thread that waits for its grant (shim_collector_help,
+ * given at load): 1 when it reported completions. */
+void shim_session_helper(int (*help)(void));
 /* The first cuInit, before the driver's: registers with posd and puts its SM share in place
  * (the driver reads CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when it creates a context). */
 void shim_session_before_init(void);
