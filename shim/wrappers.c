@@ -1,12 +1,10 @@
 /* The other intercepted entry points: cuInit (registers with posd, then starts the collector),
- * the calls that reveal kernel names, the synchronisation calls (counted and timed), and stream capture (so that
- * launches into a capturing stream are told apart). Errors from the driver always come back
- * unchanged. */
+ * the calls that reveal kernel names, the synchronisation calls (counted and timed), and
+ * stream capture (so that launches into a capturing stream are told apart); cuGetProcAddress
+ * is shim/interpose.c's. Errors from the driver always come back unchanged. */
 #include "shim/shim.h"
 
 #include "pos/client_shm.h"
-
-#include <string.h>
 
 SHIM_API CUresult cuInit(unsigned int Flags)
 {
