@@ -60,11 +60,11 @@ extern int shim_active;           /* records are kept: mode != off, not a fork c
 extern int shim_cuda_inited;      /* cuInit succeeded in this process (a fork child: see fork.c) */
 extern _Atomic int shim_captures; /* stream captures under way in the process */
 
-/* ---- the log (log.c) ---------------------------------------------------------------------- */
+/* ---- the log (log.c) -------------------------------------------------------------------- */
 
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- the real driver (real.c) ------------------------------------------------------------ */
+/* ---- the real driver (real.c) ----------------------------------------------------------- */
 
 /* Not instrumented (the real dlsym's look-up, shim_dlsym_libc): a sanitizer's runtime looks its
  * functions up with dlsym while it starts, before it can check anything and before our
@@ -116,7 +116,7 @@ __attribute__((noreturn)) void shim_missing(const char *symbol);
 /* The real dlsym (never the shim's own). */
 void *shim_real_dlsym(void *handle, const char *name);
 
-/* ---- per-thread rings (threads.c) ----------------------------------------------------------- */
+/* ---- per-thread rings (threads.c) ------------------------------------------------------- */
 
 #define SHIM_RING        16384 /* records per thread: ~1.7 MB, backed as it is used */
 #define SHIM_SYNC_RING   256
