@@ -238,7 +238,8 @@ extern const struct pos_policy_ops *const pos_policies[];
 const struct pos_policy_param *pos_policy_param_find(const char *name);
 /* Whether POLICY declares NAME. */
 int pos_policy_takes(const struct pos_policy_ops *policy, const char *name);
-/* Their values (params.c): the value of NAME in ARGS, or NULL when it was not given (ARGS may be NULL). */
+/* Their values (params.c): the value of NAME in ARGS, or NULL when it was not given (ARGS
+ * may be NULL). */
 const struct pos_policy_arg *pos_policy_arg(const struct pos_policy_args *args, const char *name);
 /* ARGS's entry for P, added (zeroed) when P was not given before: a later value replaces an
  * earlier one. NULL when ARGS is full (more than POS_POLICY_ARGS_MAX keys). */
