@@ -114,7 +114,7 @@ struct posd_config {
     uint32_t profile_user_max; /* most kernel profiles one user's kernels may take */
     char profiles[POSD_PATH_MAX]; /* an offline profile file imported at start ("" none) */
     /* the keys the policies declare (corun_budget, schedule: pos_policy_ops.params), as given
-     * (a schedule: its absolute path; schedule_posd.c reads it) */
+     * (a schedule: its absolute path; policy_posd.c reads it) */
     struct pos_policy_args policy_args;
     int cpu;              /* enum pos_cpu_lever: clients outranked by one with a request under
                            * way run their threads at SCHED_IDLE or cpu_nice (classes may
