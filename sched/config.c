@@ -50,7 +50,6 @@ void posd_config_defaults(struct posd_config *c)
     snprintf(c->state_dir, sizeof c->state_dir, "%s", POSD_DEFAULT_STATE_DIR);
     c->profile_min = SCHED_DEFAULT_PROFILE_MIN;
     c->profile_user_max = 65536;
-    c->corun_budget = SCHED_DEFAULT_CORUN_BUDGET;
     c->guard_period_ms = SCHED_DEFAULT_GUARD_PERIOD_MS;
     c->stall_ms = SCHED_DEFAULT_STALL_MS;
     c->window_us = SCHED_DEFAULT_WINDOW_US;
@@ -105,6 +104,7 @@ struct open_section {
     int new_class;
     int match_all;
     int seen[MAX_SECTION_KEYS]; /* line where each key was set in this section, 0 = not yet */
+    int seen_param[POS_POLICY_ARGS_MAX]; /* [policy]: the same for cfg->policy_args.v[i] */
 };
 
 struct loader {
@@ -584,9 +584,7 @@ static const struct key_spec policy_keys[] = {
     {"idle_grace_us", parse_number, CFG(idle_grace_us), RANGE(0, 1000000)},
     {"profile_min", parse_u32, CFG(profile_min), RANGE(0, 100000)},
     {"profile_user_max", parse_u32, CFG(profile_user_max), RANGE(0, 1048576)},
-    {"corun_budget", parse_number, CFG(corun_budget), RANGE(1, 100)},
     {"profiles", parse_path, CFG(profiles)},
-    {"schedule", parse_path, CFG(schedule)}, /* an absolute path, like the socket's */
     {"cpu", parse_word_index, CFG(cpu), .words = cpu_words},
     {"cpu_nice", parse_u32, CFG(cpu_nice), RANGE(1, 19)},
     {"cpu_hold_ms", parse_number, CFG(cpu_hold_ms), RANGE(0, 60000)},
@@ -845,6 +843,45 @@ static char *next_line(char *str, int num, void *stream)
     return str;
 }
 
+/* [policy] KEY that a policy declares (pos_policy_param_find): a number in its bounds, or a
+ * schedule's absolute path (like the socket's), into cfg->policy_args. Returns 1 when KEY is
+ * one (0 after an error), -ENOENT when it is none. */
+static int policy_param_key(struct loader *ld, const char *key, const char *value)
+{
+    struct open_section *s = &ld->sect;
+    const struct pos_policy_param *p = pos_policy_param_find(key);
+    if (!p || strcmp(s->spec->kind, "policy") != 0)
+        return -ENOENT;
+    struct pos_policy_arg *a = pos_policy_arg_set(&ld->cfg->policy_args, p);
+    if (!a) {
+        fail_at(ld, ld->path, ld->line, "too many policy parameters (at most %d)",
+                POS_POLICY_ARGS_MAX);
+        return 0;
+    }
+    size_t i = (size_t)(a - ld->cfg->policy_args.v);
+    if (s->seen_param[i]) {
+        fail_at(ld, ld->path, ld->line, "duplicate key '%s' in [%s] (first set on line %d)", key,
+                s->title, s->seen_param[i]);
+        return 0;
+    }
+    struct key_spec k = {.name = p->name, .lo = p->lo, .hi = p->hi};
+    ld->reason[0] = '\0';
+    int rc;
+    if (p->type == POS_PARAM_NUMBER) {
+        rc = parse_number(ld, &k, value, &a->number);
+    } else {
+        k.size = POSD_PATH_MAX;
+        rc = parse_path(ld, &k, value, a->file);
+    }
+    if (rc < 0) {
+        fail_at(ld, ld->path, ld->line, "bad value '%s' for '%s' in [%s]: %s", value, key, s->title,
+                ld->reason);
+        return 0;
+    }
+    s->seen_param[i] = ld->line;
+    return 1;
+}
+
 static int on_key(void *user, const char *section, const char *key, const char *value)
 {
     struct loader *ld = user;
@@ -862,6 +899,9 @@ static int on_key(void *user, const char *section, const char *key, const char *
     while (i < s->spec->nkeys && strcmp(s->spec->keys[i].name, key) != 0)
         i++;
     if (i == s->spec->nkeys) {
+        int rc = policy_param_key(ld, key, value);
+        if (rc != -ENOENT)
+            return rc;
         fail_at(ld, ld->path, ld->line, "unknown key '%s' in [%s]", key, s->title);
         return 0;
     }

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "sched/mem_limit.h"
+#include "sched/policy/policy.h"
 
 #define POSD_NAME_MAX       64
 #define POSD_CLASS_NAME_MAX 16
@@ -111,9 +112,10 @@ struct posd_config {
     double idle_grace_us; /* a client idle this briefly still holds less important ones */
     uint32_t profile_min; /* kernel shapes with fewer samples get a marker per launch */
     uint32_t profile_user_max; /* most kernel profiles one user's kernels may take */
-    double corun_budget;  /* pos: co-run slowdown a more important kernel may show */
     char profiles[POSD_PATH_MAX]; /* an offline profile file imported at start ("" none) */
-    char schedule[POSD_PATH_MAX]; /* a stage schedule file for policy staged ("": none) */
+    /* the keys the policies declare (corun_budget, schedule: pos_policy_ops.params), as given
+     * (a schedule: its absolute path; policy_posd.c reads it) */
+    struct pos_policy_args policy_args;
     int cpu;              /* enum pos_cpu_lever: clients outranked by one with a request under
                            * way run their threads at SCHED_IDLE or cpu_nice (classes may
                            * differ) */

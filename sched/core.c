@@ -92,8 +92,6 @@ void sched_params_defaults(struct sched_params *p)
     p->idle_grace_ns = SCHED_DEFAULT_IDLE_GRACE_US * 1000LL;
     p->sample_free = SCHED_DEFAULT_SAMPLE_FREE;
     p->profile_min = SCHED_DEFAULT_PROFILE_MIN;
-    p->corun_budget = SCHED_DEFAULT_CORUN_BUDGET;
-    p->schedule = NULL;
     p->cpu_hold_ns = SCHED_DEFAULT_CPU_HOLD_MS * 1000000LL;
 }
 
@@ -269,7 +267,8 @@ static void progress(struct core_client *c, int64_t now)
 /* ---- lifetime --------------------------------------------------------------------------- */
 
 struct sched_core *sched_core_new(const struct sched_params *p, const struct pos_sched_device *dev,
-                                  const struct pos_policy_ops *policy, int64_t now)
+                                  const struct pos_policy_ops *policy,
+                                  const struct pos_policy_args *args, int64_t now)
 {
     struct sched_core *k = calloc(1, sizeof *k);
     if (!k)
@@ -278,7 +277,7 @@ struct sched_core *sched_core_new(const struct sched_params *p, const struct pos
     k->dev = dev;
     k->period_start = now;
     k->policy = policy;
-    if (policy->init && policy->init(&k->pstate, dev) < 0) {
+    if (policy->init && policy->init(&k->pstate, dev, args) < 0) {
         free(k);
         return NULL;
     }
@@ -298,10 +297,10 @@ void sched_core_free(struct sched_core *k)
 }
 
 int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
-                          const struct sched_params *p)
+                          const struct pos_policy_args *args, const struct sched_params *p)
 {
     void *state = NULL;
-    if (policy->init && policy->init(&state, k->dev) < 0)
+    if (policy->init && policy->init(&state, k->dev, args) < 0)
         return -ENOMEM;
     if (k->policy->fini)
         k->policy->fini(k->pstate);
@@ -838,8 +837,6 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         .clients = k->view,
         .nclients = n,
         .profiles = k->prof,
-        .corun_budget = k->p.corun_budget,
-        .schedule = k->p.schedule,
         .unmanaged = k->unmanaged,
         .cpu_hold_ns = k->p.cpu_hold_ns,
     };

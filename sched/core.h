@@ -41,12 +41,9 @@ struct sched_params {
     int64_t window_ns;       /* work a windowed client may have in flight (no class cap) */
     int64_t idle_grace_ns;   /* a client idle this briefly still holds lower classes */
     uint32_t sample_free;    /* completion marker every N launches for an unconstrained client */
-    double corun_budget;     /* pos: co-run slowdown a more important kernel may show */
     uint32_t profile_min;    /* kernel profiles: a client launching a kernel shape with fewer
                               * solo samples than this puts a marker behind every launch for a
                               * while (0: profiles learn only from the markers there are) */
-    const struct pos_schedule *schedule; /* what policies see as view->schedule (the adapter
-                                          * owns it; it must outlive the core's use) */
     int64_t cpu_hold_ns; /* the CPU lever: a client stays lowered this long after the last
                           * request of one that outranks it ended */
 };
@@ -64,15 +61,14 @@ struct sched_params {
 #define SCHED_DEFAULT_IDLE_GRACE_US   0     /* idle_grace_ns */
 #define SCHED_DEFAULT_SAMPLE_FREE     32    /* sample_free (no configuration key) */
 #define SCHED_DEFAULT_PROFILE_MIN     32    /* profile_min */
-#define SCHED_DEFAULT_CORUN_BUDGET    1.2   /* corun_budget */
 #define SCHED_DEFAULT_CPU_HOLD_MS     1000  /* cpu_hold_ns */
 #define SCHED_DEFAULT_MIN_SHARE       0.01  /* each client's starvation-guard share */
 #define SCHED_DEFAULT_CPU             POS_CPU_OFF /* the CPU lever */
 #define SCHED_DEFAULT_CPU_NICE        19    /* its nice value for POS_CPU_NICE */
 
 /* Sets the defaults above: tick 200 us, slow tick 10 ms, guard 200 ms, stall 50 ms, credits
- * 1024, window 500 us, no idle grace, sample 32, profile_min 32, corun_budget 1.2, no
- * schedule, cpu_hold 1 s. */
+ * 1024, window 500 us, no idle grace, sample 32, profile_min 32, cpu_hold 1 s. (A policy's
+ * own parameters are its own: pos_policy_ops.params.) */
 void sched_params_defaults(struct sched_params *p);
 
 /* How an operator's completion was learnt (the numbering of enum pos_completion). */
@@ -154,10 +150,11 @@ struct sched_client_stats {
 
 struct sched_core;
 
-/* A core for DEVICE (the adapter owns DEVICE; it must outlive the core) running POLICY.
- * NULL when out of memory. */
+/* A core for DEVICE (the adapter owns DEVICE; it must outlive the core) running POLICY, whose
+ * init gets ARGS (its parameters' values; NULL: none given). NULL when out of memory. */
 struct sched_core *sched_core_new(const struct sched_params *p, const struct pos_sched_device *dev,
-                                  const struct pos_policy_ops *policy, int64_t now);
+                                  const struct pos_policy_ops *policy,
+                                  const struct pos_policy_args *args, int64_t now);
 void sched_core_free(struct sched_core *k);
 
 /* The kernel profiles the core learns into and policies read (owned by the adapter, which
@@ -165,9 +162,10 @@ void sched_core_free(struct sched_core *k);
 struct pos_profiles;
 void sched_core_set_profiles(struct sched_core *k, struct pos_profiles *prof);
 
-/* Replaces the policy (its state is rebuilt) and the tunables, e.g. after a reload. */
+/* Replaces the policy (its state is rebuilt by its init, with ARGS) and the tunables, e.g.
+ * after a reload. */
 int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
-                          const struct sched_params *p);
+                          const struct pos_policy_args *args, const struct sched_params *p);
 const struct pos_policy_ops *sched_core_policy(const struct sched_core *k);
 /* The policy's note (pos_policy_ops.note), or NULL. */
 const char *sched_core_policy_note(const struct sched_core *k);

@@ -37,7 +37,6 @@ void posd_engine_params(const struct posd_config *cfg, struct sched_params *p)
     p->window_ns = (int64_t)(cfg->window_us * 1e3);
     p->idle_grace_ns = (int64_t)(cfg->idle_grace_us * 1e3);
     p->profile_min = cfg->profile_min;
-    p->corun_budget = cfg->corun_budget;
     p->cpu_hold_ns = (int64_t)(cfg->cpu_hold_ms * 1e6);
 }
 
@@ -120,9 +119,9 @@ int posd_engine_init(struct posd *d)
     struct sched_params p;
     posd_engine_params(&d->cfg, &p);
     d->device.index = 0;
-    d->schedule = posd_schedule_open(&d->cfg, &d->device);
-    p.schedule = d->schedule;
-    d->core = sched_core_new(&p, &d->device, d->policy, posd_now());
+    struct pos_policy_args args;
+    d->schedule = posd_policy_args(&d->cfg, &d->device, d->policy, &args);
+    d->core = sched_core_new(&p, &d->device, d->policy, &args, posd_now());
     if (!d->core || pos_prof_init(&d->prof, 0) < 0)
         return -ENOMEM;
     d->prof.user_max = d->cfg.profile_user_max; /* one user's kernels cannot take the table */

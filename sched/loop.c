@@ -345,9 +345,9 @@ int posd_reload(struct posd *d, char *err, size_t errlen)
     }
     struct sched_params params;
     posd_engine_params(&fresh, &params);
-    struct pos_schedule *sched = posd_schedule_open(&fresh, &d->device);
-    params.schedule = sched;
-    if (sched_core_set_policy(d->core, p, &params) < 0) {
+    struct pos_policy_args args;
+    struct pos_schedule *sched = posd_policy_args(&fresh, &d->device, p, &args);
+    if (sched_core_set_policy(d->core, p, &args, &params) < 0) {
         snprintf(err, errlen, "reload refused: policy %s could not start", p->name);
         posd_log(POSD_LOG_ERROR, "%s", err);
         posd_schedule_close(sched);

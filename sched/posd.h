@@ -209,10 +209,13 @@ struct posd {
 
 int64_t posd_now(void);
 
-/* schedule_posd.c: [policy] schedule, loaded for the core (NULL: none set, or it cannot be
- * used: logged), and the policy's note logged when it changes. */
-struct pos_schedule *posd_schedule_open(const struct posd_config *cfg,
-                                        const struct pos_sched_device *dev);
+/* policy_posd.c: ARGS for POLICY's init: CFG's policy parameters, a schedule file read for
+ * DEV; returns the schedule read (NULL: none given, or it cannot be used: logged), which the
+ * caller closes once the core no longer uses it. And the policy's note logged when it changes. */
+struct pos_schedule *posd_policy_args(const struct posd_config *cfg,
+                                      const struct pos_sched_device *dev,
+                                      const struct pos_policy_ops *policy,
+                                      struct pos_policy_args *args);
 void posd_schedule_close(struct pos_schedule *s);
 void posd_log_policy_note(struct posd *d);
 

@@ -32,10 +32,13 @@ void posd_telemetry_client_current(struct posd *d, struct posd_client *c, int64_
     (void)d, (void)c, (void)now;
 }
 
-struct pos_schedule *posd_schedule_open(const struct posd_config *cfg,
-                                        const struct pos_sched_device *dev)
+struct pos_schedule *posd_policy_args(const struct posd_config *cfg,
+                                      const struct pos_sched_device *dev,
+                                      const struct pos_policy_ops *policy,
+                                      struct pos_policy_args *args)
 {
-    (void)cfg, (void)dev;
+    (void)dev, (void)policy;
+    *args = cfg->policy_args;
     return NULL;
 }
 

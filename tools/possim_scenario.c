@@ -118,9 +118,7 @@ static const struct key_spec sched_keys[] = {
     {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1},
     {"idle_grace_us", V_DOUBLE, SC(idle_grace_us), 0, 1e9, 0},
     {"profile_min", V_U32, SC(profile_min), 0, 1 << 20, 0},
-    {"corun_budget", V_DOUBLE, SC(corun_budget), 1, 100, 0},
     {"profiles", V_SPECIAL, 0, 0, 0, 0},
-    {"schedule", V_SPECIAL, 0, 0, 0, 0},
     {"cpu", V_SPECIAL, 0, 0, 0, 0},
     {"cpu_nice", V_INT, SC(cpu_nice), 1, 19, 0},
     {"cpu_hold_ms", V_DOUBLE, SC(cpu_hold_ms), 0, 60000, 0},
@@ -175,6 +173,7 @@ struct parser {
     char title[POSSIM_NAME_MAX + 16];
     struct possim_client_spec *client; /* of an open [client NAME] */
     int seen[MAX_KEYS];                /* line each key of the open section was set on */
+    int seen_param[POS_POLICY_ARGS_MAX]; /* [sched]: the same for sc->policy_args.v[i] */
     int seen_sect[SECT_CLIENT];        /* line of each global section's header */
     int device_line[2];                /* lines of preset and file */
     int mode_set;
@@ -365,12 +364,6 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         snprintf(sc->profiles_in, sizeof sc->profiles_in, "%s", value);
         return 0;
     }
-    if (p->kind == SECT_SCHED && strcmp(key, "schedule") == 0) {
-        if (!*value || strlen(value) >= sizeof sc->schedule)
-            return refuse(p, "expected a schedule file (docs/schedule.md)");
-        snprintf(sc->schedule, sizeof sc->schedule, "%s", value);
-        return 0;
-    }
     struct possim_client_spec *c = p->client;
     if (p->kind == SECT_CLIENT && strcmp(key, "model") == 0) {
         if (!*value || strlen(value) >= sizeof c->model)
@@ -481,6 +474,7 @@ static int open_section(struct parser *p, char *text)
     if (close_section(p) < 0)
         return p->rc;
     memset(p->seen, 0, sizeof p->seen);
+    memset(p->seen_param, 0, sizeof p->seen_param);
     p->client = NULL;
     text = ini_trim(text);
     char *name = text + strcspn(text, " \t");
@@ -566,6 +560,43 @@ static char *next_line(char *str, int num, void *stream)
     return str;
 }
 
+/* [sched] KEY that a policy declares (pos_policy_param_find): a number in its bounds, or a
+ * schedule file, into sc->policy_args. Returns 1 when KEY is one (0 after an error), -ENOENT
+ * when it is none. */
+static int policy_param_key(struct parser *p, const char *key, const char *value)
+{
+    const struct pos_policy_param *pp = pos_policy_param_find(key);
+    if (!pp || p->kind != SECT_SCHED)
+        return -ENOENT;
+    struct pos_policy_arg *a = pos_policy_arg_set(&p->sc->policy_args, pp);
+    if (!a) {
+        fail(p, p->line, "too many policy parameters (at most %d)", POS_POLICY_ARGS_MAX);
+        return 0;
+    }
+    size_t i = (size_t)(a - p->sc->policy_args.v);
+    if (p->seen_param[i]) {
+        fail(p, p->line, "duplicate key '%s' in [%s] (first set on line %d)", key, p->title,
+             p->seen_param[i]);
+        return 0;
+    }
+    p->reason[0] = '\0';
+    int rc = 0;
+    if (pp->type == POS_PARAM_NUMBER) {
+        const struct key_spec k = {pp->name, V_DOUBLE, 0, pp->lo, pp->hi, 0};
+        rc = parse_value(p, &k, value, &a->number);
+    } else if (!*value || strlen(value) >= sizeof a->file) {
+        rc = refuse(p, "expected a schedule file (docs/schedule.md)");
+    } else {
+        snprintf(a->file, sizeof a->file, "%s", value);
+    }
+    if (rc < 0) {
+        fail(p, p->line, "bad value '%s' for '%s' in [%s]: %s", value, key, p->title, p->reason);
+        return 0;
+    }
+    p->seen_param[i] = p->line;
+    return 1;
+}
+
 static int on_key(void *user, const char *section, const char *key, const char *value)
 {
     struct parser *p = user;
@@ -584,6 +615,9 @@ static int on_key(void *user, const char *section, const char *key, const char *
     while (i < n && strcmp(keys[i].name, key) != 0)
         i++;
     if (i == n) {
+        int rc = policy_param_key(p, key, value);
+        if (rc != -ENOENT)
+            return rc;
         fail(p, p->line, "unknown key '%s' in [%s]", key, p->title);
         return 0;
     }
@@ -632,7 +666,6 @@ static void scenario_defaults(struct possim_scenario *sc, const char *path)
     sc->window_us = SCHED_DEFAULT_WINDOW_US;
     sc->idle_grace_us = SCHED_DEFAULT_IDLE_GRACE_US;
     sc->profile_min = SCHED_DEFAULT_PROFILE_MIN;
-    sc->corun_budget = SCHED_DEFAULT_CORUN_BUDGET;
     sc->cpu = SCHED_DEFAULT_CPU;
     sc->cpu_nice = SCHED_DEFAULT_CPU_NICE;
     sc->cpu_hold_ms = SCHED_DEFAULT_CPU_HOLD_MS;

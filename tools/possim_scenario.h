@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sched/policy/policy.h"
 #include "sim/device_presets.h"
 #include "tools/posapp_arrival.h"
 
@@ -65,12 +66,13 @@ struct possim_scenario {
     double notify_us; /* an op's completion reaches the host this late */
     /* [sched] */
     char policy[32]; /* a pos_policy_find name, or "none" */
-    char schedule[POSSIM_PATH_MAX]; /* a schedule file (docs/schedule.md) the policy sees, "" */
     int no_core;     /* policy none: no scheduler at all */
     double tick_us, stall_ms, guard_period_ms, min_share, window_us, idle_grace_us;
     uint32_t credits;
     uint32_t profile_min;                   /* the core's profile_min */
-    double corun_budget;                    /* the core's corun_budget (pos) */
+    /* the keys the policies declare (corun_budget, schedule: pos_policy_ops.params), as
+     * given (a schedule: its file, which possim_sim.c reads) */
+    struct pos_policy_args policy_args;
     int cpu;                                /* the CPU lever, enum pos_cpu_lever */
     int cpu_nice;                           /* its nice value for POS_CPU_NICE */
     double cpu_hold_ms;                     /* the core's cpu_hold */

@@ -1328,6 +1328,26 @@ static int profile_check(struct sim *s, struct possim_result *out)
     return 0;
 }
 
+/* The schedule file given for a policy's parameter ([sched] schedule), read into s->schedule
+ * and handed to the policy in ARGS: one that cannot be read fails the run. */
+static int read_schedule(struct sim *s, struct pos_policy_args *args)
+{
+    for (size_t i = 0; i < args->n; i++) {
+        struct pos_policy_arg *a = &args->v[i];
+        if (a->param->type != POS_PARAM_SCHEDULE)
+            continue;
+        char msg[512];
+        int rc = pos_schedule_load(a->file, &s->schedule, msg, sizeof msg);
+        if (rc < 0) {
+            sim_fail(s, rc, "%s", msg);
+            return rc;
+        }
+        a->schedule = &s->schedule;
+        return 0;
+    }
+    return 0;
+}
+
 int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
                char *err, size_t errlen)
 {
@@ -1379,23 +1399,16 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
         p.window_ns = us_ns(sc->window_us);
         p.idle_grace_ns = us_ns(sc->idle_grace_us);
         p.profile_min = sc->profile_min;
-        p.corun_budget = sc->corun_budget;
         p.cpu_hold_ns = (int64_t)llround(sc->cpu_hold_ms * 1e6);
-        if (sc->schedule[0]) {
-            char msg[512];
-            int rc = pos_schedule_load(sc->schedule, &s.schedule, msg, sizeof msg);
-            if (rc < 0) {
-                sim_fail(&s, rc, "%s", msg);
-                goto out;
-            }
-            p.schedule = &s.schedule;
-        }
+        struct pos_policy_args args = sc->policy_args;
+        if (read_schedule(&s, &args) < 0)
+            goto out;
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
             sim_fail(&s, -EINVAL, "unknown policy '%s'", sc->policy);
             goto out;
         }
-        s.core = sched_core_new(&p, &s.dev, pol, 0);
+        s.core = sched_core_new(&p, &s.dev, pol, &args, 0);
         if (!s.core || pos_prof_init(&s.prof, 0) < 0) {
             sim_fail(&s, -ENOMEM, "out of memory");
             goto out;

@@ -127,9 +127,6 @@ struct pos_sched_view {
     struct pos_sched_client *clients;
     size_t nclients;
     const struct pos_profiles *profiles; /* kernel profiles (NULL: none) */
-    double corun_budget; /* pos: the co-run slowdown a kernel above may show (1.2 = 20%) */
-    const struct pos_schedule *schedule; /* a static schedule to follow (sched/schedule.h), or
-                                          * NULL: posd.conf's [policy] schedule, loaded */
     uint32_t unmanaged; /* processes using this device without being clients (telemetry) */
     int64_t cpu_hold_ns; /* the CPU lever holds a client lowered this long after the last
                           * request of a client that outranks it ended */
@@ -176,11 +173,48 @@ int64_t pos_sched_hold(struct pos_sched_client *c, const struct pos_sched_view *
  * CAP at most; 2 while nothing is known yet). */
 uint64_t pos_sched_ops_in(const struct pos_sched_client *c, int64_t window_ns, uint64_t cap);
 
+/* A policy's own parameters, kept with the policy as the sched_ext schedulers keep their
+ * tunables: each policy declares its keys (name, type, default, bounds) in its file, and init
+ * gets the values an adapter was given for them into the policy's private state. posd.conf's
+ * [policy] and possim's [sched] accept the keys every policy declares (a reload may switch
+ * policy: a key of another policy than the one running is ignored). */
+enum pos_param_type {
+    POS_PARAM_NUMBER,   /* a finite number in lo..hi */
+    POS_PARAM_SCHEDULE, /* a stage schedule file (docs/schedule.md): the adapter reads it (the
+                         * I/O is its), the policy gets it parsed */
+};
+
+struct pos_policy_param {
+    const char *name;   /* its key; NULL ends a policy's table */
+    int type;           /* enum pos_param_type */
+    double def, lo, hi; /* NUMBER: the default and the accepted range */
+};
+
+#define POS_POLICY_ARGS_MAX 8    /* distinct keys over every policy (test_policy checks) */
+#define POS_POLICY_FILE_MAX 1024 /* a SCHEDULE value, with its NUL */
+
+/* The values an adapter was given for policies' parameters, handed to init. */
+struct pos_policy_args {
+    size_t n;
+    struct pos_policy_arg {
+        const struct pos_policy_param *param; /* its declaration (pos_policy_param_find) */
+        double number;                        /* NUMBER */
+        char file[POS_POLICY_FILE_MAX];       /* SCHEDULE: the file, as given */
+        const struct pos_schedule *schedule;  /* SCHEDULE: the file read by the adapter before
+                                               * init (NULL: not read, or refused); it must
+                                               * outlive the policy's state */
+    } v[POS_POLICY_ARGS_MAX];
+};
+
 struct pos_policy_ops {
     const char *name;
     const char *summary;
-    /* Optional private state: init returns 0 or a negative errno. */
-    int (*init)(void **state, const struct pos_sched_device *dev);
+    /* Optional: its parameters, ended by a NULL name (none: NULL). */
+    const struct pos_policy_param *params;
+    /* Optional private state: init returns 0 or a negative errno. ARGS: the values given for
+     * parameters (NULL: none given); a policy keeps what it needs of them in its state. */
+    int (*init)(void **state, const struct pos_sched_device *dev,
+                const struct pos_policy_args *args);
     void (*fini)(void *state);
     /* Decides mode, new_granted and held for every client of V. Returns the absolute time at
      * which it wants to decide again, INT64_MAX if only events matter. */
@@ -198,5 +232,23 @@ const struct pos_policy_ops *pos_policy_find(const char *name);
 
 /* Every policy, NULL-terminated. */
 extern const struct pos_policy_ops *const pos_policies[];
+
+/* Parameters. Found over the table (registry.c): the parameter NAME of any policy (the first
+ * one that declares it: policies that declare the same key declare it alike), or NULL. */
+const struct pos_policy_param *pos_policy_param_find(const char *name);
+/* Whether POLICY declares NAME. */
+int pos_policy_takes(const struct pos_policy_ops *policy, const char *name);
+/* Their values (params.c): the value of NAME in ARGS, or NULL when it was not given (ARGS
+ * may be NULL). */
+const struct pos_policy_arg *pos_policy_arg(const struct pos_policy_args *args, const char *name);
+/* ARGS's entry for P, added (zeroed) when P was not given before: a later value replaces an
+ * earlier one. NULL when ARGS is full (more than POS_POLICY_ARGS_MAX keys). */
+struct pos_policy_arg *pos_policy_arg_set(struct pos_policy_args *args,
+                                          const struct pos_policy_param *p);
+/* For a policy's init: the number given for P in ARGS, else P's default. */
+double pos_policy_number(const struct pos_policy_args *args, const struct pos_policy_param *p);
+/* ... the schedule given for P, read (NULL: none). */
+const struct pos_schedule *pos_policy_schedule(const struct pos_policy_args *args,
+                                               const struct pos_policy_param *p);
 
 #endif

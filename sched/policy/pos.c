@@ -18,7 +18,7 @@
  *     (the largest of their next operators) plus what C has in flight and would add, and what
  *     the clients that do not outrank C (its peers, those below) have in flight, stays
  *     within the device, and no kernel above that is in flight or next has shown a co-run
- *     slowdown beyond the budget (corun_budget, default 1.20: 20%, chosen from
+ *     slowdown beyond the budget (its parameter corun_budget, default 1.20: 20%, chosen from
  *     bench/pos.sh). C's window holds as many of its
  *     operators as fit beside them (its largest next kernel's SM demand), at most window_us of
  *     device time; with nothing fitting it is held. While C's own kernels in flight or next
@@ -34,7 +34,7 @@
  *     they can be wrong);
  *   - held clients keep the starvation guard (min_share of every guard period);
  *   - a grant is never taken back, and grants are prefixes of launch order (the core's rules).
- * With a searched stage schedule loaded ([policy] schedule) and exactly its mix running, pos
+ * With a searched stage schedule loaded (its parameter schedule) and exactly its mix running, pos
  * follows it (sched/schedule.c) and returns to these online decisions when the mix changes.
  * Pure code: the same object runs in posd and possim. docs/policy.md documents it. */
 #include <errno.h>
@@ -84,19 +84,35 @@ struct pos_pre {
     int work;          /* has_work */
 };
 
+/* Its parameters (posd.conf's [policy], possim's [sched]; docs/policy.md). */
+enum { P_CORUN_BUDGET, P_SCHEDULE };
+static const struct pos_policy_param pos_params[] = {
+    /* the co-run slowdown a more important kernel may show beside others (1.2 = 20%) */
+    [P_CORUN_BUDGET] = {.name = "corun_budget", .type = POS_PARAM_NUMBER,
+                        .def = 1.2, .lo = 1, .hi = 100},
+    /* a searched stage schedule to follow */
+    [P_SCHEDULE] = {.name = "schedule", .type = POS_PARAM_SCHEDULE},
+    {.name = NULL},
+};
+
 struct pos_state {
-    struct pos_schedule_state st; /* a searched schedule ([policy] schedule), when it applies */
+    double corun_budget;                 /* pos_params' */
+    const struct pos_schedule *schedule; /* ... (NULL: none) */
+    struct pos_schedule_state st; /* following the schedule, when it applies */
     char note[160];
     struct pos_track t[POS_MAX_TRACKED];
     struct pos_pre pre[SCHED_MAX_VIEW];
 };
 
-static int pos_init(void **state, const struct pos_sched_device *dev)
+static int pos_init(void **state, const struct pos_sched_device *dev,
+                    const struct pos_policy_args *args)
 {
     struct pos_state *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     (void)dev; /* the view carries the device */
+    s->corun_budget = pos_policy_number(args, &pos_params[P_CORUN_BUDGET]);
+    s->schedule = pos_policy_schedule(args, &pos_params[P_SCHEDULE]);
     pos_schedule_state_init(&s->st, NULL);
     *state = s;
     return 0;
@@ -137,8 +153,8 @@ static double op_demand(const struct pos_sched_view *v, const struct pos_sched_o
 /* One pass over C's operators not known complete: the remaining device time of its request
  * (profiles, else its operator estimate; plus the operators its requests usually have beyond
  * those launched so far), their SM demands, and what their profiles say. */
-static void prepare(const struct pos_sched_view *v, struct pos_sched_client *c,
-                    struct pos_track *t, struct pos_pre *p)
+static void prepare(const struct pos_state *s, const struct pos_sched_view *v,
+                    struct pos_sched_client *c, struct pos_track *t, struct pos_pre *p)
 {
     *p = (struct pos_pre){.work = pos_sched_has_work(c, v), .guarded = t->guarded};
     double remaining = 0;
@@ -162,7 +178,7 @@ static void prepare(const struct pos_sched_view *v, struct pos_sched_client *c,
             p->next_max = d;
         if (looked++ < LOOKAHEAD) {
             p->demand = d > p->demand ? d : p->demand;
-            if (pr && pr->co_n >= CORUN_EVIDENCE && pr->co_ratio > v->corun_budget)
+            if (pr && pr->co_n >= CORUN_EVIDENCE && pr->co_ratio > s->corun_budget)
                 p->contended = 1;
             if (v->profiles && (!pr || (pr->n < CORUN_EVIDENCE && pr->tries < 4 * CORUN_EVIDENCE)))
                 p->unlearnt = 1;
@@ -220,12 +236,12 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
 {
     struct pos_state *s = state;
     /* exactly the mix of a searched schedule: follow it (sched/schedule.c) */
-    if (v->schedule && pos_schedule_decide(&s->st, v->schedule, v))
+    if (s->schedule && pos_schedule_decide(&s->st, s->schedule, v))
         return s->st.next_ns;
     int64_t next = INT64_MAX;
     size_t n = v->nclients < SCHED_MAX_VIEW ? v->nclients : SCHED_MAX_VIEW;
     for (size_t i = 0; i < n; i++)
-        prepare(v, &v->clients[i], track(s, &v->clients[i]), &s->pre[i]);
+        prepare(s, v, &v->clients[i], track(s, &v->clients[i]), &s->pre[i]);
     int concurrent = v->device && v->device->concurrent;
     for (size_t i = 0; i < n; i++) {
         struct pos_sched_client *c = &v->clients[i];
@@ -320,6 +336,7 @@ const struct pos_policy_ops pos_policy_pos = {
     .summary = "co-locates lower classes beside busy higher ones where their kernels fit in the "
                "SMs left (MPS), orders SLO clients by latest start time, work-conserving, with "
                "the starvation guard",
+    .params = pos_params,
     .init = pos_init,
     .fini = pos_fini,
     .decide = pos_decide,

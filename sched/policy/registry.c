@@ -1,4 +1,5 @@
-/* The table of scheduling policies: one ops table per file of sched/policy/, found by name. */
+/* The table of scheduling policies: one ops table per file of sched/policy/, found by name,
+ * with the parameters they declare. */
 #include <string.h>
 
 #include "sched/policy/policy.h"
@@ -17,4 +18,21 @@ const struct pos_policy_ops *pos_policy_find(const char *name)
         if (strcmp(pos_policies[i]->name, name) == 0)
             return pos_policies[i];
     return NULL;
+}
+
+const struct pos_policy_param *pos_policy_param_find(const char *name)
+{
+    for (int i = 0; pos_policies[i]; i++)
+        for (const struct pos_policy_param *p = pos_policies[i]->params; p && p->name; p++)
+            if (strcmp(p->name, name) == 0)
+                return p;
+    return NULL;
+}
+
+int pos_policy_takes(const struct pos_policy_ops *policy, const char *name)
+{
+    for (const struct pos_policy_param *p = policy->params; p && p->name; p++)
+        if (strcmp(p->name, name) == 0)
+            return 1;
+    return 0;
 }

@@ -1,7 +1,8 @@
 /* staged: follows a static stage schedule (sched/schedule.h, found by `possim search`) while
  * exactly its mix is running, and decides as priority does otherwise (another mix, a client off
- * the schedule's position, no schedule loaded). The schedule is posd.conf's [policy] schedule
- * (possim: [sched] schedule), which the adapter loads and the view carries. */
+ * the schedule's position, no schedule loaded). The schedule is its parameter schedule
+ * (posd.conf's [policy] schedule, possim's [sched] schedule), which the adapter reads and init
+ * hands it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,17 +12,25 @@
 
 extern const struct pos_policy_ops pos_policy_priority;
 
+static const struct pos_policy_param staged_params[] = {
+    {.name = "schedule", .type = POS_PARAM_SCHEDULE}, /* the schedule to follow, as pos's */
+    {.name = NULL},
+};
+
 struct staged {
+    const struct pos_schedule *schedule; /* staged_params' (NULL: none) */
     struct pos_schedule_state st;
     char note[160];
 };
 
-static int staged_init(void **state, const struct pos_sched_device *dev)
+static int staged_init(void **state, const struct pos_sched_device *dev,
+                       const struct pos_policy_args *args)
 {
     (void)dev;
     struct staged *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
+    s->schedule = pos_policy_schedule(args, &staged_params[0]);
     pos_schedule_state_init(&s->st, NULL);
     *state = s;
     return 0;
@@ -35,7 +44,7 @@ static void staged_fini(void *state)
 static int64_t staged_decide(void *state, struct pos_sched_view *v)
 {
     struct staged *s = state;
-    if (v->schedule && pos_schedule_decide(&s->st, v->schedule, v))
+    if (s->schedule && pos_schedule_decide(&s->st, s->schedule, v))
         return s->st.next_ns;
     return pos_policy_priority.decide(NULL, v);
 }
@@ -61,6 +70,7 @@ const struct pos_policy_ops pos_policy_staged = {
     .name = "staged",
     .summary = "follow a searched stage schedule while exactly its mix runs ([policy] schedule); "
                "priority otherwise",
+    .params = staged_params,
     .init = staged_init,
     .fini = staged_fini,
     .decide = staged_decide,

@@ -314,6 +314,32 @@ static void test_layering(void)
     posd_config_free(&c);
 }
 
+/* A policy's own keys (pos's corun_budget, pos's and staged's schedule) go to the policy's
+ * parameters, whatever [daemon] policy is (a reload may switch it); a later file's value
+ * replaces an earlier one's, and a key not given is left to the policy's default. */
+static void test_policy_parameters(void)
+{
+    struct files f = files_at("policy-params");
+    put_main(&f, "[daemon]\npolicy = fifo\n[policy]\ncorun_budget = 1.5\n"
+                 "schedule = /etc/posd/mix.sched\n");
+    put_dropin(&f, "10-a.conf", "[policy]\ncorun_budget = 2.5\n", NULL);
+    struct posd_config c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(load(&f, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c.policy_args.n, 2);
+    const struct pos_policy_arg *cb = pos_policy_arg(&c.policy_args, "corun_budget");
+    const struct pos_policy_arg *sc = pos_policy_arg(&c.policy_args, "schedule");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cb);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+    CU_ASSERT_DOUBLE_EQUAL(cb->number, 2.5, 1e-12);
+    CU_ASSERT_STRING_EQUAL(sc->file, "/etc/posd/mix.sched");
+    CU_ASSERT_PTR_NULL(sc->schedule); /* read by posd (policy_posd.c), not by the loader */
+    posd_config_free(&c);
+    posd_config_defaults(&c);
+    CU_ASSERT_EQUAL(c.policy_args.n, 0);
+    CU_ASSERT(pos_policy_number(&c.policy_args, pos_policy_param_find("corun_budget")) == 1.2);
+}
+
 /* The same key in two instances of one section is an update, not a duplicate. */
 static void test_repeated_sections(void)
 {
@@ -1095,6 +1121,15 @@ static const struct error_case {
      "bytes"},
     {"[class batch]\nmem_limit = 1G\nmem_limit = 2G\n", NULL, 0, 3,
      "duplicate key 'mem_limit' in [class batch] (first set on line 2)"},
+    /* the keys a policy declares (pos_policy_ops.params): in [policy] only */
+    {"[policy]\ncorun_budget = 0.9\n", NULL, 0, 2,
+     "bad value '0.9' for 'corun_budget' in [policy]: expected a number >= 1 and <= 100"},
+    {"[policy]\nschedule = mix.sched\n", NULL, 0, 2,
+     "bad value 'mix.sched' for 'schedule' in [policy]: expected an absolute path of at most "
+     "255 characters"},
+    {"[policy]\ncorun_budget = 2\n\ncorun_budget = 3\n", NULL, 0, 4,
+     "duplicate key 'corun_budget' in [policy] (first set on line 2)"},
+    {"[daemon]\ncorun_budget = 2\n", NULL, 0, 2, "unknown key 'corun_budget' in [daemon]"},
 };
 
 static void test_errors(void)
@@ -1344,6 +1379,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_missing_files);
     POS_ADD_TEST(s, test_every_global_key);
     POS_ADD_TEST(s, test_layering);
+    POS_ADD_TEST(s, test_policy_parameters);
     POS_ADD_TEST(s, test_repeated_sections);
     POS_ADD_TEST(s, test_classes);
     POS_ADD_TEST(s, test_class_limit);

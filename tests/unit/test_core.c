@@ -27,7 +27,7 @@ static struct sched_core *core(const char *policy)
 {
     struct sched_params p;
     sched_params_defaults(&p);
-    struct sched_core *k = sched_core_new(&p, &dev, pos_policy_find(policy), 0);
+    struct sched_core *k = sched_core_new(&p, &dev, pos_policy_find(policy), NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(k);
     return k;
 }
@@ -195,7 +195,7 @@ static void test_counts_and_grants_never_go_back(void)
     struct sched_params p;
     sched_params_defaults(&p);
     p.idle_grace_ns = 200000;
-    sched_core_set_policy(k, pos_policy_find("priority"), &p);
+    sched_core_set_policy(k, pos_policy_find("priority"), NULL, &p);
     int64_t next = sched_core_decide(k, 8, g);
     CU_ASSERT_EQUAL(sched_core_client_held(k, 1), 1);
     CU_ASSERT(next <= 7 + 200000);
@@ -410,7 +410,8 @@ static void test_core_and_policies_are_pure(void)
         "build/obj/sched/core.o build/obj/sched/profile.o build/obj/sched/policy/fifo.o "
         "build/obj/sched/policy/priority.o build/obj/sched/policy/pos.o "
         "build/obj/sched/policy/view.o build/obj/sched/policy/registry.o "
-        "build/obj/sched/policy/staged.o build/obj/sched/schedule.o";
+        "build/obj/sched/policy/staged.o build/obj/sched/policy/params.o "
+        "build/obj/sched/schedule.o";
     /* memory (the operator tables are mapped, their pages returned), and string functions
      * that format or parse in memory (a schedule's text) */
     static const char *const allowed[] = {
@@ -480,7 +481,7 @@ static struct sched_core *recorder_core(void)
     memset(next_seq, 0, sizeof next_seq);
     struct sched_params p;
     sched_params_defaults(&p);
-    struct sched_core *k = sched_core_new(&p, &dev, &recorder, 0);
+    struct sched_core *k = sched_core_new(&p, &dev, &recorder, NULL, 0);
     if (k)
         add(k, 0, 10, 0, 0);
     return k;
@@ -562,7 +563,7 @@ static void test_cpu_lever_lowers_outranked_while_a_request_is_under_way(void)
     struct sched_params p;
     sched_params_defaults(&p);
     p.cpu_hold_ns = 50 * MS;
-    struct sched_core *k = sched_core_new(&p, &dev, pos_policy_find("priority"), 0);
+    struct sched_core *k = sched_core_new(&p, &dev, pos_policy_find("priority"), NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(k);
     struct sched_client_conf lat = {.id = 1, .priority = 10, .cpu = POS_CPU_IDLE};
     struct sched_client_conf batch = {.id = 2, .priority = 20, .cpu = POS_CPU_IDLE};
@@ -610,7 +611,7 @@ static void test_cpu_lever_lowers_outranked_while_a_request_is_under_way(void)
     CU_ASSERT_EQUAL(g[4].cpu_low, POS_CPU_OFF);
     sched_core_free(k);
     /* with nothing else to wait for, the next decision wanted is the hold's end, no later */
-    k = sched_core_new(&p, &dev, pos_policy_find("priority"), 0);
+    k = sched_core_new(&p, &dev, pos_policy_find("priority"), NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(k);
     memset(next_seq, 0, sizeof next_seq);
     sched_core_client_add(k, 0, &lat, 0);
@@ -625,7 +626,7 @@ static void test_cpu_lever_lowers_outranked_while_a_request_is_under_way(void)
     CU_ASSERT_EQUAL(g[1].cpu_low, POS_CPU_OFF);
     sched_core_free(k);
     /* the view: the lever and the core's verdict reach the policy */
-    struct sched_core *r = sched_core_new(&p, &dev, &recorder, 0);
+    struct sched_core *r = sched_core_new(&p, &dev, &recorder, NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     memset(next_seq, 0, sizeof next_seq);
     struct sched_client_conf low = {.id = 1, .priority = 20, .cpu = POS_CPU_NICE};

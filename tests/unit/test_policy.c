@@ -24,7 +24,6 @@ static struct pos_sched_view view(size_t n, int64_t now)
                                .guard_period_ns = 200000000,
                                .credits = 1024,
                                .window_ns = 500000,
-                               .corun_budget = 1.2,
                                .clients = cl,
                                .nclients = n};
     return v;
@@ -74,6 +73,41 @@ static void test_registry(void)
         CU_ASSERT_PTR_EQUAL(pos_policy_find(pos_policies[i]->name), pos_policies[i]);
     }
     CU_ASSERT(n >= 3);
+}
+
+/* Each policy's parameters: found by name over the table, declared alike where two policies
+ * take one key (posd and possim parse a key once for every policy), defaults within their
+ * bounds, and no more distinct keys than an adapter keeps. */
+static void test_policy_parameters(void)
+{
+    int distinct = 0;
+    for (int i = 0; pos_policies[i]; i++) {
+        for (const struct pos_policy_param *p = pos_policies[i]->params; p && p->name; p++) {
+            const struct pos_policy_param *f = pos_policy_param_find(p->name);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+            CU_ASSERT(pos_policy_takes(pos_policies[i], p->name));
+            CU_ASSERT_EQUAL(f->type, p->type);
+            CU_ASSERT(f->def == p->def && f->lo == p->lo && f->hi == p->hi);
+            if (p->type == POS_PARAM_NUMBER)
+                CU_ASSERT(p->lo <= p->def && p->def <= p->hi);
+            distinct += f == p;
+        }
+    }
+    CU_ASSERT(distinct <= POS_POLICY_ARGS_MAX);
+    CU_ASSERT(pos_policy_takes(pos_policy_find("pos"), "corun_budget"));
+    CU_ASSERT(pos_policy_takes(pos_policy_find("staged"), "schedule"));
+    CU_ASSERT(!pos_policy_takes(pos_policy_find("fifo"), "schedule"));
+    CU_ASSERT_PTR_NULL(pos_policy_param_find("tick_us")); /* the core's, not a policy's */
+    /* not given: the policy's default; a later value replaces an earlier one */
+    const struct pos_policy_param *cb = pos_policy_param_find("corun_budget");
+    struct pos_policy_args args = {0};
+    CU_ASSERT(pos_policy_number(NULL, cb) == cb->def);
+    CU_ASSERT(pos_policy_number(&args, cb) == cb->def);
+    pos_policy_arg_set(&args, cb)->number = 2;
+    pos_policy_arg_set(&args, cb)->number = 3;
+    CU_ASSERT_EQUAL(args.n, 1);
+    CU_ASSERT(pos_policy_number(&args, cb) == 3);
+    CU_ASSERT_PTR_NULL(pos_policy_schedule(&args, pos_policy_param_find("schedule")));
 }
 
 static void test_fifo_lets_everything_go(void)
@@ -263,15 +297,22 @@ static void pos_client(int i, int prio, uint64_t submitted, uint64_t released, u
     cl[i].request.id = 1;
 }
 
-static int64_t pos_decide(struct pos_sched_view *v, const struct pos_sched_device *dev)
+/* One decision of a fresh pos state, its init given ARGS (NULL: none). */
+static int64_t pos_decide_with(struct pos_sched_view *v, const struct pos_sched_device *dev,
+                               const struct pos_policy_args *args)
 {
     const struct pos_policy_ops *p = pos_policy_find("pos");
     void *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(p->init(&st, dev), 0);
+    CU_ASSERT_EQUAL_FATAL(p->init(&st, dev, args), 0);
     v->device = dev;
     int64_t next = p->decide(st, v);
     p->fini(st);
     return next;
+}
+
+static int64_t pos_decide(struct pos_sched_view *v, const struct pos_sched_device *dev)
+{
+    return pos_decide_with(v, dev, NULL);
 }
 
 /* MPS: a batch client runs beside a busy latency client while their kernels fit in the SMs;
@@ -399,6 +440,18 @@ static void test_pos_slowdown_budget(void)
     pos_decide(&v, &h200);
     CU_ASSERT_EQUAL(cl[1].held, 1);
     CU_ASSERT_EQUAL(cl[1].new_granted, 2);
+    /* the budget is pos's own parameter, given at init: a wider one lets 1.5x run beside */
+    struct pos_policy_args args = {0};
+    struct pos_policy_arg *a = pos_policy_arg_set(&args, pos_policy_param_find("corun_budget"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    a->number = 1.6;
+    pos_client(1, 20, 30, 2, 0, 8);
+    pos_decide_with(&v, &h200, &args);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    a->number = 1.4;
+    pos_client(1, 20, 30, 2, 0, 8);
+    pos_decide_with(&v, &h200, &args);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
     pos_prof_free(&prof);
 }
 
@@ -477,7 +530,7 @@ static void test_pos_slo_guard_stops_colocation_while_requests_end_late(void)
 {
     const struct pos_policy_ops *p = pos_policy_find("pos");
     void *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(p->init(&st, &h200), 0);
+    CU_ASSERT_EQUAL_FATAL(p->init(&st, &h200, NULL), 0);
     struct pos_sched_view v = view(2, 1000000);
     v.device = &h200;
     uint64_t ended = 0;
@@ -533,6 +586,7 @@ void pos_test_register(void)
 {
     CU_pSuite s = POS_ADD_SUITE("policy", NULL, NULL);
     POS_ADD_TEST(s, test_registry);
+    POS_ADD_TEST(s, test_policy_parameters);
     POS_ADD_TEST(s, test_fifo_lets_everything_go);
     POS_ADD_TEST(s, test_priority_holds_lower_class_while_higher_busy);
     POS_ADD_TEST(s, test_priority_other_devices_do_not_hold);

@@ -360,7 +360,9 @@ static void test_possim_staged_follows_a_searched_schedule(void)
     snprintf(sc.policy, sizeof sc.policy, "staged");
     possim_result_free(&r);
     /* a schedule that cannot be read fails the run, naming the file */
-    snprintf(sc.schedule, sizeof sc.schedule, "%s/missing.sched", dir);
+    struct pos_policy_arg *a =
+        pos_policy_arg_set(&sc.policy_args, pos_policy_param_find("schedule"));
+    snprintf(a->file, sizeof a->file, "%s/missing.sched", dir);
     CU_ASSERT(possim_run(&sc, 1, &r, err, sizeof err) < 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "missing.sched: cannot open"));
     pos_schedule_free(&s);
