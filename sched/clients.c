@@ -324,7 +324,7 @@ int posd_client_send(struct posd_client *c, int type, const void *body, size_t l
     return send_msg(c->sock, type, body, len, NULL, 0);
 }
 
-static void reject(struct posd_client *c, const char *reason)
+void posd_client_reject(struct posd_client *c, const char *reason)
 {
     send_msg(c->sock, POS_MSG_REJECT, reason, strlen(reason) + 1, NULL, 0);
 }
@@ -359,7 +359,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
                  "process runs unscheduled",
                  (unsigned)c->ident.uid, (int)(1000000000 / POSD_REG_PERIOD_NS), POSD_REG_BURST);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
-        reject(c, why);
+        posd_client_reject(c, why);
         return -EAGAIN;
     }
     if (h->shm_version != POS_SHM_VERSION || h->record_version != POS_OP_RECORD_VERSION) {
@@ -369,7 +369,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
                  h->shm_version, h->record_version, (unsigned)POS_SHM_VERSION,
                  (unsigned)POS_OP_RECORD_VERSION);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
-        reject(c, why);
+        posd_client_reject(c, why);
         return -EPROTO;
     }
     size_t size = (sizeof(struct pos_client_shm) + 4095) & ~(size_t)4095;
@@ -402,10 +402,10 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
             munmap(p, size);
         if (memfd >= 0)
             close(memfd);
-        reject(c, no_fds ? "posd is out of file descriptors (its open-file limit); ask the admin "
-                           "to raise posd's LimitNOFILE"
-                  : e == ENOMEM ? "posd is out of memory"
-                                : "posd could not allocate shared memory");
+        posd_client_reject(c, no_fds ? "posd is out of file descriptors (its open-file limit); "
+                                       "ask the admin to raise posd's LimitNOFILE"
+                              : e == ENOMEM ? "posd is out of memory"
+                                            : "posd could not allocate shared memory");
         return e ? -e : -ENOMEM;
     }
     c->shm = p;
@@ -421,7 +421,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         munmap(p, size);
         c->shm = NULL;
         close(memfd);
-        reject(c, "posd is out of memory");
+        posd_client_reject(c, "posd is out of memory");
         return -ENOMEM;
     }
     c->registered = 1;
@@ -429,7 +429,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->connected_at = posd_now();
     posd_telemetry_client_add(d, c);
     /* decide before the client starts, so it never launches ahead of its policy */
-    posd_engine_tick(d);
+    posd_clients_tick(d);
     c->sm_share = posd_share_for(d, c);
     struct pos_welcome w = {
         .client_id = c->id,
@@ -460,6 +460,14 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     return 0;
 }
 
+int posd_client_register(struct posd *d, struct posd_client *c, const struct pos_hello *h)
+{
+    c->id = (uint32_t)++d->next_client_id; /* tools get no id */
+    identify(&c->ident, c->ident.pid);
+    posd_config_match(&d->cfg, &c->ident, &c->pol);
+    return register_client(d, c, h);
+}
+
 void posd_lookup_stats_group(struct posd *d)
 {
     struct group gr, *found = NULL;
@@ -484,110 +492,6 @@ int posd_peer_privileged(const struct posd *d, const struct posd_client *c)
         if (groups[i] == d->stats_gid)
             return 1;
     return 0;
-}
-
-static void reply_kernels(struct posd *d, struct posd_client *c)
-{
-    static uint8_t buf[POS_MSG_MAX];
-    size_t len = posd_engine_kernels(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                     posd_peer_privileged(d, c), c->ident.uid);
-    if (send_msg(c->sock, POS_MSG_KERNELS, buf, len, NULL, 0) < 0)
-        posd_log(POSD_LOG_DEBUG, "kernels reply to a tool failed: %s", strerror(errno));
-}
-
-static void reply_stats(struct posd *d, struct posd_client *c)
-{
-    static uint8_t buf[POS_MSG_MAX];
-    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                   posd_peer_privileged(d, c), c->ident.uid);
-    if (send_msg(c->sock, POS_MSG_STATS, buf, len, NULL, 0) < 0)
-        posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
-}
-
-int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
-{
-    const char *who = c->registered ? c->ident.app : "peer";
-    struct posd_msg m;
-    switch (posd_msg_decode(c->rx, len, &m)) {
-    case POSD_MSG_OK:
-        break;
-    case POSD_MSG_OVERSIZED:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting", who,
-                 (int)c->ident.pid, len);
-        return -EPROTO;
-    case POSD_MSG_SHORT:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): short message: disconnecting", who,
-                 (int)c->ident.pid);
-        return -EPROTO;
-    case POSD_MSG_FOREIGN: {
-        posd_log(POSD_LOG_WARN,
-                 "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
-                 "disconnecting",
-                 who, (int)c->ident.pid, POS_PROTO_VERSION, m.hdr.magic, m.hdr.version);
-        char why[128];
-        snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u", POS_PROTO_VERSION,
-                 m.hdr.version);
-        reject(c, why);
-        return -EPROTO;
-    }
-    case POSD_MSG_LENGTH:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): message length mismatch: disconnecting", who,
-                 (int)c->ident.pid);
-        return -EPROTO;
-    case POSD_MSG_BAD_BODY:
-        posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
-        return -EPROTO;
-    default:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
-                 (int)c->ident.pid, m.hdr.type);
-        reject(c, "unknown message type");
-        return -EPROTO;
-    }
-    switch (m.hdr.type) {
-    case POS_MSG_HELLO:
-        if (c->registered || c->is_tool) {
-            posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
-            return -EPROTO;
-        }
-        c->id = (uint32_t)++d->next_client_id; /* tools get no id */
-        identify(&c->ident, c->ident.pid);
-        posd_config_match(&d->cfg, &c->ident, &c->pol);
-        return register_client(d, c, &m.hello);
-    case POS_MSG_NAMES:
-        if (!c->registered || posd_engine_names(c, m.body, m.body_len) < 0) {
-            posd_log(POSD_LOG_WARN, "%s (pid %d): malformed kernel names: disconnecting", who,
-                     (int)c->ident.pid);
-            return -EPROTO;
-        }
-        return 0;
-    case POS_MSG_STATS_REQ:
-        if (!c->registered) {
-            c->is_tool = 1;
-            c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
-        }
-        reply_stats(d, c);
-        return 0;
-    case POS_MSG_KERNELS_REQ:
-        if (!c->registered) {
-            c->is_tool = 1;
-            c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
-        }
-        reply_kernels(d, c);
-        return 0;
-    case POS_MSG_CONTROL:
-        if (c->registered) {
-            posd_log(POSD_LOG_WARN, "%s (pid %d): CONTROL from a client: disconnecting", who,
-                     (int)c->ident.pid);
-            return -EPROTO;
-        }
-        c->is_tool = 1;
-        c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
-        return posd_control(d, c, m.body, m.body_len);
-    default: /* a type the decoder takes but nothing here handles: a bug, not the peer's */
-        posd_log(POSD_LOG_ERROR, "%s (pid %d): message type %u has no handler: disconnecting",
-                 who, (int)c->ident.pid, m.hdr.type);
-        return -ENOSYS;
-    }
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -673,6 +577,10 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
 {
     if (!c->used)
         return;
+    if (c->close_asked) {
+        c->close_asked = 0;
+        d->close_asked--;
+    }
     if (c->registered) {
         posd_telemetry_client_remove(d, c);
         posd_cpu_client_remove(d, c);
@@ -709,6 +617,25 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
     c->registered = 0;
     if (posd_cpu_any_lowered(d))
         posd_arm_tick(d, 0); /* a client lowered for this one's sake may be restored now */
+}
+
+int64_t posd_clients_tick(struct posd *d)
+{
+    struct posd_client *bad[POSD_MAX_CLIENTS];
+    int64_t now = posd_now();
+    int nbad = posd_engine_read(d, now, bad);
+    for (int i = 0; i < nbad; i++)
+        posd_client_close(d, bad[i], "wrote out-of-range values into its shared memory");
+    return posd_engine_decide(d, now);
+}
+
+void posd_clients_close_asked(struct posd *d)
+{
+    for (int i = 0; i < POSD_MAX_CLIENTS && d->close_asked; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (c->close_asked)
+            posd_client_close(d, c, c->close_why);
+    }
 }
 
 /* C matched against the rules again, and what changed applied. */

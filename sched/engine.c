@@ -363,22 +363,27 @@ static void publish(struct posd_client *c, const struct sched_grant *g)
         futex_wake_all(&shm->grant_word);
 }
 
-int64_t posd_engine_tick(struct posd *d)
+int posd_engine_read(struct posd *d, int64_t now, struct posd_client **bad)
 {
-    int64_t now = posd_now();
+    int nbad = 0;
     d->recheck = 0;
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {
         struct posd_client *c = &d->clients[i];
         if (!c->used || !c->registered)
             continue;
         if (drain_client(d, c, now) < 0) {
-            posd_client_close(d, c, "wrote out-of-range values into its shared memory");
+            bad[nbad++] = c;
             continue;
         }
         uint64_t mem_used, mem_limit;
         posd_mem_read_device(c, &mem_used, &mem_limit);
         sched_core_client_mem(d->core, i, mem_used, mem_limit);
     }
+    return nbad;
+}
+
+int64_t posd_engine_decide(struct posd *d, int64_t now)
+{
     int64_t next = sched_core_decide(d->core, now, d->grants);
     posd_log_policy_note(d);
     for (int i = 0; i < POSD_MAX_CLIENTS; i++) {

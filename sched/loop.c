@@ -15,176 +15,43 @@
 #include "sched/posd.h"
 
 static struct signalfd_siginfo sig_buf;
-static struct __kernel_timespec tick_ts, house_ts;
-
-struct watch {
-    int fd;
-    posd_watch_fn fn; /* NULL: a free slot (a watch once that fired) */
-    void *arg;
-    int once;
-    int64_t resting_until; /* its part asked for a rest: armed again then (0: armed) */
-};
-static struct watch watches[POSD_MAX_WATCHES];
-static int nwatches;
-static int loop_running; /* the ring exists: a new watch is armed at once */
-
-static uint64_t ud(int kind, int slot, uint32_t gen)
-{
-    return (uint64_t)kind | ((uint64_t)slot << 8) | ((uint64_t)gen << 32);
-}
-
-static struct io_uring_sqe *sqe_get(struct posd *d)
-{
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
-    if (!sqe) {
-        io_uring_submit(&d->ring);
-        sqe = io_uring_get_sqe(&d->ring);
-    }
-    return sqe;
-}
 
 static void arm_accept(struct posd *d)
 {
-    struct io_uring_sqe *sqe = sqe_get(d);
+    struct io_uring_sqe *sqe = posd_sqe(d);
     io_uring_prep_accept(sqe, d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, EV_ACCEPT);
 }
 
 static void arm_metrics(struct posd *d)
 {
-    struct io_uring_sqe *sqe = sqe_get(d);
+    struct io_uring_sqe *sqe = posd_sqe(d);
     io_uring_prep_poll_add(sqe, d->metrics_fd, POLLIN);
     io_uring_sqe_set_data64(sqe, EV_METRICS);
 }
 
 static void arm_signal(struct posd *d)
 {
-    struct io_uring_sqe *sqe = sqe_get(d);
+    struct io_uring_sqe *sqe = posd_sqe(d);
     io_uring_prep_read(sqe, d->signal_fd, &sig_buf, sizeof sig_buf, 0);
     io_uring_sqe_set_data64(sqe, EV_SIGNAL);
 }
 
-static void arm_watch(struct posd *d, int i)
-{
-    struct io_uring_sqe *sqe = sqe_get(d);
-    io_uring_prep_poll_add(sqe, watches[i].fd, POLLIN);
-    io_uring_sqe_set_data64(sqe, ud(EV_WATCH, i, 0));
-}
-
-static int add_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg, int once)
-{
-    int i = 0;
-    while (i < nwatches && watches[i].fn)
-        i++;
-    if (i == POSD_MAX_WATCHES)
-        return -ENOSPC;
-    watches[i] = (struct watch){.fd = fd, .fn = fn, .arg = arg, .once = once};
-    if (loop_running)
-        arm_watch(d, i);
-    if (i == nwatches)
-        nwatches++;
-    return 0;
-}
-
-int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg)
-{
-    return add_watch(d, fd, fn, arg, 0);
-}
-
-int posd_loop_watch_once(struct posd *d, int fd, posd_watch_fn fn, void *arg)
-{
-    return add_watch(d, fd, fn, arg, 1);
-}
-
-/* A watched descriptor is readable (or failed): its part handles it, and the poll is armed
- * again, at once or when the rest its part asked for is over. */
-static void on_watch(struct posd *d, uint64_t data)
-{
-    int i = (int)((data >> 8) & 0xffffff);
-    if (i >= nwatches || !watches[i].fn)
-        return;
-    struct watch w = watches[i];
-    if (w.once)
-        watches[i].fn = NULL; /* free before FN runs: it may watch something new */
-    int64_t rest = w.fn(d, w.fd, w.arg);
-    if (w.once) {
-        /* gone */
-    } else if (rest > 0) {
-        watches[i].resting_until = rest;
-        posd_arm_house(d, rest);
-    } else if (!d->stop) {
-        arm_watch(d, i);
-    }
-}
-
-/* Arms the watches whose rest is over; returns when the next one's is, or 0. */
-static int64_t wake_watches(struct posd *d, int64_t now)
-{
-    int64_t next = 0;
-    for (int i = 0; i < nwatches; i++) {
-        struct watch *w = &watches[i];
-        if (!w->resting_until)
-            continue;
-        if (w->resting_until <= now) {
-            w->resting_until = 0;
-            if (!d->stop)
-                arm_watch(d, i);
-        } else if (!next || w->resting_until < next) {
-            next = w->resting_until;
-        }
-    }
-    return next;
-}
-
 static void arm_recv(struct posd *d, struct posd_client *c)
 {
-    struct io_uring_sqe *sqe = sqe_get(d);
+    struct io_uring_sqe *sqe = posd_sqe(d);
     /* MSG_TRUNC: the result is the message's real length, so oversized ones are seen */
     io_uring_prep_recv(sqe, c->sock, c->rx, sizeof c->rx, MSG_TRUNC);
-    io_uring_sqe_set_data64(sqe, ud(EV_CLIENT_RECV, (int)(c - d->clients), c->gen));
+    io_uring_sqe_set_data64(sqe, posd_event_data(EV_CLIENT_RECV, (int)(c - d->clients), c->gen));
     c->pending++;
 }
 
 static void arm_kick(struct posd *d, struct posd_client *c)
 {
-    struct io_uring_sqe *sqe = sqe_get(d);
+    struct io_uring_sqe *sqe = posd_sqe(d);
     io_uring_prep_read(sqe, c->kick_fd, &c->kick_buf, sizeof c->kick_buf, 0);
-    io_uring_sqe_set_data64(sqe, ud(EV_CLIENT_KICK, (int)(c - d->clients), c->gen));
+    io_uring_sqe_set_data64(sqe, posd_event_data(EV_CLIENT_KICK, (int)(c - d->clients), c->gen));
     c->pending++;
-}
-
-/* Arms the timeout KIND at AT (absolute CLOCK_MONOTONIC), or brings an armed one forward. */
-static void arm_timeout(struct posd *d, int kind, struct __kernel_timespec *ts, int *armed,
-                        int64_t *armed_at, int64_t at)
-{
-    if (*armed && at >= *armed_at)
-        return;
-    ts->tv_sec = at / 1000000000LL;
-    ts->tv_nsec = at % 1000000000LL;
-    struct io_uring_sqe *sqe = sqe_get(d);
-    if (*armed) {
-        io_uring_prep_timeout_update(sqe, ts, (uint64_t)kind, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data64(sqe, EV_CANCEL);
-    } else {
-        io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
-        io_uring_sqe_set_data64(sqe, (uint64_t)kind);
-    }
-    *armed = 1;
-    *armed_at = at;
-}
-
-/* Arms the tick DELAY_NS from now, or brings an armed one forward when the core wants to
- * decide sooner than it would fire. */
-void posd_arm_tick(struct posd *d, int64_t delay_ns)
-{
-    if (delay_ns >= 0)
-        arm_timeout(d, EV_TICK, &tick_ts, &d->tick_armed, &d->tick_at, posd_now() + delay_ns);
-}
-
-void posd_arm_house(struct posd *d, int64_t at)
-{
-    if (at > 0)
-        arm_timeout(d, EV_HOUSE, &house_ts, &d->house_armed, &d->house_at, at);
 }
 
 static int64_t earliest(int64_t a, int64_t b)
@@ -204,7 +71,7 @@ static void housekeeping(struct posd *d)
             arm_accept(d);
     }
     next = earliest(next, d->accept_paused_until);
-    next = earliest(next, wake_watches(d, now));
+    next = earliest(next, posd_watch_wake(d, now));
     next = earliest(next, posd_log_flush());
     next = earliest(next, posd_saver_periodic(d));
     next = earliest(next, posd_metrics_run(d)); /* its connections' timeouts */
@@ -282,7 +149,7 @@ static void tick(struct posd *d)
 {
     int64_t now = posd_now();
     int64_t parked_due = d->kicks_parked ? unpark_kicks(d, now) : 0;
-    posd_arm_tick(d, posd_engine_tick(d));
+    posd_arm_tick(d, posd_clients_tick(d));
     /* a tick that came before a waiting client was due must not leave it waiting for good */
     if (parked_due)
         posd_arm_tick(d, parked_due > now ? parked_due - now : 0);
@@ -320,53 +187,6 @@ static void on_kick(struct posd *d, struct posd_client *c, int res)
     }
     c->kick_armed = 1;
     arm_kick(d, c);
-}
-
-int posd_reload(struct posd *d, char *err, size_t errlen)
-{
-    struct posd_config fresh;
-    char why[512];
-    posd_config_defaults(&fresh);
-    if (posd_config_load(d->config_path, d->config_optional, d->dropin_dir, &fresh, why,
-                         sizeof why) < 0) {
-        snprintf(err, errlen, "reload refused, keeping the running configuration: %s", why);
-        posd_log(POSD_LOG_ERROR, "%s", err);
-        posd_config_free(&fresh);
-        return -EINVAL;
-    }
-    if (d->policy_override[0])
-        snprintf(fresh.policy, sizeof fresh.policy, "%s", d->policy_override);
-    const struct pos_policy_ops *p = pos_policy_find(fresh.policy);
-    if (!p) {
-        snprintf(err, errlen, "reload refused: unknown policy '%s'", fresh.policy);
-        posd_log(POSD_LOG_ERROR, "%s", err);
-        posd_config_free(&fresh);
-        return -EINVAL;
-    }
-    struct sched_params params;
-    posd_engine_params(&fresh, &params);
-    struct pos_schedule *sched = posd_schedule_open(&fresh, &d->device);
-    params.schedule = sched;
-    if (sched_core_set_policy(d->core, p, &params) < 0) {
-        snprintf(err, errlen, "reload refused: policy %s could not start", p->name);
-        posd_log(POSD_LOG_ERROR, "%s", err);
-        posd_schedule_close(sched);
-        posd_config_free(&fresh);
-        return -ENOMEM;
-    }
-    posd_schedule_close(d->schedule); /* the core follows the new one */
-    d->schedule = sched;
-    posd_config_free(&d->cfg);
-    d->cfg = fresh;
-    d->policy = p;
-    posd_set_log_level(d->cfg.log_level);
-    posd_lookup_stats_group(d);
-    posd_clients_reconfigure(d);
-    snprintf(err, errlen, "configuration reloaded: policy %s, %zu rules", p->name, d->cfg.nrules);
-    posd_log(POSD_LOG_INFO, "%s", err);
-    posd_shares_check(d);
-    tick(d);
-    return 0;
 }
 
 static void on_signal(struct posd *d)
@@ -450,7 +270,7 @@ static void handle(struct posd *d, uint64_t data, int res)
             on_kick(d, c, res);
         break;
     case EV_WATCH:
-        on_watch(d, data);
+        posd_watch_fire(d, data);
         break;
     default:
         break;
@@ -494,10 +314,7 @@ int posd_loop(struct posd *d)
     arm_signal(d);
     if (d->metrics)
         arm_metrics(d);
-    loop_running = 1;
-    for (int i = 0; i < nwatches; i++)
-        if (watches[i].fn)
-            arm_watch(d, i);
+    posd_watch_start(d);
     while (!d->stop) {
         io_uring_submit(&d->ring);
         struct io_uring_cqe *cqe;
@@ -512,6 +329,8 @@ int posd_loop(struct posd *d)
         io_uring_for_each_cqe(&d->ring, head, cqe)
         {
             handle(d, cqe->user_data, cqe->res);
+            if (d->close_asked) /* a part below the clients found some gone (telemetry) */
+                posd_clients_close_asked(d);
             n++;
         }
         io_uring_cq_advance(&d->ring, n);
@@ -520,7 +339,7 @@ int posd_loop(struct posd *d)
     for (int i = 0; i < POSD_MAX_CLIENTS; i++)
         if (d->clients[i].used)
             posd_engine_release(&d->clients[i]);
-    loop_running = 0;
+    posd_watch_stop();
     io_uring_queue_exit(&d->ring);
     return 0;
 }

@@ -55,6 +55,10 @@ enum posd_event {
     EV_METRICS, /* the metrics endpoint has something to do (its epoll descriptor) */
     EV_WATCH,   /* a descriptor another part asked the loop to watch (posd_loop_watch) */
 };
+static inline uint64_t posd_event_data(int kind, int slot, uint32_t gen)
+{
+    return (uint64_t)kind | ((uint64_t)slot << 8) | ((uint64_t)gen << 32);
+}
 
 /* A token bucket: TOKENS left, refilled one per period since REFILLED_AT (0: full). */
 struct posd_bucket {
@@ -161,6 +165,8 @@ struct posd_client {
     int64_t kick_park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
     uint64_t kick_mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
     int pending;          /* SQEs in flight for this slot */
+    int close_asked;        /* a part below clients.c found it gone (posd_client_ask_close) */
+    const char *close_why;  /* what posd_client_close is then told */
     struct posd_tele_client tele;
     struct posd_cpu_client cpu;
 };
@@ -183,6 +189,7 @@ struct posd {
     int64_t house_at;            /* when the armed housekeeping timeout fires */
     int64_t accept_paused_until; /* accepts resume then (0: not paused) */
     int kicks_parked;            /* clients whose kicks wait */
+    int close_asked;             /* clients to close when the loop gets back (close_asked) */
     int has_stats_group;
     gid_t stats_gid;            /* POSD_STATS_GROUP */
     uint64_t drained;           /* devices drained by posctl (bit D: device D) */
@@ -255,9 +262,19 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why);
 /* Closes the connections past their deadline (POSD_REGISTER_NS). Returns the earliest deadline
  * left, or 0 when none is. */
 int64_t posd_clients_expire(struct posd *d, int64_t now);
-/* A message arrived on C's socket (LEN bytes in c->rx). Returns 0, or a negative errno value
- * to drop C (-EPROTO: it broke the protocol; a refused or failed registration's reason). */
-int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
+/* C said HELLO: who it is read from /proc, its rules matched, its shared memory and kick
+ * eventfd made and sent (WELCOME), or a REJECT it can read. Returns 0, or a negative errno
+ * value to drop C (a refused or failed registration's reason). */
+int posd_client_register(struct posd *d, struct posd_client *c, const struct pos_hello *h);
+/* Sends C a REJECT with REASON (the shim prints it). */
+void posd_client_reject(struct posd_client *c, const char *reason);
+/* posd's decision: every client's rings read (posd_engine_read), a client that broke the
+ * protocol closed, the core's decision published (posd_engine_decide). Returns the delay in
+ * ns until the next tick is wanted, or -1 when nothing needs one (idle). */
+int64_t posd_clients_tick(struct posd *d);
+/* Closes the clients a part below this file asked to close (posd_client_ask_close): called by
+ * the loop once that part has returned. */
+void posd_clients_close_asked(struct posd *d);
 /* Looks up the group whose members see every client in STATS (POSD_STATS_GROUP), at start
  * and at every reload. */
 void posd_lookup_stats_group(struct posd *d);
@@ -272,16 +289,32 @@ int64_t posd_clients_pod_news(struct posd *d, int fd, void *arg);
 int posd_peer_privileged(const struct posd *d, const struct posd_client *c);
 /* Sends C one message of TYPE with BODY (LEN bytes). Returns 0 or -1. */
 int posd_client_send(struct posd_client *c, int type, const void *body, size_t len);
+/* Asks for C to be closed (posd_client_close's WHY) by the loop, once the part that found it
+ * gone (telemetry, which clients.c calls) has returned: a part below clients.c does not close
+ * a client itself. */
+static inline void posd_client_ask_close(struct posd *d, struct posd_client *c, const char *why)
+{
+    if (!c->close_asked) {
+        c->close_asked = 1;
+        c->close_why = why;
+        d->close_asked++;
+    }
+}
+
+/* handlers.c: a peer's message to its handler */
+/* A message arrived on C's socket (LEN bytes in c->rx). Returns 0, or a negative errno value
+ * to drop C (-EPROTO: it broke the protocol; a refused or failed registration's reason). */
+int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 
 /* control.c: posctl's requests (POS_MSG_CONTROL) */
 /* What a handler returns when its answer comes later (posd_control_answer). */
 #define POSD_CONTROL_LATER 1
-/* Answers C's request with STATUS (0 or -errno) and MSG; a change (OP, its name; NULL for a
+/* control_reply.c: Answers C's request with STATUS (0 or -errno) and MSG; a change (OP, its name; NULL for a
  * question) is logged with who asked. Returns 0, or -1 when it could not be sent (the caller
  * drops C). */
 int posd_control_answer(struct posd *d, struct posd_client *c, const char *op, int status,
                         const char *msg);
-/* Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
+/* control.c: Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
  * to drop C (it could not be answered). */
 int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len);
 
@@ -297,9 +330,13 @@ int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap);
 /* The KERNELS reply body into BUF (CAP bytes): every user's profiles when ALL, else UID's. */
 size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
 int posd_engine_profiles_reset(struct posd *d, char *msg, size_t cap);
-/* Reads every client's rings into the core, decides, publishes grants. Returns the delay in
- * ns until the next tick is wanted, or -1 when nothing needs one (idle). */
-int64_t posd_engine_tick(struct posd *d);
+/* Reads every client's rings into the core (at NOW). Returns how many clients wrote
+ * out-of-range values into their shared memory, their pointers in BAD (POSD_MAX_CLIENTS
+ * room): the caller closes them before the decision (posd_clients_tick). */
+int posd_engine_read(struct posd *d, int64_t now, struct posd_client **bad);
+/* Runs the core's decision and publishes the grants. Returns the delay in ns until the next
+ * tick is wanted, or -1 when nothing needs one (idle). */
+int64_t posd_engine_decide(struct posd *d, int64_t now);
 /* A client registered / left. */
 int posd_engine_add(struct posd *d, struct posd_client *c);
 void posd_engine_remove(struct posd *d, struct posd_client *c);
@@ -409,19 +446,26 @@ int posd_metrics_descriptors(void);
 int64_t posd_metrics_run(struct posd *d);
 void posd_metrics_stop(struct posd *d);
 
-/* loop.c */
+/* loop.c: the event loop */
 /* Blocks the signals the loop reads from its signalfd (SIGHUP, SIGTERM, SIGINT): called before
  * the socket exists, so that one sent as soon as it does waits for the loop (their default
  * action killed posd, its socket left behind). */
 void posd_block_signals(void);
 int posd_loop(struct posd *d);
-/* Reloads the configuration (SIGHUP, posctl reload): on error the running one stays. Returns
- * 0 or a negative errno; ERR says what was done or why not. */
+
+/* reload.c: Reloads the configuration (SIGHUP, posctl reload, conf_watch.c): on error the
+ * running one stays. Returns 0 or a negative errno; ERR says what was done or why not. */
 int posd_reload(struct posd *d, char *err, size_t errlen);
+
+/* arm.c: the loop's io_uring, armed by any part */
+/* A submission entry (the queue submitted first when it is full). */
+struct io_uring_sqe *posd_sqe(struct posd *d);
+/* Arms the tick DELAY_NS from now (a negative delay: none), or brings an armed one forward. */
 void posd_arm_tick(struct posd *d, int64_t delay_ns);
 /* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
 void posd_arm_house(struct posd *d, int64_t at);
-/* Calls FN(D, FD, ARG) whenever FD is readable (POLLIN), from the loop, until posd stops; a
+
+/* watch.c: Calls FN(D, FD, ARG) whenever FD is readable (POLLIN), from the loop, until posd stops; a
  * part with a descriptor of its own (telemetry's ring buffer and timer, the metrics listener)
  * needs no case in the loop. FN returns 0, or when to look at FD again (CLOCK_MONOTONIC ns)
  * when it must rest (an accept out of descriptors would fail again at once). May be called
@@ -432,6 +476,13 @@ int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg);
 /* The same, once: FN is called the first time FD is readable, and the watch is gone (FN closes
  * FD when it is done with it). */
 int posd_loop_watch_once(struct posd *d, int fd, posd_watch_fn fn, void *arg);
+/* The loop's side: its ring exists, every watch is armed (start), and no longer (stop); a
+ * watch's completion (its user_data) handled; the watches whose rest is over armed again,
+ * returning when the next one's is (0: none). */
+void posd_watch_start(struct posd *d);
+void posd_watch_stop(void);
+void posd_watch_fire(struct posd *d, uint64_t data);
+int64_t posd_watch_wake(struct posd *d, int64_t now);
 
 /* conf_watch.c: the drop-in directory watched (inotify): a change reloads the configuration
  * as SIGHUP does, once a burst of changes has settled. Returns 0, or -errno when DIR cannot be

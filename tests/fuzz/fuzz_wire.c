@@ -13,12 +13,6 @@
 
 static struct posd_client C;
 
-/* the engine's only call out of it; never reached from posd_engine_names */
-void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
-{
-    abort();
-}
-
 static void check_decoded(const uint8_t *msg, size_t len, const struct posd_msg *m, int v)
 {
     if (v != POSD_MSG_OK)

@@ -10,12 +10,6 @@
 #include "tests/engine_outside.h"
 #include "tests/cunit_main.h"
 
-/* the engine's one call out of it, unused by what is tested here */
-void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
-{
-    abort();
-}
-
 static size_t msg(uint8_t *buf, int type, const void *body, size_t len)
 {
     struct pos_msg_hdr h = {POS_PROTO_MAGIC, POS_PROTO_VERSION, (uint16_t)type, (uint32_t)len, 0};
