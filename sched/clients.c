@@ -1,6 +1,7 @@
 /* posd's peers: the listening socket, registration of shims as clients (identity from
  * SO_PEERCRED and /proc, never from the client; a shared-memory region and a kick eventfd
- * sent back over SCM_RIGHTS), tool requests, protocol checks, and teardown. */
+ * sent back over SCM_RIGHTS), teardown, and the tick that closes the clients the engine
+ * found broken (posd_clients_tick). Messages reach it through handlers.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>

@@ -161,7 +161,7 @@ static int control_profiles_reset(struct posd *d, const struct posd_client *aske
                                   const struct pos_control *q, char *msg, size_t cap)
 {
     posd_saver_abort(d); /* a save running renames no older table over the removal */
-    return posd_engine_profiles_reset(d, msg, cap);
+    return posd_profiles_reset(d, msg, cap);
 }
 
 static int control_profiles_load(struct posd *d, const struct posd_client *asker,

@@ -36,7 +36,7 @@ static int on_hello(struct posd *d, struct posd_client *c, const struct posd_msg
 static int on_names(struct posd *d, struct posd_client *c, const struct posd_msg *m,
                     const char *who)
 {
-    if (!c->registered || posd_engine_names(c, m->body, m->body_len) < 0) {
+    if (!c->registered || posd_names_message(c, m->body, m->body_len) < 0) {
         posd_log(POSD_LOG_WARN, "%s (pid %d): malformed kernel names: disconnecting", who,
                  (int)c->ident.pid);
         return -EPROTO;
@@ -49,7 +49,7 @@ static int on_stats_req(struct posd *d, struct posd_client *c, const struct posd
 {
     static uint8_t buf[POS_MSG_MAX];
     tool_request(c);
-    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
+    size_t len = posd_stats_clients(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
                                    posd_peer_privileged(d, c), c->ident.uid);
     if (posd_client_send(c, POS_MSG_STATS, buf, len) < 0)
         posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
@@ -61,8 +61,8 @@ static int on_kernels_req(struct posd *d, struct posd_client *c, const struct po
 {
     static uint8_t buf[POS_MSG_MAX];
     tool_request(c);
-    size_t len = posd_engine_kernels(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                     posd_peer_privileged(d, c), c->ident.uid);
+    size_t len = posd_stats_kernels(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
+                                    posd_peer_privileged(d, c), c->ident.uid);
     if (posd_client_send(c, POS_MSG_KERNELS, buf, len) < 0)
         posd_log(POSD_LOG_DEBUG, "kernels reply to a tool failed: %s", strerror(errno));
     return 0;

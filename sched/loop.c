@@ -1,8 +1,9 @@
 /* posd's single event loop (liburing): accepts, client messages and hang-ups, kicks from
  * clients that wait for a grant, signals (signalfd: SIGHUP reloads, SIGTERM/SIGINT stop), the
  * scheduling tick, which is armed only while some client has work (an idle posd sleeps in
- * io_uring_wait_cqe and uses no CPU), and the descriptors other parts watch
- * (posd_loop_watch). */
+ * io_uring_wait_cqe and uses no CPU), the descriptors other parts watch (watch.c), and the
+ * parking of kicks over their rate. It calls down only: a message to its handler
+ * (handlers.c), clients and their ticks (clients.c), the reload (reload.c). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>

@@ -308,7 +308,7 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, 
 static char *render(struct posd *d, size_t *len)
 {
     static _Alignas(8) uint8_t buf[POS_MSG_MAX];
-    size_t got = posd_engine_stats(d, buf, sizeof buf, 1, 0);
+    size_t got = posd_stats_clients(d, buf, sizeof buf, 1, 0);
     const struct pos_stats_reply *r = (const struct pos_stats_reply *)buf;
     if (got < sizeof *r)
         return NULL;

@@ -323,13 +323,6 @@ int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t
 void posd_engine_params(const struct posd_config *cfg, struct sched_params *p);
 /* Creates the core (policy from d->policy). Returns 0 or a negative errno. */
 int posd_engine_init(struct posd *d);
-/* Writes the kernel profiles to STATE_DIR/profiles now (in this thread: saver.c calls it in
- * its child); forgets them all and removes the file.
- * Each returns 0 or a negative errno, with a line for a person in MSG. */
-int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap);
-/* The KERNELS reply body into BUF (CAP bytes): every user's profiles when ALL, else UID's. */
-size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
-int posd_engine_profiles_reset(struct posd *d, char *msg, size_t cap);
 /* Reads every client's rings into the core (at NOW). Returns how many clients wrote
  * out-of-range values into their shared memory, their pointers in BAD (POSD_MAX_CLIENTS
  * room): the caller closes them before the decision (posd_clients_tick). */
@@ -342,13 +335,34 @@ int posd_engine_add(struct posd *d, struct posd_client *c);
 void posd_engine_remove(struct posd *d, struct posd_client *c);
 /* The client's policy settings changed (reload). */
 void posd_engine_reconf(struct posd *d, struct posd_client *c);
-/* A NAMES message (body of LEN bytes). Returns 0, -EPROTO when it is malformed, or -ENOMEM. */
-int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len);
 /* Tells C's waiting threads that posd is going away (they launch freely from now on). */
 void posd_engine_release(struct posd_client *c);
-/* Fills a stats reply (header excluded) into BUF; returns its length. It lists every client
- * when ALL, else only those of uid UID. */
-size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
+
+/* names.c: kernel names */
+/* A NAMES message (body of LEN bytes) from C: its ids' keys kept, the names learnt. Returns 0,
+ * -EPROTO when it is malformed (C's keys as they were), or -ENOMEM. */
+int posd_names_message(struct posd_client *c, const uint8_t *body, size_t len);
+/* C leaves: its keys freed. */
+void posd_names_forget(struct posd_client *c);
+/* The name posd learnt for KEY (its first 63 bytes), or "". */
+const char *posd_name_of(uint64_t key);
+
+/* stats.c: the replies to posd's tools */
+/* Fills a STATS reply (header excluded) into BUF (CAP bytes); returns its length. It lists
+ * every client when ALL, else only those of uid UID. */
+size_t posd_stats_clients(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
+/* The KERNELS reply body into BUF (CAP bytes): every user's profiles when ALL, else UID's. */
+size_t posd_stats_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
+
+/* profile_store.c: the kernel profiles in the state directory */
+/* At start: STATE_DIR/profiles loaded, and [policy] profiles imported over it (a file
+ * refused is logged and left out). */
+void posd_profiles_load(struct posd *d);
+/* Writes the kernel profiles to STATE_DIR/profiles now (in this thread: saver.c calls it in
+ * its child); forgets them all and removes the file.
+ * Each returns 0 or a negative errno, with a line for a person in MSG. */
+int posd_profiles_write(struct posd *d, char *msg, size_t cap);
+int posd_profiles_reset(struct posd *d, char *msg, size_t cap);
 
 /* saver.c: kernel profile saves in a child process (the loop never waits for one) */
 #define POSD_PROFILES_NAME   "profiles" /* in the state directory */

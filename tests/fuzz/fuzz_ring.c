@@ -209,7 +209,7 @@ static void step(struct input *in)
         break;
     case 7: {
         static uint8_t buf[POS_MSG_MAX];
-        posd_engine_stats(&D, buf, sizeof buf, (int)take(in, 1) & 1, 0);
+        posd_stats_clients(&D, buf, sizeof buf, (int)take(in, 1) & 1, 0);
         break;
     }
     case 8:

@@ -1,5 +1,5 @@
 /* libFuzzer target: posd's wire-protocol decoder (sched/wire.c) and the NAMES body parser
- * (posd_engine_names), on one connection's worth of messages. Input: messages, each a byte of
+ * (posd_names_message), on one connection's worth of messages. Input: messages, each a byte of
  * flags, a little-endian uint16 length and that many bytes; flag 0x1 writes a correct header
  * over the message's first bytes (magic, version, length), so the fuzzer reaches the bodies
  * without having to find them. Checks that a message decoded OK says what its bytes say and
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_decoded(msg, len, &m, v);
         if (v == POSD_MSG_OK && m.hdr.type == POS_MSG_NAMES) {
             uint32_t before = C.nkeys;
-            int rc = posd_engine_names(&C, m.body, m.body_len);
+            int rc = posd_names_message(&C, m.body, m.body_len);
             assert(C.nkeys <= POS_MAX_KERNEL_IDS);
             assert(rc == 0 ? C.nkeys > before : C.nkeys == before);
         }
