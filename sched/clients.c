@@ -416,8 +416,8 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->shm->size = (uint32_t)size;
     c->shm->client_id = c->id;
     posd_mem_limit_publish(c, c->pol.mem_limit); /* before WELCOME, which says the same */
-    c->pub = pos_published_init();
-    pos_shm_publish(c->shm, &c->pub, POS_PUB_ALL);
+    c->rings.pub = pos_published_init();
+    pos_shm_publish(c->shm, &c->rings.pub, POS_PUB_ALL);
     if (posd_engine_add(d, c) < 0) {
         munmap(p, size);
         c->shm = NULL;
@@ -446,9 +446,9 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     char share[32] = "", mem[48] = "";
     if (c->sm_share)
         snprintf(share, sizeof share, " sm_share %u%%", c->sm_share);
-    if (!sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT)) {
+    if (!sched_mem_limit_equal(c->mem.limit, SCHED_MEM_NO_LIMIT)) {
         char limit[24];
-        sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
+        sched_mem_limit_format(c->mem.limit, limit, sizeof limit);
         snprintf(mem, sizeof mem, " mem_limit %s", limit);
     }
     char pod[POSD_K8S_NAMESPACE_MAX + POSD_K8S_POD_MAX + POSD_K8S_CONTAINER_MAX +
@@ -589,8 +589,8 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");
     }
-    if (c->kick_parked) {
-        c->kick_parked = 0;
+    if (c->kick.parked) {
+        c->kick.parked = 0;
         d->kicks_parked--;
     }
     if (c->kick_fd >= 0) {

@@ -93,15 +93,15 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
     pol.mem_limit = mem;
     c->pol = pol;
     c->overridden = 1;
-    if (!sched_mem_limit_equal(c->mem_limit, mem))
+    if (!sched_mem_limit_equal(c->mem.limit, mem))
         posd_mem_limit_publish(c, mem);
     posd_engine_reconf(d, c);
     posd_arm_tick(d, posd_clients_tick(d));
     /* the memory limit when it was asked for or there is one, and whether use is above it */
     char limit[24], said[40] = "", over[POSD_MEM_OVER_MAX];
     if ((q->flags & POS_CTL_HAS_MEM_LIMIT) ||
-        !sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT)) {
-        sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
+        !sched_mem_limit_equal(c->mem.limit, SCHED_MEM_NO_LIMIT)) {
+        sched_mem_limit_format(c->mem.limit, limit, sizeof limit);
         snprintf(said, sizeof said, "; mem_limit %s", limit);
     }
     posd_mem_over(c, over, sizeof over);

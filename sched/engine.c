@@ -86,7 +86,7 @@ void posd_engine_reconf(struct posd *d, struct posd_client *c)
 
 static uint64_t kernel_key(const struct posd_client *c, uint32_t id)
 {
-    return id && id <= c->nkeys ? c->keys[id] : 0;
+    return id && id <= c->names.nkeys ? c->names.keys[id] : 0;
 }
 
 /* Reads new submissions into the core, up to seq UPTO at most. Returns 0, or -1 when the
@@ -96,25 +96,25 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
     struct pos_client_shm *shm = c->shm;
     int slot = slot_of(d, c);
     uint64_t next = pos_sub_ring_tail(shm);
-    if (next < c->sub_head || next - c->sub_head > (uint64_t)POS_SUB_RING * 2)
+    if (next < c->rings.sub_head || next - c->rings.sub_head > (uint64_t)POS_SUB_RING * 2)
         return -1;
     if (next > upto)
-        next = upto > c->sub_head ? upto : c->sub_head;
-    while (c->sub_head < next) {
-        uint64_t seq = c->sub_head + 1;
+        next = upto > c->rings.sub_head ? upto : c->rings.sub_head;
+    while (c->rings.sub_head < next) {
+        uint64_t seq = c->rings.sub_head + 1;
         uint64_t stamp = pos_sub_ring_stamp(shm, seq);
         if (stamp > seq && stamp - seq < (uint64_t)POS_SUB_RING)
             return -1; /* a stamp from the future: the ring was written out of turn */
         if (stamp != seq) {
             /* reserved but not yet published; a launching thread that died leaves a hole */
-            if (c->stall_seq != seq) {
-                c->stall_seq = seq;
-                c->stall_since = now;
+            if (c->rings.stall_seq != seq) {
+                c->rings.stall_seq = seq;
+                c->rings.stall_since = now;
                 break;
             }
-            if (now - c->stall_since < POSD_STALL_NS)
+            if (now - c->rings.stall_since < POSD_STALL_NS)
                 break;
-            c->skipped++;
+            c->rings.skipped++;
             if (sched_core_skip(d->core, slot, seq, now) < 0)
                 return -1;
         } else {
@@ -138,9 +138,9 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
             if (sched_core_submit(d->core, slot, &op, (s.flags & POS_SUBF_FREE) != 0, now) < 0)
                 return -1;
         }
-        c->sub_head = seq;
+        c->rings.sub_head = seq;
     }
-    pos_sub_ring_consume(shm, c->sub_head);
+    pos_sub_ring_consume(shm, c->rings.sub_head);
     return 0;
 }
 
@@ -158,10 +158,10 @@ static int drain_sync_next(void *arg, uint64_t *covers)
     struct posd_client *c = w->c;
     struct pos_client_shm *shm = c->shm;
     uint64_t next = pos_sync_ring_tail(shm);
-    if (next < c->sync_head || next - c->sync_head > POS_SYNC_RING * 2)
+    if (next < c->rings.sync_head || next - c->rings.sync_head > POS_SYNC_RING * 2)
         return -1;
-    for (; c->sync_head < next; c->sync_head++) {
-        const struct pos_sync_rec *r = pos_sync_ring_peek(shm, c->sync_head);
+    for (; c->rings.sync_head < next; c->rings.sync_head++) {
+        const struct pos_sync_rec *r = pos_sync_ring_peek(shm, c->rings.sync_head);
         if (r) {
             w->sync = *r;
             *covers = w->sync.covers;
@@ -169,15 +169,15 @@ static int drain_sync_next(void *arg, uint64_t *covers)
         }
         /* being written, or dropped by a writer that found the ring full: skipped after
          * POSD_STALL_NS */
-        if (c->sync_stall_idx != c->sync_head + 1) {
-            c->sync_stall_idx = c->sync_head + 1;
-            c->sync_stall_since = w->now;
+        if (c->rings.sync_stall_idx != c->rings.sync_head + 1) {
+            c->rings.sync_stall_idx = c->rings.sync_head + 1;
+            c->rings.sync_stall_since = w->now;
             break;
         }
-        if (w->now - c->sync_stall_since < POSD_STALL_NS)
+        if (w->now - c->rings.sync_stall_since < POSD_STALL_NS)
             break;
     }
-    pos_sync_ring_consume(shm, c->sync_head);
+    pos_sync_ring_consume(shm, c->rings.sync_head);
     return 0;
 }
 
@@ -191,7 +191,7 @@ static int drain_sync(void *arg)
 {
     struct drain *w = arg;
     struct posd_client *c = w->c;
-    if (c->sub_head < w->sync.covers && w->sync.covers <= pos_sub_ring_tail(c->shm))
+    if (c->rings.sub_head < w->sync.covers && w->sync.covers <= pos_sub_ring_tail(c->shm))
         return 0; /* a submission it covers is still being written: next time */
     struct sched_sync s = {
         .scope = w->sync.scope,
@@ -204,7 +204,7 @@ static int drain_sync(void *arg)
     };
     if (sched_core_sync(w->d->core, slot_of(w->d, c), &s, w->now) < 0)
         return -1;
-    pos_sync_ring_consume(c->shm, ++c->sync_head);
+    pos_sync_ring_consume(c->shm, ++c->rings.sync_head);
     return 1;
 }
 
@@ -223,23 +223,23 @@ static int drain_completions(void *arg)
     struct posd_client *c = w->c;
     struct pos_client_shm *shm = c->shm;
     uint64_t tail = pos_done_ring_tail(shm);
-    if (tail < c->done_head || tail - c->done_head > POS_DONE_RING)
+    if (tail < c->rings.done_head || tail - c->rings.done_head > POS_DONE_RING)
         return -1;
-    while (c->done_head < tail) {
-        const struct pos_completion_rec *r = pos_done_ring_peek(shm, c->done_head);
+    while (c->rings.done_head < tail) {
+        const struct pos_completion_rec *r = pos_done_ring_peek(shm, c->rings.done_head);
         if (!r)
             break;
         uint64_t seq = r->seq; /* read once */
         uint64_t when = r->complete_ns;
         uint64_t call = r->call_ns;
         uint32_t how = r->how;
-        if (seq > c->sub_head) {
+        if (seq > c->rings.sub_head) {
             /* A windowed client launches and completes without waiting for posd: its
              * submission may have been published after posd read the ring. Read it again;
              * one still being written is looked at again soon; one never reserved is a lie. */
             if (pos_drain_syncs(&drain_ops, w) < 0)
                 return -1;
-            if (seq > c->sub_head) {
+            if (seq > c->rings.sub_head) {
                 if (seq > pos_sub_ring_tail(shm))
                     return -1;
                 w->d->recheck = 1;
@@ -249,9 +249,9 @@ static int drain_completions(void *arg)
         if (sched_core_complete(w->d->core, slot_of(w->d, c), seq, (int64_t)when,
                                 sched_done_of(how), (int64_t)call, w->now) < 0)
             return -1;
-        c->done_head++;
+        c->rings.done_head++;
     }
-    pos_done_ring_consume(shm, c->done_head);
+    pos_done_ring_consume(shm, c->rings.done_head);
     return 0;
 }
 
@@ -279,8 +279,8 @@ static void publish(struct posd_client *c, const struct sched_grant *g)
                                  .granted = g->granted,
                                  .sample = g->sample,
                                  .kick_on_done = (uint32_t)g->kick_on_done};
-    unsigned what = pos_publish(&c->pub, next, g->changed);
-    pos_shm_publish(shm, &c->pub, what);
+    unsigned what = pos_publish(&c->rings.pub, next, g->changed);
+    pos_shm_publish(shm, &c->rings.pub, what);
     if ((what & POS_PUB_GRANT) && atomic_load_explicit(&shm->waiters, memory_order_acquire) > 0)
         futex_wake_all(&shm->grant_word);
 }

@@ -50,7 +50,7 @@ static void arm_recv(struct posd *d, struct posd_client *c)
 static void arm_kick(struct posd *d, struct posd_client *c)
 {
     struct io_uring_sqe *sqe = posd_sqe(d);
-    io_uring_prep_read(sqe, c->kick_fd, &c->kick_buf, sizeof c->kick_buf, 0);
+    io_uring_prep_read(sqe, c->kick_fd, &c->kick.buf, sizeof c->kick.buf, 0);
     io_uring_sqe_set_data64(sqe, posd_event_data(EV_CLIENT_KICK, (int)(c - d->clients), c->gen));
     c->pending++;
 }
@@ -104,14 +104,14 @@ static void on_accept(struct posd *d, int res)
 /* Moves whenever posd reads something of C's: a launch, a synchronisation, a completion. */
 static uint64_t news_mark(const struct posd_client *c)
 {
-    return c->sub_head + c->sync_head + c->done_head;
+    return c->rings.sub_head + c->rings.sync_head + c->rings.done_head;
 }
 
 /* C's kicks wait WAIT: its kick read is not armed again until then. */
 static void park_kicks(struct posd *d, struct posd_client *c, int64_t now, int64_t wait)
 {
-    c->kick_unpark_at = now + wait;
-    c->kick_parked = 1;
+    c->kick.unpark_at = now + wait;
+    c->kick.parked = 1;
     d->kicks_parked++;
     posd_arm_tick(d, wait);
 }
@@ -125,22 +125,22 @@ static int64_t unpark_kicks(struct posd *d, int64_t now)
     int64_t next = 0;
     for (int i = 0; i < POSD_MAX_CLIENTS && d->kicks_parked; i++) {
         struct posd_client *c = &d->clients[i];
-        if (!c->kick_parked)
+        if (!c->kick.parked)
             continue;
-        if (c->used && c->kick_fd >= 0 && now < c->kick_unpark_at) {
-            next = earliest(next, c->kick_unpark_at);
+        if (c->used && c->kick_fd >= 0 && now < c->kick.unpark_at) {
+            next = earliest(next, c->kick.unpark_at);
             continue;
         }
-        c->kick_parked = 0;
+        c->kick.parked = 0;
         d->kicks_parked--;
         if (!c->used || c->kick_fd < 0)
             continue;
-        posd_bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS);
-        posd_bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS);
+        posd_bucket_take(&c->kick.any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS);
+        posd_bucket_take(&c->kick.idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS);
         uint64_t kicks;
         if (read(c->kick_fd, &kicks, sizeof kicks) < 0 && errno != EAGAIN)
             continue; /* its socket's hang-up closes it */
-        c->kick_armed = 1;
+        c->kick.armed = 1;
         arm_kick(d, c);
     }
     return next;
@@ -158,14 +158,14 @@ static void tick(struct posd *d)
 
 static void on_kick(struct posd *d, struct posd_client *c, int res)
 {
-    c->kick_armed = 0;
+    c->kick.armed = 0;
     if (res <= 0 || !c->used || c->kick_fd < 0) {
         tick(d);
         return;
     }
     int64_t now = posd_now();
-    if (!posd_bucket_take(&c->kick_any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS)) {
-        park_kicks(d, c, now, c->kick_any.refilled_at + POSD_KICK_PERIOD_NS - now);
+    if (!posd_bucket_take(&c->kick.any, now, POSD_KICK_BURST, POSD_KICK_PERIOD_NS)) {
+        park_kicks(d, c, now, c->kick.any.refilled_at + POSD_KICK_PERIOD_NS - now);
         return;
     }
     tick(d);
@@ -174,19 +174,19 @@ static void on_kick(struct posd *d, struct posd_client *c, int res)
     /* news since its last kick, whichever wake-up read it (a tick for another client may have
      * read this client's rings before its kick was handled: that kick was not empty) */
     uint64_t mark = news_mark(c);
-    if (mark != c->kick_mark) {
-        c->kick_mark = mark;
-        c->kick_park_ns = 0; /* it had news: not a flood of empty kicks */
-    } else if (!posd_bucket_take(&c->kick_idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS)) {
+    if (mark != c->kick.mark) {
+        c->kick.mark = mark;
+        c->kick.park_ns = 0; /* it had news: not a flood of empty kicks */
+    } else if (!posd_bucket_take(&c->kick.idle, now, POSD_IDLE_KICK_BURST, POSD_IDLE_KICK_PERIOD_NS)) {
         /* empty kicks over their rate: the next one waits, longer while they go on */
-        int64_t wait = c->kick_park_ns ? c->kick_park_ns : POSD_IDLE_KICK_PERIOD_NS;
-        c->kick_park_ns = 2 * wait < POSD_KICK_PARK_MAX_NS ? 2 * wait : POSD_KICK_PARK_MAX_NS;
+        int64_t wait = c->kick.park_ns ? c->kick.park_ns : POSD_IDLE_KICK_PERIOD_NS;
+        c->kick.park_ns = 2 * wait < POSD_KICK_PARK_MAX_NS ? 2 * wait : POSD_KICK_PARK_MAX_NS;
         park_kicks(d, c, now, wait);
         return;
-    } else if (c->kick_idle.tokens == POSD_IDLE_KICK_BURST - 1) {
-        c->kick_park_ns = 0; /* quiet long enough to refill: no longer a flood */
+    } else if (c->kick.idle.tokens == POSD_IDLE_KICK_BURST - 1) {
+        c->kick.park_ns = 0; /* quiet long enough to refill: no longer a flood */
     }
-    c->kick_armed = 1;
+    c->kick.armed = 1;
     arm_kick(d, c);
 }
 
@@ -258,8 +258,8 @@ static void handle(struct posd *d, uint64_t data, int res)
             tick(d);
             break;
         }
-        if (c->registered && c->kick_fd >= 0 && !c->kick_armed && !c->kick_parked) {
-            c->kick_armed = 1;
+        if (c->registered && c->kick_fd >= 0 && !c->kick.armed && !c->kick.parked) {
+            c->kick.armed = 1;
             arm_kick(d, c);
         }
         arm_recv(d, c);

@@ -59,17 +59,17 @@ static int key_set_grow(struct posd_client *c, uint32_t ids)
     uint32_t cap = 64;
     while (cap < 2 * ids)
         cap *= 2;
-    if (cap <= c->key_set_cap)
+    if (cap <= c->names.key_set_cap)
         return 0;
     uint64_t *set = calloc(cap, sizeof *set);
     if (!set)
         return -ENOMEM;
-    free(c->key_set);
-    c->key_set = set;
-    c->key_set_cap = cap;
-    c->key_set_zero = 0;
-    for (uint32_t id = 1; id <= c->nkeys; id++)
-        key_set_add(c, c->keys[id]);
+    free(c->names.key_set);
+    c->names.key_set = set;
+    c->names.key_set_cap = cap;
+    c->names.key_set_zero = 0;
+    for (uint32_t id = 1; id <= c->names.nkeys; id++)
+        key_set_add(c, c->names.keys[id]);
     return 0;
 }
 
@@ -77,17 +77,17 @@ static int key_set_grow(struct posd_client *c, uint32_t ids)
 static int key_set_add(struct posd_client *c, uint64_t key)
 {
     if (!key) { /* the empty slot's mark: kept aside */
-        if (c->key_set_zero)
+        if (c->names.key_set_zero)
             return -EEXIST;
-        c->key_set_zero = 1;
+        c->names.key_set_zero = 1;
         return 0;
     }
-    uint32_t mask = c->key_set_cap - 1;
+    uint32_t mask = c->names.key_set_cap - 1;
     for (uint32_t i = (uint32_t)(key ^ key >> 32) & mask;; i = (i + 1) & mask) {
-        if (c->key_set[i] == key)
+        if (c->names.key_set[i] == key)
             return -EEXIST;
-        if (!c->key_set[i]) {
-            c->key_set[i] = key;
+        if (!c->names.key_set[i]) {
+            c->names.key_set[i] = key;
             return 0;
         }
     }
@@ -99,14 +99,14 @@ int posd_names_message(struct posd_client *c, const uint8_t *body, size_t len)
     if (len < sizeof h)
         return -EPROTO;
     memcpy(&h, body, sizeof h);
-    if (h.first != c->nkeys + 1 || h.count == 0 || h.count > POS_MAX_KERNEL_IDS ||
+    if (h.first != c->names.nkeys + 1 || h.count == 0 || h.count > POS_MAX_KERNEL_IDS ||
         h.first + h.count - 1 > POS_MAX_KERNEL_IDS)
         return -EPROTO;                /* ids come once each, in order */
     uint32_t want = h.first + h.count; /* keys[0] unused */
-    uint64_t *keys = realloc(c->keys, want * sizeof *keys);
+    uint64_t *keys = realloc(c->names.keys, want * sizeof *keys);
     if (!keys)
         return -ENOMEM;
-    c->keys = keys;
+    c->names.keys = keys;
     if (key_set_grow(c, want) < 0)
         return -ENOMEM;
     size_t off = sizeof h;
@@ -126,7 +126,7 @@ int posd_names_message(struct posd_client *c, const uint8_t *body, size_t len)
         uint64_t key = fnv1a(body + off, n);
         /* one process interns a name once: the same key under two ids is a broken client */
         rc = key_set_add(c, key) < 0 ? -EPROTO : 0;
-        c->keys[h.first + i] = key;
+        c->names.keys[h.first + i] = key;
         kname_put(key, body + off, n);
         off += n;
     }
@@ -134,23 +134,23 @@ int posd_names_message(struct posd_client *c, const uint8_t *body, size_t len)
         rc = -EPROTO;
     if (rc < 0) {
         /* the set holds this message's keys too: back to the ids known */
-        memset(c->key_set, 0, c->key_set_cap * sizeof *c->key_set);
-        c->key_set_zero = 0;
-        for (uint32_t id = 1; id <= c->nkeys; id++)
-            key_set_add(c, c->keys[id]);
+        memset(c->names.key_set, 0, c->names.key_set_cap * sizeof *c->names.key_set);
+        c->names.key_set_zero = 0;
+        for (uint32_t id = 1; id <= c->names.nkeys; id++)
+            key_set_add(c, c->names.keys[id]);
         return rc;
     }
-    c->nkeys = h.first + h.count - 1;
+    c->names.nkeys = h.first + h.count - 1;
     return 0;
 }
 
 
 void posd_names_forget(struct posd_client *c)
 {
-    free(c->keys);
-    c->keys = NULL;
-    c->nkeys = 0;
-    free(c->key_set);
-    c->key_set = NULL;
-    c->key_set_cap = 0;
+    free(c->names.keys);
+    c->names.keys = NULL;
+    c->names.nkeys = 0;
+    free(c->names.key_set);
+    c->names.key_set = NULL;
+    c->names.key_set_cap = 0;
 }

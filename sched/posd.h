@@ -120,25 +120,21 @@ struct posd_cpu_client {
     int said, full_said;  /* a failure, or too many threads, was logged for it */
 };
 
-struct posd_client {
-    int used;
-    uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
-    uint32_t id;
-    int sock;
-    int kick_fd;    /* eventfd the client writes to wake posd */
-    int is_tool;    /* a tool connection (posstat), not a GPU client */
-    int overridden; /* posctl set its class, priority or memory limit (until it exits or a
-                     * reload) */
-    int registered;
-    int64_t deadline; /* closed at this time unless registered by then (0: registered) */
-    struct pos_client_shm *shm;
-    size_t shm_size;
-    struct posd_identity ident;
-    struct posd_client_policy pol;
-    uint32_t sm_share; /* what its WELCOME said (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), 0 = none */
-    struct sched_mem_limit mem_limit; /* what posd wrote into its shared memory last (never
-                                       * read back: the client can write there) */
-    /* where posd's reading of the rings stands (its own copies, never read back) */
+/* What the loop (loop.c) keeps of a client's kicks: the pending read of its eventfd, and the
+ * rate its kicks are held to. */
+struct posd_kick {
+    uint64_t buf; /* the pending read's buffer */
+    int armed;
+    int parked; /* its kicks wait (the read is not armed) until unpark_at */
+    int64_t unpark_at;
+    struct posd_bucket any, idle; /* every kick; kicks that brought no news */
+    int64_t park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
+    uint64_t mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
+};
+
+/* Where the engine's (engine.c) reading of a client's rings stands (its own copies, never read
+ * back), and what it published to it last. */
+struct posd_rings {
     uint64_t sub_head; /* next seq to read is sub_head + 1 */
     uint64_t done_head;
     uint64_t sync_head;
@@ -146,27 +142,54 @@ struct posd_client {
     int64_t sync_stall_since;
     uint64_t stall_seq;
     int64_t stall_since;
-    int64_t connected_at;
     uint64_t skipped; /* submission slots never published (a thread died mid-launch) */
     struct pos_published pub; /* what posd published to it last (pos/rules.h) */
-    /* kernel keys by the client's kernel id (NAMES messages) */
+};
+
+/* A client's kernel keys by its kernel id (names.c, from its NAMES messages). */
+struct posd_names {
     uint64_t *keys;
     uint32_t nkeys;    /* ids 1..nkeys known */
     uint64_t *key_set; /* the same keys as a hash set (0 marks a free slot) */
     uint32_t key_set_cap;
     int key_set_zero; /* key 0 is in the set */
-    /* I/O buffers of the pending recv and kick read */
-    uint8_t rx[POS_REQ_MAX];
-    uint64_t kick_buf;
-    int kick_armed;
-    int kick_parked; /* its kicks wait (the read is not armed) until kick_unpark_at */
-    int64_t kick_unpark_at;
-    struct posd_bucket kick_any, kick_idle; /* every kick; kicks that brought no news */
-    int64_t kick_park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
-    uint64_t kick_mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
-    int pending;          /* SQEs in flight for this slot */
-    int close_asked;        /* a part below clients.c found it gone (posd_client_ask_close) */
-    const char *close_why;  /* what posd_client_close is then told */
+};
+
+/* A client's memory limit as the ledger (mem_ledger.c) wrote it. */
+struct posd_mem_client {
+    struct sched_mem_limit limit; /* what posd wrote into its shared memory last (never read
+                                   * back: the client can write there) */
+};
+
+/* A peer of posd: the slot and its connection are clients.c's (it makes and closes them); each
+ * part that keeps something of a client has its own member, named for it. */
+struct posd_client {
+    int used;
+    uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
+    uint32_t id;
+    int sock;
+    int kick_fd;    /* eventfd the client writes to wake posd */
+    int is_tool;    /* a tool connection (posstat), not a GPU client */
+    int registered;
+    int64_t deadline; /* closed at this time unless registered by then (0: registered) */
+    int64_t connected_at;
+    struct pos_client_shm *shm;
+    size_t shm_size;
+    uint8_t rx[POS_REQ_MAX]; /* the pending recv's buffer */
+    int pending;             /* SQEs in flight for this slot */
+    int close_asked;         /* a part below clients.c found it gone (posd_client_ask_close) */
+    const char *close_why;   /* what posd_client_close is then told */
+    /* who it is and its rules' settings (config.c, pod_resolver.c) */
+    struct posd_identity ident;
+    struct posd_client_policy pol;
+    int overridden; /* posctl (control.c) set its class, priority or memory limit (until it
+                     * exits or a reload) */
+    uint32_t sm_share; /* sm_share.c: what its WELCOME said (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE),
+                        * 0 = none */
+    struct posd_mem_client mem;
+    struct posd_rings rings;
+    struct posd_names names;
+    struct posd_kick kick;
     struct posd_tele_client tele;
     struct posd_cpu_client cpu;
 };

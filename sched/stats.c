@@ -124,7 +124,7 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
     s->mem_peak = m.peak;
     s->mem_refused = m.refused;
     s->mem_limit = m.limit;
-    s->mem_limit_ppm = c->mem_limit.ppm;
+    s->mem_limit_ppm = c->mem.limit.ppm;
     s->mem_total = m.total;
     memcpy(s->mem_bytes, m.bytes, sizeof s->mem_bytes);
 }

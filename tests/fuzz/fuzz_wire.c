@@ -52,13 +52,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int v = posd_msg_decode(msg, len, &m);
         check_decoded(msg, len, &m, v);
         if (v == POSD_MSG_OK && m.hdr.type == POS_MSG_NAMES) {
-            uint32_t before = C.nkeys;
+            uint32_t before = C.names.nkeys;
             int rc = posd_names_message(&C, m.body, m.body_len);
-            assert(C.nkeys <= POS_MAX_KERNEL_IDS);
-            assert(rc == 0 ? C.nkeys > before : C.nkeys == before);
+            assert(C.names.nkeys <= POS_MAX_KERNEL_IDS);
+            assert(rc == 0 ? C.names.nkeys > before : C.names.nkeys == before);
         }
     }
-    free(C.keys);
-    free(C.key_set);
+    free(C.names.keys);
+    free(C.names.key_set);
     return 0;
 }

@@ -60,8 +60,8 @@ static struct posd_client *attach(void)
     c->shm_size = sizeof *shm;
     shm->magic = POS_SHM_MAGIC;
     shm->version = POS_SHM_VERSION;
-    c->pub = pos_published_init();
-    pos_shm_publish(shm, &c->pub, POS_PUB_ALL);
+    c->rings.pub = pos_published_init();
+    pos_shm_publish(shm, &c->rings.pub, POS_PUB_ALL);
     CU_ASSERT_FATAL(posd_engine_add(&D, c) == 0);
     return c;
 }
