@@ -44,28 +44,32 @@ static int on_names(struct posd *d, struct posd_client *c, const struct posd_msg
     return 0;
 }
 
-static int on_stats_req(struct posd *d, struct posd_client *c, const struct posd_msg *m,
-                        const char *who)
+/* The fill of a tool's reply into BUF (CAP bytes): every user's rows when ALL, else UID's. */
+typedef size_t (*reply_fn)(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
+
+/* A tool's request answered with the reply of TYPE that FILL writes (WHAT: its name in the
+ * log). */
+static int reply(struct posd *d, struct posd_client *c, int type, reply_fn fill, const char *what)
 {
     static uint8_t buf[POS_MSG_MAX];
     tool_request(c);
-    size_t len = posd_stats_clients(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                   posd_peer_privileged(d, c), c->ident.uid);
-    if (posd_client_send(c, POS_MSG_STATS, buf, len) < 0)
-        posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
+    size_t len = fill(d, buf, sizeof buf - sizeof(struct pos_msg_hdr), posd_peer_privileged(d, c),
+                      c->ident.uid);
+    if (posd_client_send(c, type, buf, len) < 0)
+        posd_log(POSD_LOG_DEBUG, "%s reply to a tool failed: %s", what, strerror(errno));
     return 0;
+}
+
+static int on_stats_req(struct posd *d, struct posd_client *c, const struct posd_msg *m,
+                        const char *who)
+{
+    return reply(d, c, POS_MSG_STATS, posd_stats_clients, "stats");
 }
 
 static int on_kernels_req(struct posd *d, struct posd_client *c, const struct posd_msg *m,
                           const char *who)
 {
-    static uint8_t buf[POS_MSG_MAX];
-    tool_request(c);
-    size_t len = posd_stats_kernels(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                    posd_peer_privileged(d, c), c->ident.uid);
-    if (posd_client_send(c, POS_MSG_KERNELS, buf, len) < 0)
-        posd_log(POSD_LOG_DEBUG, "kernels reply to a tool failed: %s", strerror(errno));
-    return 0;
+    return reply(d, c, POS_MSG_KERNELS, posd_stats_kernels, "kernels");
 }
 
 static int on_control(struct posd *d, struct posd_client *c, const struct posd_msg *m,
