@@ -329,15 +329,17 @@ static inline void posd_client_ask_close(struct posd *d, struct posd_client *c, 
  * to drop C (-EPROTO: it broke the protocol; a refused or failed registration's reason). */
 int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
 
-/* control.c: posctl's requests (POS_MSG_CONTROL) */
+/* control_reply.c: the answer to posctl's requests */
 /* What a handler returns when its answer comes later (posd_control_answer). */
 #define POSD_CONTROL_LATER 1
-/* control_reply.c: Answers C's request with STATUS (0 or -errno) and MSG; a change (OP, its name; NULL for a
+/* Answers C's request with STATUS (0 or -errno) and MSG; a change (OP, its name; NULL for a
  * question) is logged with who asked. Returns 0, or -1 when it could not be sent (the caller
  * drops C). */
 int posd_control_answer(struct posd *d, struct posd_client *c, const char *op, int status,
                         const char *msg);
-/* control.c: Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
+
+/* control.c: posctl's requests (POS_MSG_CONTROL) */
+/* Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
  * to drop C (it could not be answered). */
 int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len);
 
@@ -490,8 +492,9 @@ void posd_metrics_stop(struct posd *d);
 void posd_block_signals(void);
 int posd_loop(struct posd *d);
 
-/* reload.c: Reloads the configuration (SIGHUP, posctl reload, conf_watch.c): on error the
- * running one stays. Returns 0 or a negative errno; ERR says what was done or why not. */
+/* reload.c: the configuration reloaded */
+/* Reloads the configuration (SIGHUP, posctl reload, conf_watch.c): on error the running one
+ * stays. Returns 0 or a negative errno; ERR says what was done or why not. */
 int posd_reload(struct posd *d, char *err, size_t errlen);
 
 /* arm.c: the loop's io_uring, armed by any part */
@@ -502,7 +505,8 @@ void posd_arm_tick(struct posd *d, int64_t delay_ns);
 /* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
 void posd_arm_house(struct posd *d, int64_t at);
 
-/* watch.c: Calls FN(D, FD, ARG) whenever FD is readable (POLLIN), from the loop, until posd stops; a
+/* watch.c: descriptors watched for other parts */
+/* Calls FN(D, FD, ARG) whenever FD is readable (POLLIN), from the loop, until posd stops; a
  * part with a descriptor of its own (telemetry's ring buffer and timer, the metrics listener)
  * needs no case in the loop. FN returns 0, or when to look at FD again (CLOCK_MONOTONIC ns)
  * when it must rest (an accept out of descriptors would fail again at once). May be called
