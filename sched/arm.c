@@ -2,7 +2,7 @@
  * scheduling tick, housekeeping) brought forward when a part wants them sooner. Below every
  * part that asks (clients, control, telemetry, metrics, the watches) and the loop that reads
  * the completions: they all call down to it. */
-#include "sched/posd.h"
+#include "sched/arm.h"
 
 static struct __kernel_timespec tick_ts, house_ts;
 

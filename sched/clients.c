@@ -18,8 +18,15 @@
 #include <unistd.h>
 
 #include "pos/op_record.h"
+#include "sched/arm.h"
+#include "sched/bucket.h"
+#include "sched/clients.h"
+#include "sched/cpu.h"
+#include "sched/engine.h"
+#include "sched/mem_ledger.h"
 #include "sched/pod.h"
-#include "sched/posd.h"
+#include "sched/sm_share.h"
+#include "sched/telemetry.h"
 
 /* ---- the socket ------------------------------------------------------------------------- */
 

@@ -8,9 +8,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sched/arm.h"
+#include "sched/clients.h"
+#include "sched/control.h"
+#include "sched/control_reply.h"
+#include "sched/engine.h"
 #include "sched/files.h"
 #include "sched/ini_lines.h"
-#include "sched/posd.h"
+#include "sched/mem_ledger.h"
+#include "sched/profile_store.h"
+#include "sched/reload.h"
+#include "sched/saver.h"
 
 /* Each handler does its operation and writes one line for the person who asked into MSG.
  * Returns 0 or a negative errno. */

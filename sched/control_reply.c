@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/clients.h"
+#include "sched/control_reply.h"
 
 int posd_control_answer(struct posd *d, struct posd_client *c, const char *op, int status,
                         const char *msg)

@@ -11,7 +11,12 @@
 #include <sys/syscall.h>
 
 #include "pos/op_record.h"
-#include "sched/posd.h"
+#include "sched/cpu.h"
+#include "sched/engine.h"
+#include "sched/mem_ledger.h"
+#include "sched/names.h"
+#include "sched/profile_store.h"
+#include "sched/telemetry.h"
 
 static void futex_wake_all(_Atomic uint32_t *word)
 {

@@ -7,7 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/clients.h"
+#include "sched/control.h"
+#include "sched/handlers.h"
+#include "sched/names.h"
+#include "sched/stats.h"
+#include "sched/wire.h"
 
 /* Each handler: 0, or a negative errno value to drop C (as posd_client_message). WHO names
  * the peer in log lines. */

@@ -13,7 +13,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sched/posd.h"
+#include "sched/arm.h"
+#include "sched/bucket.h"
+#include "sched/clients.h"
+#include "sched/engine.h"
+#include "sched/handlers.h"
+#include "sched/loop.h"
+#include "sched/metrics.h"
+#include "sched/reload.h"
+#include "sched/saver.h"
+#include "sched/watch.h"
 
 static struct signalfd_siginfo sig_buf;
 

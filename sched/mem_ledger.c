@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/mem_ledger.h"
 
 static uint64_t at_most(uint64_t v, uint64_t max)
 {

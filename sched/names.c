@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/names.h"
 
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "sched/files.h"
-#include "sched/posd.h"
+#include "sched/profile_store.h"
 
 /* Loads what posd learnt before (STATE_DIR/profiles) and imports the admin's offline file
  * ([policy] profiles) over it. A file that is refused is logged and left out: posd starts with

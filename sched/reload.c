@@ -5,7 +5,11 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "sched/posd.h"
+#include "sched/arm.h"
+#include "sched/clients.h"
+#include "sched/engine.h"
+#include "sched/reload.h"
+#include "sched/sm_share.h"
 
 int posd_reload(struct posd *d, char *err, size_t errlen)
 {

@@ -18,8 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sched/clients.h"
+#include "sched/control_reply.h"
 #include "sched/files.h"
-#include "sched/posd.h"
+#include "sched/profile_store.h"
+#include "sched/saver.h"
+#include "sched/watch.h"
 
 #define SAVER_WAITERS 32
 

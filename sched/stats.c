@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/mem_ledger.h"
+#include "sched/names.h"
+#include "sched/stats.h"
+#include "sched/telemetry.h"
 
 static double device_time(const struct pos_kprof *k)
 {

@@ -15,7 +15,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "sched/posd.h"
+#include "sched/arm.h"
+#include "sched/telemetry.h"
+#include "sched/watch.h"
 
 #define REFRESH_NS 1000000000LL /* the interval of each client's figures */
 

@@ -6,7 +6,8 @@
 #include <errno.h>
 #include <poll.h>
 
-#include "sched/posd.h"
+#include "sched/arm.h"
+#include "sched/watch.h"
 
 struct watch {
     int fd;

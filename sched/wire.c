@@ -4,7 +4,7 @@
  * before HELLO) is for clients.c to judge. */
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/wire.h"
 
 int posd_msg_decode(const uint8_t *buf, size_t len, struct posd_msg *m)
 {

@@ -5,7 +5,7 @@
 #ifndef POS_TESTS_ENGINE_OUTSIDE_H
 #define POS_TESTS_ENGINE_OUTSIDE_H
 
-#include "sched/posd.h"
+#include "sched/telemetry.h"
 
 uint32_t posd_telemetry_parts(void)
 {

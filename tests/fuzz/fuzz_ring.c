@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/engine.h"
+#include "sched/stats.h"
 #include "tests/engine_outside.h"
 
 static struct posd D;

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/names.h"
+#include "sched/wire.h"
 #include "tests/engine_outside.h"
 
 static struct posd_client C;

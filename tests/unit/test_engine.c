@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/engine.h"
 #include "tests/cunit_main.h"
 #include "tests/engine_outside.h"
 
