@@ -4,8 +4,6 @@
 
 #include "sched/posd.h"
 
-int posd_listen(struct posd *d);
-void posd_unlink_socket(struct posd *d);
 /* A new peer on SOCK, or NULL when it was refused (table full, its uid over its cap; SOCK is
  * then closed). */
 struct posd_client *posd_client_new(struct posd *d, int sock);

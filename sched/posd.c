@@ -18,6 +18,7 @@
 #include "sched/device.h"
 #include "sched/engine.h"
 #include "sched/files.h"
+#include "sched/listen.h"
 #include "sched/loop.h"
 #include "sched/metrics.h"
 #include "sched/pod.h"
