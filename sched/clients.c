@@ -20,73 +20,11 @@
 #include "sched/clients.h"
 #include "sched/cpu.h"
 #include "sched/engine.h"
+#include "sched/identity.h"
 #include "sched/mem_ledger.h"
 #include "sched/pod.h"
 #include "sched/sm_share.h"
 #include "sched/telemetry.h"
-
-/* ---- identity ----------------------------------------------------------------------------- */
-
-static ssize_t read_small_file(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t len = 0;
-    ssize_t n;
-    while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0)
-        len += (size_t)n;
-    close(fd);
-    buf[len] = '\0';
-    return (ssize_t)len;
-}
-
-static void identify(struct posd_identity *id, pid_t pid)
-{
-    char path[64];
-    static char buf[65536]; /* environments can be large; posd is single-threaded */
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-    ssize_t n = readlink(path, id->exe, sizeof id->exe - 1);
-    id->exe[n > 0 ? n : 0] = '\0';
-    const char *base = strrchr(id->exe, '/');
-    snprintf(id->app, sizeof id->app, "%.*s", (int)sizeof id->app - 1, base ? base + 1 : id->exe);
-    /* POS_APP in its environment is a name hint (readable as root or as the same user) */
-    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    ssize_t len = read_small_file(path, buf, sizeof buf);
-    for (ssize_t i = 0; len > 0 && i < len; i += (ssize_t)strlen(buf + i) + 1) {
-        if (strncmp(buf + i, "POS_APP=", 8) == 0 && buf[i + 8]) {
-            snprintf(id->app, sizeof id->app, "%s", buf + i + 8);
-            break;
-        }
-    }
-    /* the unified hierarchy's line: "0::/path" */
-    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    id->cgroup[0] = '\0';
-    if (read_small_file(path, buf, sizeof buf) <= 0)
-        buf[0] = '\0';
-    /* its pod, from the same lines (cgroup v1 too), before the v2 line is cut out of them */
-    posd_pod_identify(id, buf);
-    char *line = strstr(buf, "0::");
-    if (line) {
-        line += 3;
-        line[strcspn(line, "\n")] = '\0';
-        snprintf(id->cgroup, sizeof id->cgroup, "%s", line);
-    }
-}
-
-/* " pod NS/POD container NAME" for a log line, or "" without a pod. */
-static void pod_words(const struct posd_identity *id, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    if (!id->pod_uid[0])
-        return;
-    if (!id->pod[0])
-        snprintf(buf, cap, " pod uid %s (names not known yet)", id->pod_uid);
-    else
-        snprintf(buf, cap, " pod %s/%s container %s%s%s", id->k8s_namespace, id->pod,
-                 id->container[0] ? id->container : "-", id->devices[0] ? " devices " : "",
-                 id->devices);
-}
 
 /* ---- messages ----------------------------------------------------------------------------- */
 
@@ -253,9 +191,8 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
         sched_mem_limit_format(c->mem.limit, limit, sizeof limit);
         snprintf(mem, sizeof mem, " mem_limit %s", limit);
     }
-    char pod[POSD_K8S_NAMESPACE_MAX + POSD_K8S_POD_MAX + POSD_K8S_CONTAINER_MAX +
-             POSD_K8S_DEVICES_MAX + 48];
-    pod_words(&c->ident, pod, sizeof pod);
+    char pod[POSD_POD_WORDS_MAX];
+    posd_pod_words(&c->ident, pod, sizeof pod);
     posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s'%s class %s priority %d%s%s%s%s",
              c->id, (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, pod,
              c->pol.class_name, c->pol.priority, share, mem, c->pol.rule[0] ? " rule " : "",
@@ -266,7 +203,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
 int posd_client_register(struct posd *d, struct posd_client *c, const struct pos_hello *h)
 {
     c->id = (uint32_t)++d->next_client_id; /* tools get no id */
-    identify(&c->ident, c->ident.pid);
+    posd_identify(&c->ident, c->ident.pid);
     posd_config_match(&d->cfg, &c->ident, &c->pol);
     return register_client(d, c, h);
 }
@@ -472,9 +409,8 @@ int64_t posd_clients_pod_news(struct posd *d, int fd, void *arg)
         /* as on reload; a client posctl changed keeps that until it exits or posd reloads */
         if (!c->overridden)
             reconfigure(d, c);
-        char pod[POSD_K8S_NAMESPACE_MAX + POSD_K8S_POD_MAX + POSD_K8S_CONTAINER_MAX +
-                 POSD_K8S_DEVICES_MAX + 48];
-        pod_words(&c->ident, pod, sizeof pod);
+        char pod[POSD_POD_WORDS_MAX];
+        posd_pod_words(&c->ident, pod, sizeof pod);
         posd_log(POSD_LOG_INFO, "client %u (pid %d):%s: class %s priority %d%s%s%s", c->id,
                  (int)c->ident.pid, pod, c->pol.class_name, c->pol.priority,
                  c->pol.rule[0] ? " rule " : "", c->pol.rule,
