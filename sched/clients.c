@@ -336,9 +336,8 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         /* the pending read of the kick eventfd must not outlive the slot */
         struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
         if (sqe) {
-            uint64_t ud =
-                EV_CLIENT_KICK | ((uint64_t)(c - d->clients) << 8) | ((uint64_t)c->gen << 32);
-            io_uring_prep_cancel64(sqe, ud, 0);
+            io_uring_prep_cancel64(
+                sqe, posd_event_data(EV_CLIENT_KICK, (int)(c - d->clients), c->gen), 0);
             io_uring_sqe_set_data64(sqe, EV_CANCEL);
         }
         close(c->kick_fd);
