@@ -1,7 +1,7 @@
 /* A peer's message, decoded (wire.c), handed to its handler: a table indexed by message type,
  * one handler per type a peer may send. Each judges what the message means for the connection
  * (a second HELLO, NAMES before HELLO, CONTROL from a client) and calls down: registration
- * (clients.c), kernel names (engine.c), the STATS and KERNELS replies, posctl's requests
+ * (clients.c), kernel names (names.c), the STATS and KERNELS replies, posctl's requests
  * (control.c). Called by the loop for every message received. */
 #include <errno.h>
 #include <stdio.h>

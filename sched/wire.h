@@ -20,7 +20,7 @@ struct posd_msg {
     struct pos_hello hello; /* HELLO's body, copied */
 };
 /* Decodes the LEN bytes at BUF into M. Returns an enum posd_msg_verdict. A NAMES body is
- * checked by posd_engine_names, which keeps the client's keys. */
+ * checked by posd_names_message (names.c), which keeps the client's keys. */
 int posd_msg_decode(const uint8_t *buf, size_t len, struct posd_msg *m);
 
 #endif
