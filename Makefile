@@ -345,9 +345,11 @@ TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
 TEST_LIBS_test_shim_table     := -ldl
 TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/cpu.c sched/files.c sched/clock.c sched/log.c \
+    sched/names.c sched/profile_store.c \
     sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
 TEST_DEPS_test_kube_shares   := $(call obj,kube/shares.c)
 TEST_DEPS_test_engine         := $(call obj,sched/engine.c sched/cpu.c sched/files.c sched/log.c sched/config.c \
+    sched/names.c sched/profile_store.c \
     sched/ini_lines.c sched/mem_ledger.c sched/mem_limit.c $(SCHED_CORE_SRCS))
 
 .SECONDEXPANSION:
@@ -443,6 +445,7 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 3
 FUZZ_ENGINE_SRCS := sched/engine.c sched/cpu.c sched/files.c sched/core.c sched/log.c sched/ini_lines.c sched/config.c \
+    sched/names.c sched/profile_store.c sched/stats.c \
     sched/mem_ledger.c sched/mem_limit.c \
     sched/profile.c sched/profile_file.c sched/schedule.c sched/schedule_file.c \
     $(wildcard sched/policy/*.c)

@@ -1,6 +1,6 @@
 /* A token bucket (struct posd_bucket, posd.h): the rate limits of registrations per uid
  * (clients.c) and of a client's kicks (loop.c). Pure: the caller gives the time. */
-#include "sched/posd.h"
+#include "sched/bucket.h"
 
 /* Refills B (one token per PERIOD, up to BURST) and takes one. Returns 0 when there is none. */
 int posd_bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period)

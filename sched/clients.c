@@ -1,289 +1,30 @@
-/* posd's peers: the listening socket, registration of shims as clients (identity from
- * SO_PEERCRED and /proc, never from the client; a shared-memory region and a kick eventfd
- * sent back over SCM_RIGHTS), tool requests, protocol checks, and teardown. */
+/* posd's peers (the socket they come through is listen.c's): registration of shims as clients
+ * (identity from SO_PEERCRED and /proc, never from the client; a shared-memory region and a
+ * kick eventfd sent back over SCM_RIGHTS), teardown, and the tick that closes the clients the
+ * engine found broken (posd_clients_tick). Messages reach it through handlers.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "pos/op_record.h"
+#include "sched/arm.h"
+#include "sched/bucket.h"
+#include "sched/clients.h"
+#include "sched/cpu.h"
+#include "sched/engine.h"
+#include "sched/identity.h"
+#include "sched/mem_ledger.h"
 #include "sched/pod.h"
-#include "sched/posd.h"
-
-/* ---- the socket ------------------------------------------------------------------------- */
-
-static int make_parent_dir(const char *path)
-{
-    char dir[108];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = '\0';
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
-/* What to do when this user may not put its socket at a path (the default, /run/posd, is
- * root's): said after the error itself. */
-static const char *access_hint(int e)
-{
-    return e == EACCES || e == EPERM || e == EROFS
-               ? ": as another user than root, give posd a socket in a directory this user can "
-                 "write (-s /tmp/pos/posd.sock, or POS_SOCKET)"
-               : "";
-}
-
-static const char *file_kind(mode_t mode)
-{
-    return S_ISREG(mode)    ? "a regular file"
-           : S_ISDIR(mode)  ? "a directory"
-           : S_ISLNK(mode)  ? "a symbolic link"
-           : S_ISFIFO(mode) ? "a FIFO"
-           : S_ISCHR(mode)  ? "a character device"
-           : S_ISBLK(mode)  ? "a block device"
-                            : "not a socket";
-}
-
-enum probe_result {
-    PROBE_DEAD,   /* nobody listens there (ECONNREFUSED): a posd that died left it */
-    PROBE_LIVE,   /* a posd answered */
-    PROBE_BUSY,   /* its backlog is full (EAGAIN): someone listens and does not accept */
-    PROBE_SILENT, /* it accepts but did not answer in time */
-    PROBE_ERROR,
-};
-
-#define PROBE_ANSWER_MS 1000
-#define PROBE_RETRY_NS  2000000000LL
-
-/* Waits up to MS for EVENTS on S. Returns poll's revents, 0 on timeout. */
-static int wait_for(int s, short events, int ms)
-{
-    struct pollfd p = {.fd = s, .events = events};
-    int n;
-    do
-        n = poll(&p, 1, ms);
-    while (n < 0 && errno == EINTR);
-    return n > 0 ? p.revents : 0;
-}
-
-/* One try: a non-blocking connect (it cannot hang: a full backlog says EAGAIN), then a STATS
- * request that a posd answers within PROBE_ANSWER_MS. A connection reset before the answer is
- * a posd on its way out. */
-static int probe_once(const struct sockaddr_un *a, int *err, int *reset)
-{
-    *reset = 0;
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) {
-        *err = errno;
-        return PROBE_ERROR;
-    }
-    int rc = connect(s, (const struct sockaddr *)a, sizeof *a), e = rc < 0 ? errno : 0;
-    if (rc < 0 && e == EINPROGRESS && wait_for(s, POLLOUT, PROBE_ANSWER_MS)) {
-        socklen_t len = sizeof e;
-        getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &len);
-        rc = e ? -1 : 0;
-    }
-    if (rc < 0) {
-        close(s);
-        *err = e;
-        return e == ECONNREFUSED || e == ENOENT  ? PROBE_DEAD
-               : e == EAGAIN || e == EINPROGRESS ? PROBE_BUSY
-                                                 : PROBE_ERROR;
-    }
-    const struct pos_msg_hdr h = {
-        .magic = POS_PROTO_MAGIC, .version = POS_PROTO_VERSION, .type = POS_MSG_STATS_REQ};
-    send(s, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
-    int ev = wait_for(s, POLLIN, PROBE_ANSWER_MS);
-    char byte;
-    ssize_t n = ev ? recv(s, &byte, 1, MSG_DONTWAIT) : -1;
-    close(s);
-    if (n > 0)
-        return PROBE_LIVE;
-    *reset = ev != 0;
-    return PROBE_SILENT;
-}
-
-/* Who is at the socket A: tried again while connections are reset (a posd killed a moment ago
- * still holds its socket until the kernel has torn down its io_uring). */
-static int probe(const struct sockaddr_un *a, int *err)
-{
-    int64_t give_up = posd_now() + PROBE_RETRY_NS;
-    for (;;) {
-        int reset, r = probe_once(a, err, &reset);
-        if (!reset || posd_now() >= give_up)
-            return r;
-        usleep(10000);
-    }
-}
-
-/* Makes PATH free for posd's socket: nothing there, or a socket nobody listens on (removed).
- * Anything else is left as it is, and posd says what is there. */
-static int clear_socket_path(const char *path, const struct sockaddr_un *a)
-{
-    struct stat st;
-    if (lstat(path, &st) < 0) {
-        if (errno == ENOENT)
-            return 0;
-        int e = errno;
-        posd_log(POSD_LOG_ERROR, "cannot look at %s: %s%s", path, strerror(e), access_hint(e));
-        return -e;
-    }
-    if (!S_ISSOCK(st.st_mode)) {
-        posd_log(POSD_LOG_ERROR,
-                 "%s is %s, not a socket: posd removes only a socket a posd left there; "
-                 "move it away or give posd another socket path (-s)",
-                 path, file_kind(st.st_mode));
-        return -EEXIST;
-    }
-    int err = 0;
-    switch (probe(a, &err)) {
-    case PROBE_DEAD:
-        break;
-    case PROBE_LIVE:
-        posd_log(POSD_LOG_ERROR, "another posd is listening on %s", path);
-        return -EADDRINUSE;
-    case PROBE_BUSY:
-        posd_log(POSD_LOG_ERROR,
-                 "another posd is listening on %s, its backlog full (busy or stopped)", path);
-        return -EADDRINUSE;
-    case PROBE_SILENT:
-        posd_log(POSD_LOG_ERROR,
-                 "a process listening on %s accepts connections but did not answer within %d "
-                 "ms: a posd stopped or wedged? stop it first",
-                 path, PROBE_ANSWER_MS);
-        return -EADDRINUSE;
-    default:
-        posd_log(POSD_LOG_ERROR, "cannot probe the socket %s: %s", path, strerror(err));
-        return -err;
-    }
-    if (unlink(path) < 0 && errno != ENOENT) {
-        int e = errno;
-        posd_log(POSD_LOG_ERROR, "cannot remove the dead socket %s: %s%s", path, strerror(e),
-                 access_hint(e));
-        return -e;
-    }
-    return 0;
-}
-
-int posd_listen(struct posd *d)
-{
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    if (strlen(d->socket_path) >= sizeof a.sun_path) {
-        posd_log(POSD_LOG_ERROR, "socket path too long: %s", d->socket_path);
-        return -ENAMETOOLONG;
-    }
-    strcpy(a.sun_path, d->socket_path);
-    int rc = make_parent_dir(d->socket_path);
-    if (rc < 0) {
-        posd_log(POSD_LOG_ERROR, "cannot create the directory of %s: %s%s", d->socket_path,
-                 strerror(-rc), access_hint(-rc));
-        return rc;
-    }
-    rc = clear_socket_path(d->socket_path, &a);
-    if (rc < 0)
-        return rc;
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        rc = -errno;
-        posd_log(POSD_LOG_ERROR, "cannot make a socket for %s: %s", d->socket_path, strerror(-rc));
-        return rc;
-    }
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
-        rc = -errno;
-        posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s%s", d->socket_path, strerror(-rc),
-                 access_hint(-rc));
-        close(fd);
-        return rc;
-    }
-    /* any local user may register; identity and policy come from the kernel's word */
-    chmod(d->socket_path, 0666);
-    d->listen_fd = fd;
-    return 0;
-}
-
-void posd_unlink_socket(struct posd *d)
-{
-    if (d->listen_fd >= 0) {
-        close(d->listen_fd);
-        d->listen_fd = -1;
-        unlink(d->socket_path);
-    }
-}
-
-/* ---- identity ----------------------------------------------------------------------------- */
-
-static ssize_t read_small_file(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t len = 0;
-    ssize_t n;
-    while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0)
-        len += (size_t)n;
-    close(fd);
-    buf[len] = '\0';
-    return (ssize_t)len;
-}
-
-static void identify(struct posd_identity *id, pid_t pid)
-{
-    char path[64];
-    static char buf[65536]; /* environments can be large; posd is single-threaded */
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-    ssize_t n = readlink(path, id->exe, sizeof id->exe - 1);
-    id->exe[n > 0 ? n : 0] = '\0';
-    const char *base = strrchr(id->exe, '/');
-    snprintf(id->app, sizeof id->app, "%.*s", (int)sizeof id->app - 1, base ? base + 1 : id->exe);
-    /* POS_APP in its environment is a name hint (readable as root or as the same user) */
-    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    ssize_t len = read_small_file(path, buf, sizeof buf);
-    for (ssize_t i = 0; len > 0 && i < len; i += (ssize_t)strlen(buf + i) + 1) {
-        if (strncmp(buf + i, "POS_APP=", 8) == 0 && buf[i + 8]) {
-            snprintf(id->app, sizeof id->app, "%s", buf + i + 8);
-            break;
-        }
-    }
-    /* the unified hierarchy's line: "0::/path" */
-    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    id->cgroup[0] = '\0';
-    if (read_small_file(path, buf, sizeof buf) <= 0)
-        buf[0] = '\0';
-    /* its pod, from the same lines (cgroup v1 too), before the v2 line is cut out of them */
-    posd_pod_identify(id, buf);
-    char *line = strstr(buf, "0::");
-    if (line) {
-        line += 3;
-        line[strcspn(line, "\n")] = '\0';
-        snprintf(id->cgroup, sizeof id->cgroup, "%s", line);
-    }
-}
-
-/* " pod NS/POD container NAME" for a log line, or "" without a pod. */
-static void pod_words(const struct posd_identity *id, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    if (!id->pod_uid[0])
-        return;
-    if (!id->pod[0])
-        snprintf(buf, cap, " pod uid %s (names not known yet)", id->pod_uid);
-    else
-        snprintf(buf, cap, " pod %s/%s container %s%s%s", id->k8s_namespace, id->pod,
-                 id->container[0] ? id->container : "-", id->devices[0] ? " devices " : "",
-                 id->devices);
-}
+#include "sched/sm_share.h"
+#include "sched/telemetry.h"
 
 /* ---- messages ----------------------------------------------------------------------------- */
 
@@ -324,7 +65,7 @@ int posd_client_send(struct posd_client *c, int type, const void *body, size_t l
     return send_msg(c->sock, type, body, len, NULL, 0);
 }
 
-static void reject(struct posd_client *c, const char *reason)
+void posd_client_reject(struct posd_client *c, const char *reason)
 {
     send_msg(c->sock, POS_MSG_REJECT, reason, strlen(reason) + 1, NULL, 0);
 }
@@ -359,7 +100,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
                  "process runs unscheduled",
                  (unsigned)c->ident.uid, (int)(1000000000 / POSD_REG_PERIOD_NS), POSD_REG_BURST);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
-        reject(c, why);
+        posd_client_reject(c, why);
         return -EAGAIN;
     }
     if (h->shm_version != POS_SHM_VERSION || h->record_version != POS_OP_RECORD_VERSION) {
@@ -369,7 +110,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
                  h->shm_version, h->record_version, (unsigned)POS_SHM_VERSION,
                  (unsigned)POS_OP_RECORD_VERSION);
         posd_log(POSD_LOG_WARN, "refusing pid %d: %s", (int)c->ident.pid, why);
-        reject(c, why);
+        posd_client_reject(c, why);
         return -EPROTO;
     }
     size_t size = (sizeof(struct pos_client_shm) + 4095) & ~(size_t)4095;
@@ -402,10 +143,10 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
             munmap(p, size);
         if (memfd >= 0)
             close(memfd);
-        reject(c, no_fds ? "posd is out of file descriptors (its open-file limit); ask the admin "
-                           "to raise posd's LimitNOFILE"
-                  : e == ENOMEM ? "posd is out of memory"
-                                : "posd could not allocate shared memory");
+        posd_client_reject(c, no_fds ? "posd is out of file descriptors (its open-file limit); "
+                                       "ask the admin to raise posd's LimitNOFILE"
+                              : e == ENOMEM ? "posd is out of memory"
+                                            : "posd could not allocate shared memory");
         return e ? -e : -ENOMEM;
     }
     c->shm = p;
@@ -415,13 +156,13 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->shm->size = (uint32_t)size;
     c->shm->client_id = c->id;
     posd_mem_limit_publish(c, c->pol.mem_limit); /* before WELCOME, which says the same */
-    c->pub = pos_published_init();
-    pos_shm_publish(c->shm, &c->pub, POS_PUB_ALL);
+    c->rings.pub = pos_published_init();
+    pos_shm_publish(c->shm, &c->rings.pub, POS_PUB_ALL);
     if (posd_engine_add(d, c) < 0) {
         munmap(p, size);
         c->shm = NULL;
         close(memfd);
-        reject(c, "posd is out of memory");
+        posd_client_reject(c, "posd is out of memory");
         return -ENOMEM;
     }
     c->registered = 1;
@@ -429,7 +170,7 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     c->connected_at = posd_now();
     posd_telemetry_client_add(d, c);
     /* decide before the client starts, so it never launches ahead of its policy */
-    posd_engine_tick(d);
+    posd_clients_tick(d);
     c->sm_share = posd_share_for(d, c);
     struct pos_welcome w = {
         .client_id = c->id,
@@ -445,19 +186,26 @@ static int register_client(struct posd *d, struct posd_client *c, const struct p
     char share[32] = "", mem[48] = "";
     if (c->sm_share)
         snprintf(share, sizeof share, " sm_share %u%%", c->sm_share);
-    if (!sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT)) {
+    if (!sched_mem_limit_equal(c->mem.limit, SCHED_MEM_NO_LIMIT)) {
         char limit[24];
-        sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
+        sched_mem_limit_format(c->mem.limit, limit, sizeof limit);
         snprintf(mem, sizeof mem, " mem_limit %s", limit);
     }
-    char pod[POSD_K8S_NAMESPACE_MAX + POSD_K8S_POD_MAX + POSD_K8S_CONTAINER_MAX +
-             POSD_K8S_DEVICES_MAX + 48];
-    pod_words(&c->ident, pod, sizeof pod);
+    char pod[POSD_POD_WORDS_MAX];
+    posd_pod_words(&c->ident, pod, sizeof pod);
     posd_log(POSD_LOG_INFO, "client %u: pid %d uid %u app '%s'%s class %s priority %d%s%s%s%s",
              c->id, (int)c->ident.pid, (unsigned)c->ident.uid, c->ident.app, pod,
              c->pol.class_name, c->pol.priority, share, mem, c->pol.rule[0] ? " rule " : "",
              c->pol.rule);
     return 0;
+}
+
+int posd_client_register(struct posd *d, struct posd_client *c, const struct pos_hello *h)
+{
+    c->id = (uint32_t)++d->next_client_id; /* tools get no id */
+    posd_identify(&c->ident, c->ident.pid);
+    posd_config_match(&d->cfg, &c->ident, &c->pol);
+    return register_client(d, c, h);
 }
 
 void posd_lookup_stats_group(struct posd *d)
@@ -484,110 +232,6 @@ int posd_peer_privileged(const struct posd *d, const struct posd_client *c)
         if (groups[i] == d->stats_gid)
             return 1;
     return 0;
-}
-
-static void reply_kernels(struct posd *d, struct posd_client *c)
-{
-    static uint8_t buf[POS_MSG_MAX];
-    size_t len = posd_engine_kernels(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                     posd_peer_privileged(d, c), c->ident.uid);
-    if (send_msg(c->sock, POS_MSG_KERNELS, buf, len, NULL, 0) < 0)
-        posd_log(POSD_LOG_DEBUG, "kernels reply to a tool failed: %s", strerror(errno));
-}
-
-static void reply_stats(struct posd *d, struct posd_client *c)
-{
-    static uint8_t buf[POS_MSG_MAX];
-    size_t len = posd_engine_stats(d, buf, sizeof buf - sizeof(struct pos_msg_hdr),
-                                   posd_peer_privileged(d, c), c->ident.uid);
-    if (send_msg(c->sock, POS_MSG_STATS, buf, len, NULL, 0) < 0)
-        posd_log(POSD_LOG_DEBUG, "stats reply to a tool failed: %s", strerror(errno));
-}
-
-int posd_client_message(struct posd *d, struct posd_client *c, size_t len)
-{
-    const char *who = c->registered ? c->ident.app : "peer";
-    struct posd_msg m;
-    switch (posd_msg_decode(c->rx, len, &m)) {
-    case POSD_MSG_OK:
-        break;
-    case POSD_MSG_OVERSIZED:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): oversized message (%zu bytes): disconnecting", who,
-                 (int)c->ident.pid, len);
-        return -EPROTO;
-    case POSD_MSG_SHORT:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): short message: disconnecting", who,
-                 (int)c->ident.pid);
-        return -EPROTO;
-    case POSD_MSG_FOREIGN: {
-        posd_log(POSD_LOG_WARN,
-                 "%s (pid %d): not pos protocol v%d (magic %#x version %u): "
-                 "disconnecting",
-                 who, (int)c->ident.pid, POS_PROTO_VERSION, m.hdr.magic, m.hdr.version);
-        char why[128];
-        snprintf(why, sizeof why, "posd speaks protocol v%d; this peer sent v%u", POS_PROTO_VERSION,
-                 m.hdr.version);
-        reject(c, why);
-        return -EPROTO;
-    }
-    case POSD_MSG_LENGTH:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): message length mismatch: disconnecting", who,
-                 (int)c->ident.pid);
-        return -EPROTO;
-    case POSD_MSG_BAD_BODY:
-        posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
-        return -EPROTO;
-    default:
-        posd_log(POSD_LOG_WARN, "%s (pid %d): unknown message type %u: disconnecting", who,
-                 (int)c->ident.pid, m.hdr.type);
-        reject(c, "unknown message type");
-        return -EPROTO;
-    }
-    switch (m.hdr.type) {
-    case POS_MSG_HELLO:
-        if (c->registered || c->is_tool) {
-            posd_log(POSD_LOG_WARN, "pid %d: bad HELLO: disconnecting", (int)c->ident.pid);
-            return -EPROTO;
-        }
-        c->id = (uint32_t)++d->next_client_id; /* tools get no id */
-        identify(&c->ident, c->ident.pid);
-        posd_config_match(&d->cfg, &c->ident, &c->pol);
-        return register_client(d, c, &m.hello);
-    case POS_MSG_NAMES:
-        if (!c->registered || posd_engine_names(c, m.body, m.body_len) < 0) {
-            posd_log(POSD_LOG_WARN, "%s (pid %d): malformed kernel names: disconnecting", who,
-                     (int)c->ident.pid);
-            return -EPROTO;
-        }
-        return 0;
-    case POS_MSG_STATS_REQ:
-        if (!c->registered) {
-            c->is_tool = 1;
-            c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
-        }
-        reply_stats(d, c);
-        return 0;
-    case POS_MSG_KERNELS_REQ:
-        if (!c->registered) {
-            c->is_tool = 1;
-            c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
-        }
-        reply_kernels(d, c);
-        return 0;
-    case POS_MSG_CONTROL:
-        if (c->registered) {
-            posd_log(POSD_LOG_WARN, "%s (pid %d): CONTROL from a client: disconnecting", who,
-                     (int)c->ident.pid);
-            return -EPROTO;
-        }
-        c->is_tool = 1;
-        c->deadline = posd_now() + POSD_REGISTER_NS; /* idle from now */
-        return posd_control(d, c, m.body, m.body_len);
-    default: /* a type the decoder takes but nothing here handles: a bug, not the peer's */
-        posd_log(POSD_LOG_ERROR, "%s (pid %d): message type %u has no handler: disconnecting",
-                 who, (int)c->ident.pid, m.hdr.type);
-        return -ENOSYS;
-    }
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -673,6 +317,10 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
 {
     if (!c->used)
         return;
+    if (c->close_asked) {
+        c->close_asked = 0;
+        d->close_asked--;
+    }
     if (c->registered) {
         posd_telemetry_client_remove(d, c);
         posd_cpu_client_remove(d, c);
@@ -680,17 +328,16 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
         posd_log(why ? POSD_LOG_WARN : POSD_LOG_INFO, "client %u (pid %d, %s) %s", c->id,
                  (int)c->ident.pid, c->ident.app, why ? why : "left");
     }
-    if (c->kick_parked) {
-        c->kick_parked = 0;
+    if (c->kick.parked) {
+        c->kick.parked = 0;
         d->kicks_parked--;
     }
     if (c->kick_fd >= 0) {
         /* the pending read of the kick eventfd must not outlive the slot */
         struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
         if (sqe) {
-            uint64_t ud =
-                EV_CLIENT_KICK | ((uint64_t)(c - d->clients) << 8) | ((uint64_t)c->gen << 32);
-            io_uring_prep_cancel64(sqe, ud, 0);
+            io_uring_prep_cancel64(
+                sqe, posd_event_data(EV_CLIENT_KICK, (int)(c - d->clients), c->gen), 0);
             io_uring_sqe_set_data64(sqe, EV_CANCEL);
         }
         close(c->kick_fd);
@@ -709,6 +356,25 @@ void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
     c->registered = 0;
     if (posd_cpu_any_lowered(d))
         posd_arm_tick(d, 0); /* a client lowered for this one's sake may be restored now */
+}
+
+int64_t posd_clients_tick(struct posd *d)
+{
+    struct posd_client *bad[POSD_MAX_CLIENTS];
+    int64_t now = posd_now();
+    int nbad = posd_engine_read(d, now, bad);
+    for (int i = 0; i < nbad; i++)
+        posd_client_close(d, bad[i], "wrote out-of-range values into its shared memory");
+    return posd_engine_decide(d, now);
+}
+
+void posd_clients_close_asked(struct posd *d)
+{
+    for (int i = 0; i < POSD_MAX_CLIENTS && d->close_asked; i++) {
+        struct posd_client *c = &d->clients[i];
+        if (c->close_asked)
+            posd_client_close(d, c, c->close_why);
+    }
 }
 
 /* C matched against the rules again, and what changed applied. */
@@ -742,9 +408,8 @@ int64_t posd_clients_pod_news(struct posd *d, int fd, void *arg)
         /* as on reload; a client posctl changed keeps that until it exits or posd reloads */
         if (!c->overridden)
             reconfigure(d, c);
-        char pod[POSD_K8S_NAMESPACE_MAX + POSD_K8S_POD_MAX + POSD_K8S_CONTAINER_MAX +
-                 POSD_K8S_DEVICES_MAX + 48];
-        pod_words(&c->ident, pod, sizeof pod);
+        char pod[POSD_POD_WORDS_MAX];
+        posd_pod_words(&c->ident, pod, sizeof pod);
         posd_log(POSD_LOG_INFO, "client %u (pid %d):%s: class %s priority %d%s%s%s", c->id,
                  (int)c->ident.pid, pod, c->pol.class_name, c->pol.priority,
                  c->pol.rule[0] ? " rule " : "", c->pol.rule,

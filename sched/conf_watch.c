@@ -10,7 +10,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "sched/posd.h"
+#include "sched/conf_watch.h"
+#include "sched/reload.h"
+#include "sched/watch.h"
 
 #define CONF_SETTLE_NS   200000000LL  /* quiet this long: the change is whole */
 #define CONF_MAX_WAIT_NS 1000000000LL /* a directory that never settles is read anyway */

@@ -8,9 +8,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sched/arm.h"
+#include "sched/clients.h"
+#include "sched/control.h"
+#include "sched/control_reply.h"
+#include "sched/engine.h"
 #include "sched/files.h"
 #include "sched/ini_lines.h"
-#include "sched/posd.h"
+#include "sched/mem_ledger.h"
+#include "sched/profile_store.h"
+#include "sched/reload.h"
+#include "sched/saver.h"
 
 /* Each handler does its operation and writes one line for the person who asked into MSG.
  * Returns 0 or a negative errno. */
@@ -93,15 +101,15 @@ static int control_set(struct posd *d, const struct posd_client *asker, const st
     pol.mem_limit = mem;
     c->pol = pol;
     c->overridden = 1;
-    if (!sched_mem_limit_equal(c->mem_limit, mem))
+    if (!sched_mem_limit_equal(c->mem.limit, mem))
         posd_mem_limit_publish(c, mem);
     posd_engine_reconf(d, c);
-    posd_arm_tick(d, posd_engine_tick(d));
+    posd_arm_tick(d, posd_clients_tick(d));
     /* the memory limit when it was asked for or there is one, and whether use is above it */
     char limit[24], said[40] = "", over[POSD_MEM_OVER_MAX];
     if ((q->flags & POS_CTL_HAS_MEM_LIMIT) ||
-        !sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT)) {
-        sched_mem_limit_format(c->mem_limit, limit, sizeof limit);
+        !sched_mem_limit_equal(c->mem.limit, SCHED_MEM_NO_LIMIT)) {
+        sched_mem_limit_format(c->mem.limit, limit, sizeof limit);
         snprintf(said, sizeof said, "; mem_limit %s", limit);
     }
     posd_mem_over(c, over, sizeof over);
@@ -128,7 +136,7 @@ static int set_drained(struct posd *d, const struct pos_control *q, int on, char
     uint64_t bit = 1ull << q->device;
     d->drained = on ? d->drained | bit : d->drained & ~bit;
     sched_core_set_drained(d->core, d->drained);
-    posd_arm_tick(d, posd_engine_tick(d));
+    posd_arm_tick(d, posd_clients_tick(d));
     if (on)
         snprintf(msg, cap, "device %d drained: its clients get no new work until posctl undrain %d",
                  q->device, q->device);
@@ -161,7 +169,7 @@ static int control_profiles_reset(struct posd *d, const struct posd_client *aske
                                   const struct pos_control *q, char *msg, size_t cap)
 {
     posd_saver_abort(d); /* a save running renames no older table over the removal */
-    return posd_engine_profiles_reset(d, msg, cap);
+    return posd_profiles_reset(d, msg, cap);
 }
 
 static int control_profiles_load(struct posd *d, const struct posd_client *asker,
@@ -248,19 +256,5 @@ int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t
         c->deadline = posd_now() + POSD_REGISTER_NS;
         posd_arm_house(d, c->deadline);
     }
-    return posd_client_send(c, POS_MSG_CONTROL_REPLY, &r, sizeof r) < 0 ? -1 : 0;
-}
-
-int posd_control_answer(struct posd *d, struct posd_client *c, const char *op, int status,
-                        const char *msg)
-{
-    struct pos_control_reply r;
-    memset(&r, 0, sizeof r);
-    r.status = status;
-    snprintf(r.message, sizeof r.message, "%s", msg);
-    if (op) /* a change: logged with who asked */
-        posd_log(status ? POSD_LOG_WARN : POSD_LOG_INFO, "control %s by pid %d uid %u: %s", op,
-                 (int)c->ident.pid, (unsigned)c->ident.uid, r.message);
-    r.drained = d->drained;
     return posd_client_send(c, POS_MSG_CONTROL_REPLY, &r, sizeof r) < 0 ? -1 : 0;
 }

@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sched/cpu.h"
 #include "sched/files.h"
-#include "sched/posd.h"
 
 #ifndef SCHED_IDLE
 #define SCHED_IDLE 5

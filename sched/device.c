@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sched/posd.h"
+#include "sched/device.h"
 
 /* The CUDA driver API subset the probe calls, by the driver's own ABI (cuda.h), so posd needs
  * neither the toolkit's headers nor a link-time libcuda. */

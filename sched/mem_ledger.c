@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/mem_ledger.h"
 
 static uint64_t at_most(uint64_t v, uint64_t max)
 {
@@ -29,16 +29,16 @@ void posd_mem_limit_publish(struct posd_client *c, struct sched_mem_limit l)
         atomic_store_explicit(&shm->mem_limit_ppm, 0, memory_order_release);
     }
     atomic_fetch_add_explicit(&shm->mem_word, 1, memory_order_release);
-    c->mem_limit = l;
+    c->mem.limit = l;
 }
 
 uint64_t posd_mem_limit_bytes(const struct posd_client *c, uint64_t total)
 {
     /* none stays none (pos_mem_limit_of would say the device's size), and a share of a device
      * whose size is not known yet is not known either */
-    if (sched_mem_limit_equal(c->mem_limit, SCHED_MEM_NO_LIMIT) || (c->mem_limit.ppm && !total))
+    if (sched_mem_limit_equal(c->mem.limit, SCHED_MEM_NO_LIMIT) || (c->mem.limit.ppm && !total))
         return POS_MEM_UNLIMITED;
-    return pos_mem_limit_of(c->mem_limit.bytes, c->mem_limit.ppm, total);
+    return pos_mem_limit_of(c->mem.limit.bytes, c->mem.limit.ppm, total);
 }
 
 /* The device posd's figures of C are about: the one its rules put it on, when accounted. */
@@ -84,12 +84,12 @@ void posd_mem_read(const struct posd_client *c, struct posd_mem_figures *f)
 
 void posd_mem_reconf(struct posd_client *c)
 {
-    if (sched_mem_limit_equal(c->pol.mem_limit, c->mem_limit))
+    if (sched_mem_limit_equal(c->pol.mem_limit, c->mem.limit))
         return;
     char was[24], now[24], over[POSD_MEM_OVER_MAX];
-    sched_mem_limit_format(c->mem_limit, was, sizeof was);
+    sched_mem_limit_format(c->mem.limit, was, sizeof was);
     posd_mem_limit_publish(c, c->pol.mem_limit);
-    sched_mem_limit_format(c->mem_limit, now, sizeof now);
+    sched_mem_limit_format(c->mem.limit, now, sizeof now);
     posd_mem_over(c, over, sizeof over);
     posd_log(POSD_LOG_INFO, "client %u (pid %d, app '%s'): mem_limit %s (was %s)%s", c->id,
              (int)c->ident.pid, c->ident.app, now, was, over);

@@ -16,7 +16,12 @@
  * the labels [metrics] labels asks for. */
 #include <errno.h>
 
-#include "sched/posd.h"
+#include "sched/arm.h"
+#include "sched/metrics.h"
+#include "sched/metrics_text.h"
+#include "sched/sock_owner.h"
+#include "sched/stats.h"
+#include "sched/watch.h"
 
 #ifdef POS_NO_METRICS
 /* A posd built without libmicrohttpd (the carried real-GPU build, tests/gpu/build.sh, links
@@ -54,8 +59,6 @@ void posd_metrics_stop(struct posd *d)
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sched/metrics_text.h"
-#include "sched/sock_owner.h"
 
 #define METRICS_IDLE_S     2             /* silent this long: closed (libmicrohttpd's timeout) */
 #define METRICS_REQUEST_NS 3000000000LL  /* a whole request within this (after the silence rule) */
@@ -308,7 +311,7 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, 
 static char *render(struct posd *d, size_t *len)
 {
     static _Alignas(8) uint8_t buf[POS_MSG_MAX];
-    size_t got = posd_engine_stats(d, buf, sizeof buf, 1, 0);
+    size_t got = posd_stats_clients(d, buf, sizeof buf, 1, 0);
     const struct pos_stats_reply *r = (const struct pos_stats_reply *)buf;
     if (got < sizeof *r)
         return NULL;

@@ -12,9 +12,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sched/clients.h"
+#include "sched/conf_watch.h"
+#include "sched/cpu.h"
+#include "sched/device.h"
+#include "sched/engine.h"
 #include "sched/files.h"
+#include "sched/listen.h"
+#include "sched/loop.h"
+#include "sched/metrics.h"
 #include "sched/pod.h"
-#include "sched/posd.h"
+#include "sched/profile_store.h"
+#include "sched/saver.h"
+#include "sched/sm_share.h"
+#include "sched/telemetry.h"
+#include "sched/watch.h"
 
 #define DEFAULT_CONFIG  "/etc/posd/posd.conf"
 #define DEFAULT_DROPINS "/etc/posd/policy.d"

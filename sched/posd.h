@@ -1,5 +1,7 @@
-/* posd's internal contracts: the daemon state, its clients, and the parts that work on them
- * (event loop, registration, the scheduling engine, control replies, logging). */
+/* posd's state: struct posd and struct posd_client (a member for each part that keeps
+ * something of a client), the constants they are sized by, and what every part uses (the
+ * clock, the log; policy_posd.c: the policy's arguments and note). Each part's functions are
+ * declared in its own header, sched/PART.h, which a file includes for the parts it calls. */
 #ifndef POS_SCHED_POSD_H
 #define POS_SCHED_POSD_H
 
@@ -55,15 +57,16 @@ enum posd_event {
     EV_METRICS, /* the metrics endpoint has something to do (its epoll descriptor) */
     EV_WATCH,   /* a descriptor another part asked the loop to watch (posd_loop_watch) */
 };
+static inline uint64_t posd_event_data(int kind, int slot, uint32_t gen)
+{
+    return (uint64_t)kind | ((uint64_t)slot << 8) | ((uint64_t)gen << 32);
+}
 
 /* A token bucket: TOKENS left, refilled one per period since REFILLED_AT (0: full). */
 struct posd_bucket {
     int tokens;
     int64_t refilled_at;
 };
-/* Refills B (one token per PERIOD ns, up to BURST) and takes one. Returns 0 when there is
- * none. (bucket.c) */
-int posd_bucket_take(struct posd_bucket *b, int64_t now, int burst, int64_t period);
 
 /* Registrations of one non-root uid: each costs posd a memfd, a mapping, /proc reads and a
  * clean slot in the core, so a register/leave loop is held to this rate (a REJECT the shim
@@ -116,25 +119,21 @@ struct posd_cpu_client {
     int said, full_said;  /* a failure, or too many threads, was logged for it */
 };
 
-struct posd_client {
-    int used;
-    uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
-    uint32_t id;
-    int sock;
-    int kick_fd;    /* eventfd the client writes to wake posd */
-    int is_tool;    /* a tool connection (posstat), not a GPU client */
-    int overridden; /* posctl set its class, priority or memory limit (until it exits or a
-                     * reload) */
-    int registered;
-    int64_t deadline; /* closed at this time unless registered by then (0: registered) */
-    struct pos_client_shm *shm;
-    size_t shm_size;
-    struct posd_identity ident;
-    struct posd_client_policy pol;
-    uint32_t sm_share; /* what its WELCOME said (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), 0 = none */
-    struct sched_mem_limit mem_limit; /* what posd wrote into its shared memory last (never
-                                       * read back: the client can write there) */
-    /* where posd's reading of the rings stands (its own copies, never read back) */
+/* What the loop (loop.c) keeps of a client's kicks: the pending read of its eventfd, and the
+ * rate its kicks are held to. */
+struct posd_kick {
+    uint64_t buf; /* the pending read's buffer */
+    int armed;
+    int parked; /* its kicks wait (the read is not armed) until unpark_at */
+    int64_t unpark_at;
+    struct posd_bucket any, idle; /* every kick; kicks that brought no news */
+    int64_t park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
+    uint64_t mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
+};
+
+/* Where the engine's (engine.c) reading of a client's rings stands (its own copies, never read
+ * back), and what it published to it last. */
+struct posd_rings {
     uint64_t sub_head; /* next seq to read is sub_head + 1 */
     uint64_t done_head;
     uint64_t sync_head;
@@ -142,25 +141,54 @@ struct posd_client {
     int64_t sync_stall_since;
     uint64_t stall_seq;
     int64_t stall_since;
-    int64_t connected_at;
     uint64_t skipped; /* submission slots never published (a thread died mid-launch) */
     struct pos_published pub; /* what posd published to it last (pos/rules.h) */
-    /* kernel keys by the client's kernel id (NAMES messages) */
+};
+
+/* A client's kernel keys by its kernel id (names.c, from its NAMES messages). */
+struct posd_names {
     uint64_t *keys;
     uint32_t nkeys;    /* ids 1..nkeys known */
     uint64_t *key_set; /* the same keys as a hash set (0 marks a free slot) */
     uint32_t key_set_cap;
     int key_set_zero; /* key 0 is in the set */
-    /* I/O buffers of the pending recv and kick read */
-    uint8_t rx[POS_REQ_MAX];
-    uint64_t kick_buf;
-    int kick_armed;
-    int kick_parked; /* its kicks wait (the read is not armed) until kick_unpark_at */
-    int64_t kick_unpark_at;
-    struct posd_bucket kick_any, kick_idle; /* every kick; kicks that brought no news */
-    int64_t kick_park_ns; /* how long its next empty kick over the rate waits; 0 = a period */
-    uint64_t kick_mark;   /* news_mark after its last kick: a kick is empty if it has not moved */
-    int pending;          /* SQEs in flight for this slot */
+};
+
+/* A client's memory limit as the ledger (mem_ledger.c) wrote it. */
+struct posd_mem_client {
+    struct sched_mem_limit limit; /* what posd wrote into its shared memory last (never read
+                                   * back: the client can write there) */
+};
+
+/* A peer of posd: the slot and its connection are clients.c's (it makes and closes them); each
+ * part that keeps something of a client has its own member, named for it. */
+struct posd_client {
+    int used;
+    uint32_t gen; /* bumped when the slot is reused: stale completions are ignored */
+    uint32_t id;
+    int sock;
+    int kick_fd;    /* eventfd the client writes to wake posd */
+    int is_tool;    /* a tool connection (posstat), not a GPU client */
+    int registered;
+    int64_t deadline; /* closed at this time unless registered by then (0: registered) */
+    int64_t connected_at;
+    struct pos_client_shm *shm;
+    size_t shm_size;
+    uint8_t rx[POS_REQ_MAX]; /* the pending recv's buffer */
+    int pending;             /* SQEs in flight for this slot */
+    int close_asked;         /* a part below clients.c found it gone (posd_client_ask_close) */
+    const char *close_why;   /* what posd_client_close is then told */
+    /* who it is and its rules' settings (config.c, pod_resolver.c) */
+    struct posd_identity ident;
+    struct posd_client_policy pol;
+    int overridden; /* posctl (control.c) set its class, priority or memory limit (until it
+                     * exits or a reload) */
+    uint32_t sm_share; /* sm_share.c: what its WELCOME said (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE),
+                        * 0 = none */
+    struct posd_mem_client mem;
+    struct posd_rings rings;
+    struct posd_names names;
+    struct posd_kick kick;
     struct posd_tele_client tele;
     struct posd_cpu_client cpu;
 };
@@ -183,6 +211,7 @@ struct posd {
     int64_t house_at;            /* when the armed housekeeping timeout fires */
     int64_t accept_paused_until; /* accepts resume then (0: not paused) */
     int kicks_parked;            /* clients whose kicks wait */
+    int close_asked;             /* clients to close when the loop gets back (close_asked) */
     int has_stats_group;
     gid_t stats_gid;            /* POSD_STATS_GROUP */
     uint64_t drained;           /* devices drained by posctl (bit D: device D) */
@@ -209,6 +238,18 @@ struct posd {
 
 int64_t posd_now(void);
 
+/* Asks for C to be closed (posd_client_close's WHY) by the loop, once the part that found it
+ * gone (telemetry, which clients.c calls) has returned: a part below clients.c does not close
+ * a client itself. */
+static inline void posd_client_ask_close(struct posd *d, struct posd_client *c, const char *why)
+{
+    if (!c->close_asked) {
+        c->close_asked = 1;
+        c->close_why = why;
+        d->close_asked++;
+    }
+}
+
 /* policy_posd.c: ARGS for POLICY's init: CFG's policy parameters, a schedule file read for
  * DEV; returns the schedule read (NULL: none given, or it cannot be used: logged), which the
  * caller closes once the core no longer uses it. And the policy's note logged when it changes. */
@@ -227,244 +268,5 @@ void posd_set_log_level(int level);
 int64_t posd_log_flush(void);
 /* When posd_log_flush has something to print, or 0. */
 int64_t posd_log_due(void);
-
-/* wire.c: decoding a peer's message */
-enum posd_msg_verdict {
-    POSD_MSG_OK,
-    POSD_MSG_OVERSIZED, /* longer than POS_REQ_MAX */
-    POSD_MSG_SHORT,     /* shorter than a header */
-    POSD_MSG_FOREIGN,   /* another magic or version */
-    POSD_MSG_LENGTH,    /* the header's length is not the message's */
-    POSD_MSG_BAD_BODY,  /* a body of the wrong size for its type */
-    POSD_MSG_UNKNOWN,   /* a type posd does not take */
-};
-struct posd_msg {
-    struct pos_msg_hdr hdr; /* a copy: valid unless SHORT or OVERSIZED */
-    const uint8_t *body;    /* into the buffer decoded; NULL unless the length is right */
-    size_t body_len;
-    struct pos_hello hello; /* HELLO's body, copied */
-};
-/* Decodes the LEN bytes at BUF into M. Returns an enum posd_msg_verdict. A NAMES body is
- * checked by posd_engine_names, which keeps the client's keys. */
-int posd_msg_decode(const uint8_t *buf, size_t len, struct posd_msg *m);
-
-/* clients.c: registration and teardown */
-int posd_listen(struct posd *d);
-void posd_unlink_socket(struct posd *d);
-/* A new peer on SOCK, or NULL when it was refused (table full, its uid over its cap; SOCK is
- * then closed). */
-struct posd_client *posd_client_new(struct posd *d, int sock);
-void posd_client_close(struct posd *d, struct posd_client *c, const char *why);
-/* Closes the connections past their deadline (POSD_REGISTER_NS). Returns the earliest deadline
- * left, or 0 when none is. */
-int64_t posd_clients_expire(struct posd *d, int64_t now);
-/* A message arrived on C's socket (LEN bytes in c->rx). Returns 0, or a negative errno value
- * to drop C (-EPROTO: it broke the protocol; a refused or failed registration's reason). */
-int posd_client_message(struct posd *d, struct posd_client *c, size_t len);
-/* Looks up the group whose members see every client in STATS (POSD_STATS_GROUP), at start
- * and at every reload. */
-void posd_lookup_stats_group(struct posd *d);
-/* Re-applies the configuration to every client (after SIGHUP). */
-void posd_clients_reconfigure(struct posd *d);
-/* The pod resolver has a new table (sched/pod.h; a posd_loop_watch function on its eventfd):
- * clients whose pod names changed are matched against the rules again, as on a reload (one
- * posctl changed keeps its settings), and logged. */
-int64_t posd_clients_pod_news(struct posd *d, int fd, void *arg);
-/* Root, or a member of POSD_STATS_GROUP (its groups as the kernel recorded them at connect):
- * sees every client in STATS and may change posd (CONTROL). */
-int posd_peer_privileged(const struct posd *d, const struct posd_client *c);
-/* Sends C one message of TYPE with BODY (LEN bytes). Returns 0 or -1. */
-int posd_client_send(struct posd_client *c, int type, const void *body, size_t len);
-
-/* control.c: posctl's requests (POS_MSG_CONTROL) */
-/* What a handler returns when its answer comes later (posd_control_answer). */
-#define POSD_CONTROL_LATER 1
-/* Answers C's request with STATUS (0 or -errno) and MSG; a change (OP, its name; NULL for a
- * question) is logged with who asked. Returns 0, or -1 when it could not be sent (the caller
- * drops C). */
-int posd_control_answer(struct posd *d, struct posd_client *c, const char *op, int status,
-                        const char *msg);
-/* Handles one CONTROL request (body of LEN bytes) from C and answers it. Returns 0, or -1
- * to drop C (it could not be answered). */
-int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t len);
-
-/* engine.c: the adapter between the clients' shared memory and the scheduling core */
-/* The core's tunables from the configuration. */
-void posd_engine_params(const struct posd_config *cfg, struct sched_params *p);
-/* Creates the core (policy from d->policy). Returns 0 or a negative errno. */
-int posd_engine_init(struct posd *d);
-/* Writes the kernel profiles to STATE_DIR/profiles now (in this thread: saver.c calls it in
- * its child); forgets them all and removes the file.
- * Each returns 0 or a negative errno, with a line for a person in MSG. */
-int posd_engine_profiles_write(struct posd *d, char *msg, size_t cap);
-/* The KERNELS reply body into BUF (CAP bytes): every user's profiles when ALL, else UID's. */
-size_t posd_engine_kernels(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
-int posd_engine_profiles_reset(struct posd *d, char *msg, size_t cap);
-/* Reads every client's rings into the core, decides, publishes grants. Returns the delay in
- * ns until the next tick is wanted, or -1 when nothing needs one (idle). */
-int64_t posd_engine_tick(struct posd *d);
-/* A client registered / left. */
-int posd_engine_add(struct posd *d, struct posd_client *c);
-void posd_engine_remove(struct posd *d, struct posd_client *c);
-/* The client's policy settings changed (reload). */
-void posd_engine_reconf(struct posd *d, struct posd_client *c);
-/* A NAMES message (body of LEN bytes). Returns 0, -EPROTO when it is malformed, or -ENOMEM. */
-int posd_engine_names(struct posd_client *c, const uint8_t *body, size_t len);
-/* Tells C's waiting threads that posd is going away (they launch freely from now on). */
-void posd_engine_release(struct posd_client *c);
-/* Fills a stats reply (header excluded) into BUF; returns its length. It lists every client
- * when ALL, else only those of uid UID. */
-size_t posd_engine_stats(struct posd *d, void *buf, size_t cap, int all, uid_t uid);
-
-/* saver.c: kernel profile saves in a child process (the loop never waits for one) */
-#define POSD_PROFILES_NAME   "profiles" /* in the state directory */
-#define POSD_PROFILE_SAVE_NS (60 * 1000000000ll)
-/* A save asked by ASKER (posctl; NULL: the periodic one). Returns POSD_CONTROL_LATER when
- * ASKER is answered at the end of a save that begins after now (one is started, or follows
- * the running one), 0 when the periodic one was started or is not needed (one runs), or the
- * result of a save written in this thread when no child could be made (0 or -errno, MSG). */
-int posd_saver_request(struct posd *d, struct posd_client *asker, char *msg, size_t cap);
-/* Ends a running save (its child killed and reaped, its temporary removed): before a reset,
- * so that no older table is renamed over the removal. Its askers get the next save. */
-void posd_saver_abort(struct posd *d);
-/* The periodic save, when due (and the count of profiles refused at profile_user_max logged).
- * Returns when the next one is due. */
-int64_t posd_saver_periodic(struct posd *d);
-/* At exit: a running save ended, the profiles written in this thread, its askers answered. */
-void posd_saver_finish(struct posd *d);
-
-/* cpu.c: the CPU lever's hands (the core decides, sched_grant.cpu_low) */
-/* At start: the fatal signals' handler that restores lowered threads is installed, and what a
- * posd killed before left lowered (STATE_DIR/cpu-lowered) is put back. */
-void posd_cpu_start(struct posd *d);
-void posd_cpu_recover(struct posd *d);
-/* After a decision: C's threads lowered as LOW (enum pos_cpu_lever) says, new ones found every
- * POSD_CPU_RESCAN_NS, or put back when LOW is POS_CPU_OFF. Failures are logged once per client. */
-void posd_cpu_apply(struct posd *d, struct posd_client *c, int low, int64_t now);
-/* C leaves: its threads are put back. */
-void posd_cpu_client_remove(struct posd *d, struct posd_client *c);
-/* Whether some client is lowered now. */
-int posd_cpu_any_lowered(const struct posd *d);
-/* At exit: every lowered thread put back, the record removed. */
-void posd_cpu_restore_all(struct posd *d);
-
-/* device.c: what posd knows of the GPU */
-/* Fills DEV for device 0 from the CUDA driver the clients use (asked by a child process) and
- * whether processes run at once on it (MPS); the documented defaults when no driver answers.
- * Logs what it found. Returns 0, or -1 when the defaults were used. */
-int posd_device_probe(struct pos_sched_device *dev);
-/* Where posd looks for an MPS control daemon: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps. */
-const char *posd_mps_pipe_dir(void);
-
-/* sm_share.c: SM shares through MPS */
-/* Logs once, for the configuration just loaded, the rules and classes whose sm_share cannot
- * apply because the device runs processes one at a time (no MPS). */
-void posd_shares_check(const struct posd *d);
-/* The share C's WELCOME carries: its policy's sm_share where the device has MPS, else 0. */
-uint32_t posd_share_for(const struct posd *d, const struct posd_client *c);
-/* After a reload: says when a running client's share changed (it applies to its next start). */
-void posd_share_reconf(const struct posd *d, const struct posd_client *c);
-
-/* mem_ledger.c: posd's side of the memory ledger (docs/memory.md) */
-/* Every figure of a client's account is read clamped to this (and to the device's memory as
- * the client gave it): more than any device has, and small enough that the sums over devices
- * and clients cannot wrap. */
-#define POSD_MEM_DEVICE_MAX (UINT64_C(1) << 48) /* 256 TiB */
-/* A client's account as posd reports it: summed over its devices, each value read once. */
-struct posd_mem_figures {
-    uint64_t used, peak, refused;  /* used: reserved and committed, IPC imports aside */
-    uint64_t bytes[POS_MEM_KINDS]; /* committed, by kind */
-    uint64_t total; /* the memory of the device its rules put it on, as its shim saw it (0: not
-                     * known yet) */
-    uint64_t limit; /* its limit there (POS_MEM_UNLIMITED: none, or a share of a device whose
-                     * size is not known yet) */
-};
-/* Writes L into C's shared memory (its limit from now on) and bumps mem_word. */
-void posd_mem_limit_publish(struct posd_client *c, struct sched_mem_limit l);
-/* C's limit in bytes on a device of TOTAL bytes (0: not known), from posd's own copy. */
-uint64_t posd_mem_limit_bytes(const struct posd_client *c, uint64_t total);
-/* C's account, in F. */
-void posd_mem_read(const struct posd_client *c, struct posd_mem_figures *f);
-/* Only what C uses on its rules' device and its limit there: two values read, for each tick. */
-void posd_mem_read_device(const struct posd_client *c, uint64_t *used, uint64_t *limit);
-/* After a reload: C's limit written and logged when its rules' changed. */
-void posd_mem_reconf(struct posd_client *c);
-/* "; it uses 3GiB on device 0, above 2GiB: ..." into BUF when C uses more than
- * its limit on its rules' device (its account read once), else "". */
-#define POSD_MEM_OVER_MAX 128
-void posd_mem_over(const struct posd_client *c, char *buf, size_t cap);
-
-/* metrics.c: the Prometheus endpoint */
-struct MHD_Daemon;
-/* Connections the endpoint holds at once, and that one peer may hold of them (a local user,
- * told by its socket's owner, or a remote address; root's are not counted per peer): one user
- * cannot take the room scrapers need (docs/metrics.md). */
-#define POSD_METRICS_CONNECTIONS 256
-#define POSD_METRICS_PEER_MAX    8
-/* Serves /metrics on SPEC ("PORT" on loopback, "ADDR:PORT", "[ADDR6]:PORT"), which came from
- * ORIGIN ("--metrics", "[metrics] listen": for messages). Returns 0 or a negative errno
- * (logged). */
-int posd_metrics_start(struct posd *d, const char *spec, const char *origin);
-/* The descriptors the endpoint may hold at most (0 in a posd without it). */
-int posd_metrics_descriptors(void);
-/* Does what the endpoint has to do. Returns when it wants to run again at the latest
- * (CLOCK_MONOTONIC ns), 0 for no deadline. */
-int64_t posd_metrics_run(struct posd *d);
-void posd_metrics_stop(struct posd *d);
-
-/* loop.c */
-/* Blocks the signals the loop reads from its signalfd (SIGHUP, SIGTERM, SIGINT): called before
- * the socket exists, so that one sent as soon as it does waits for the loop (their default
- * action killed posd, its socket left behind). */
-void posd_block_signals(void);
-int posd_loop(struct posd *d);
-/* Reloads the configuration (SIGHUP, posctl reload): on error the running one stays. Returns
- * 0 or a negative errno; ERR says what was done or why not. */
-int posd_reload(struct posd *d, char *err, size_t errlen);
-void posd_arm_tick(struct posd *d, int64_t delay_ns);
-/* Makes sure housekeeping runs at AT (CLOCK_MONOTONIC ns) at the latest. */
-void posd_arm_house(struct posd *d, int64_t at);
-/* Calls FN(D, FD, ARG) whenever FD is readable (POLLIN), from the loop, until posd stops; a
- * part with a descriptor of its own (telemetry's ring buffer and timer, the metrics listener)
- * needs no case in the loop. FN returns 0, or when to look at FD again (CLOCK_MONOTONIC ns)
- * when it must rest (an accept out of descriptors would fail again at once). May be called
- * before posd_loop starts. Returns 0 or -ENOSPC (POSD_MAX_WATCHES). */
-#define POSD_MAX_WATCHES 12
-typedef int64_t (*posd_watch_fn)(struct posd *d, int fd, void *arg);
-int posd_loop_watch(struct posd *d, int fd, posd_watch_fn fn, void *arg);
-/* The same, once: FN is called the first time FD is readable, and the watch is gone (FN closes
- * FD when it is done with it). */
-int posd_loop_watch_once(struct posd *d, int fd, posd_watch_fn fn, void *arg);
-
-/* conf_watch.c: the drop-in directory watched (inotify): a change reloads the configuration
- * as SIGHUP does, once a burst of changes has settled. Returns 0, or -errno when DIR cannot be
- * watched (logged; SIGHUP still reloads). */
-int posd_conf_watch_start(struct posd *d, const char *dir);
-void posd_conf_watch_stop(void);
-
-/* telemetry.c: eBPF telemetry (bpf/telemetry.bpf.c), as [daemon] telemetry says. Without it
- * (telemetry = off, a build without eBPF, no privilege, a kernel without the features) every
- * call does nothing and every figure stays 0. */
-/* Loads and attaches what the machine allows. Returns 0, or a negative errno value when
- * telemetry = on and it could not load (posd then refuses to start); otherwise it logs once
- * why not. */
-int posd_telemetry_start(struct posd *d);
-void posd_telemetry_stop(struct posd *d);
-/* C registered / is about to leave: the kernel side starts / stops following its tgid. */
-void posd_telemetry_client_add(struct posd *d, struct posd_client *c);
-void posd_telemetry_client_remove(struct posd *d, struct posd_client *c);
-/* A launch of C's thread TID was read: the kernel side follows that thread from now on. */
-void posd_telemetry_follow(struct posd_client *c, uint32_t tid);
-/* C's figures for STATS: a client that has no whole interval yet (it registered less than
- * one refresh ago) is measured from when it was first followed to NOW, so that its first
- * second is not shown as zero. */
-void posd_telemetry_client_current(struct posd *d, struct posd_client *c, int64_t now);
-/* Which parts are running (POS_TELE_* of include/pos/proto.h). */
-uint32_t posd_telemetry_parts(void);
-/* How many processes initialised the driver while the kernel side's table of GPU processes
- * was full (they are not tracked). */
-uint64_t posd_telemetry_untracked(void);
-/* Fills at most CAP unmanaged processes into OUT; returns how many there are (may be > CAP). */
-size_t posd_telemetry_unmanaged(struct posd *d, struct pos_unmanaged_stats *out, size_t cap);
 
 #endif

@@ -18,8 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sched/clients.h"
+#include "sched/control_reply.h"
 #include "sched/files.h"
-#include "sched/posd.h"
+#include "sched/profile_store.h"
+#include "sched/saver.h"
+#include "sched/watch.h"
 
 #define SAVER_WAITERS 32
 
@@ -93,7 +97,7 @@ static void child_save(struct posd *d, int out)
     (void)sched_setscheduler(0, SCHED_IDLE, &sp); /* never ahead of anyone's work */
     struct save_result r;
     memset(&r, 0, sizeof r);
-    r.status = posd_engine_profiles_write(d, r.msg, sizeof r.msg);
+    r.status = posd_profiles_write(d, r.msg, sizeof r.msg);
     if (write(out, &r, sizeof r) != (ssize_t)sizeof r)
         _exit(2);
     _exit(r.status < 0 ? 1 : 0);
@@ -165,7 +169,7 @@ static int save_here(struct posd *d, int why, char *msg, size_t cap)
                  "save): no child process for it: %s",
                  strerror(-why));
     S.no_child_said = 1;
-    return posd_engine_profiles_write(d, msg, cap);
+    return posd_profiles_write(d, msg, cap);
 }
 
 static void said_periodic(struct posd *d, int status, const char *msg)
@@ -294,7 +298,7 @@ void posd_saver_finish(struct posd *d)
     if (d->state_fd < 0 || (d->prof.count == 0 && S.nw == 0))
         return;
     char msg[512];
-    int n = posd_engine_profiles_write(d, msg, sizeof msg);
+    int n = posd_profiles_write(d, msg, sizeof msg);
     said_periodic(d, n, msg);
     answer(d, UINT64_MAX, n < 0 ? n : 0, msg);
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/sm_share.h"
 
 /* Appends NAME to the list in BUF (LEN bytes), "..." once it is full. */
 static void list_add(char *buf, size_t len, const char *kind, const char *name)

@@ -15,7 +15,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "sched/posd.h"
+#include "sched/arm.h"
+#include "sched/telemetry.h"
+#include "sched/watch.h"
 
 #define REFRESH_NS 1000000000LL /* the interval of each client's figures */
 
@@ -249,8 +251,8 @@ static void client_exited(struct posd *d, uint32_t tgid, uint64_t ns)
         int64_t late = posd_now() - (int64_t)ns;
         posd_log(POSD_LOG_INFO, "client %u (pid %d, %s) exited: freed %lld us after its exit",
                  c->id, (int)c->ident.pid, c->ident.app, (long long)(late / 1000));
-        posd_client_close(d, c, NULL);
-        posd_arm_tick(d, 0); /* its share is free at once */
+        posd_client_ask_close(d, c, NULL); /* the loop closes it when this watch returns */
+        posd_arm_tick(d, 0);               /* its share is free at once */
     }
 }
 

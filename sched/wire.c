@@ -1,10 +1,10 @@
 /* A peer's message to posd, decoded and checked against the protocol: pure (no I/O, no
  * state), so that every byte a peer can send passes through one function the fuzzer runs
  * (tests/fuzz/fuzz_wire.c). What the message means for the connection (a second HELLO, NAMES
- * before HELLO) is for clients.c to judge. */
+ * before HELLO) is for handlers.c to judge. */
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/wire.h"
 
 int posd_msg_decode(const uint8_t *buf, size_t len, struct posd_msg *m)
 {

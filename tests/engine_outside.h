@@ -1,10 +1,11 @@
-/* What the engine (sched/engine.c) calls outside itself beyond the core, the profiles and the
- * log, for test and fuzz programs that link the engine alone: no telemetry (no eBPF parts, no
- * unmanaged processes), no stage schedule, no policy note. Include it in one file of a program. */
+/* What the engine (sched/engine.c) and its replies (stats.c) call outside themselves beyond
+ * the core, the profiles and the log, for test and fuzz programs that link the engine alone: no
+ * telemetry (no eBPF parts, no unmanaged processes), no stage schedule, no policy note. Include
+ * it in one file of a program. */
 #ifndef POS_TESTS_ENGINE_OUTSIDE_H
 #define POS_TESTS_ENGINE_OUTSIDE_H
 
-#include "sched/posd.h"
+#include "sched/telemetry.h"
 
 uint32_t posd_telemetry_parts(void)
 {

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/engine.h"
+#include "sched/stats.h"
 #include "tests/engine_outside.h"
 
 static struct posd D;
@@ -68,9 +69,11 @@ int64_t posd_now(void)
     return now_ns;
 }
 
-void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
+/* What posd_client_close does of the engine's: a client the engine gave back, or one left at
+ * the end of a run. */
+static void drop(struct posd_client *c)
 {
-    posd_engine_remove(d, c);
+    posd_engine_remove(&D, c);
     c->registered = 0;
     c->used = 0;
 }
@@ -122,7 +125,11 @@ static uint64_t take(struct input *in, int bytes)
 
 static void tick(void)
 {
-    posd_engine_tick(&D);
+    struct posd_client *bad[POSD_MAX_CLIENTS];
+    int nbad = posd_engine_read(&D, now_ns, bad);
+    for (int i = 0; i < nbad; i++)
+        drop(bad[i]);
+    posd_engine_decide(&D, now_ns);
     for (int i = 0; i < 2; i++) {
         if (!D.clients[i].registered)
             continue;
@@ -203,7 +210,7 @@ static void step(struct input *in)
         break;
     case 7: {
         static uint8_t buf[POS_MSG_MAX];
-        posd_engine_stats(&D, buf, sizeof buf, (int)take(in, 1) & 1, 0);
+        posd_stats_clients(&D, buf, sizeof buf, (int)take(in, 1) & 1, 0);
         break;
     }
     case 8:
@@ -229,7 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tick();
     for (int i = 0; i < 2; i++)
         if (D.clients[i].registered)
-            posd_client_close(&D, &D.clients[i], NULL);
+            drop(&D.clients[i]);
     now_ns += 1000000000LL;
     return 0;
 }

@@ -1,5 +1,5 @@
 /* libFuzzer target: posd's wire-protocol decoder (sched/wire.c) and the NAMES body parser
- * (posd_engine_names), on one connection's worth of messages. Input: messages, each a byte of
+ * (posd_names_message), on one connection's worth of messages. Input: messages, each a byte of
  * flags, a little-endian uint16 length and that many bytes; flag 0x1 writes a correct header
  * over the message's first bytes (magic, version, length), so the fuzzer reaches the bodies
  * without having to find them. Checks that a message decoded OK says what its bytes say and
@@ -8,16 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/names.h"
+#include "sched/wire.h"
 #include "tests/engine_outside.h"
 
 static struct posd_client C;
-
-/* the engine's only call out of it; never reached from posd_engine_names */
-void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
-{
-    abort();
-}
 
 static void check_decoded(const uint8_t *msg, size_t len, const struct posd_msg *m, int v)
 {
@@ -58,13 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int v = posd_msg_decode(msg, len, &m);
         check_decoded(msg, len, &m, v);
         if (v == POSD_MSG_OK && m.hdr.type == POS_MSG_NAMES) {
-            uint32_t before = C.nkeys;
-            int rc = posd_engine_names(&C, m.body, m.body_len);
-            assert(C.nkeys <= POS_MAX_KERNEL_IDS);
-            assert(rc == 0 ? C.nkeys > before : C.nkeys == before);
+            uint32_t before = C.names.nkeys;
+            int rc = posd_names_message(&C, m.body, m.body_len);
+            assert(C.names.nkeys <= POS_MAX_KERNEL_IDS);
+            assert(rc == 0 ? C.names.nkeys > before : C.names.nkeys == before);
         }
     }
-    free(C.keys);
-    free(C.key_set);
+    free(C.names.keys);
+    free(C.names.key_set);
     return 0;
 }

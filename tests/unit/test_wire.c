@@ -1,20 +1,15 @@
 /* Tests posd's decoding of what peers send: the message decoder (sched/wire.c), each verdict
- * from one byte off a good message, and the NAMES parser (posd_engine_names): ids in order,
+ * from one byte off a good message, and the NAMES parser (posd_names_message): ids in order,
  * a name under two ids refused within a message and across messages, a refused message
  * leaving the known names as they were, and the protocol's cap on ids. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/posd.h"
+#include "sched/names.h"
+#include "sched/wire.h"
 #include "tests/engine_outside.h"
 #include "tests/cunit_main.h"
-
-/* the engine's one call out of it, unused by what is tested here */
-void posd_client_close(struct posd *d, struct posd_client *c, const char *why)
-{
-    abort();
-}
 
 static size_t msg(uint8_t *buf, int type, const void *body, size_t len)
 {
@@ -77,26 +72,26 @@ static void test_names_in_order_and_once_each(void)
     uint8_t b[512];
     const char *ab[] = {"conv1", "gemm"}, *cd[] = {"relu", "pool"}, *again[] = {"bias", "conv1"},
                *twice[] = {"x", "x"};
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 1, ab, 2)), 0);
-    CU_ASSERT_EQUAL(c.nkeys, 2);
-    CU_ASSERT_NOT_EQUAL(c.keys[1], c.keys[2]);
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 1, cd, 2)), -EPROTO); /* ids again */
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 4, cd, 2)), -EPROTO); /* a gap */
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 3, twice, 2)), -EPROTO);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, 1, ab, 2)), 0);
+    CU_ASSERT_EQUAL(c.names.nkeys, 2);
+    CU_ASSERT_NOT_EQUAL(c.names.keys[1], c.names.keys[2]);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, 1, cd, 2)), -EPROTO); /* ids again */
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, 4, cd, 2)), -EPROTO); /* a gap */
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, 3, twice, 2)), -EPROTO);
     /* a name known under an earlier id, after a new one of the same message */
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 3, again, 2)), -EPROTO);
-    CU_ASSERT_EQUAL(c.nkeys, 2);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, 3, again, 2)), -EPROTO);
+    CU_ASSERT_EQUAL(c.names.nkeys, 2);
     /* what the refused messages brought is forgotten: "bias" and "x" are new names still */
     const char *bias[] = {"bias", "x"};
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 3, bias, 2)), 0);
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, 5, cd, 2)), 0);
-    CU_ASSERT_EQUAL(c.nkeys, 6);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, 3, bias, 2)), 0);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, 5, cd, 2)), 0);
+    CU_ASSERT_EQUAL(c.names.nkeys, 6);
     /* trailing bytes after the last name */
     size_t n = names_body(b, 7, (const char *[]){"tail"}, 1);
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, n + 1), -EPROTO);
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, n), 0);
-    free(c.keys);
-    free(c.key_set);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, n + 1), -EPROTO);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, n), 0);
+    free(c.names.keys);
+    free(c.names.key_set);
 }
 
 /* Ids up to POS_MAX_KERNEL_IDS, each name once, in messages of posd's largest size: every
@@ -117,21 +112,21 @@ static void test_names_up_to_the_cap(void)
         }
         size_t len = names_body(b, id, names, count);
         CU_ASSERT_FATAL(len <= POS_REQ_MAX - sizeof(struct pos_msg_hdr));
-        CU_ASSERT_EQUAL_FATAL(posd_engine_names(&c, b, len), 0);
+        CU_ASSERT_EQUAL_FATAL(posd_names_message(&c, b, len), 0);
         id += count;
     }
-    CU_ASSERT_EQUAL(c.nkeys, POS_MAX_KERNEL_IDS);
+    CU_ASSERT_EQUAL(c.names.nkeys, POS_MAX_KERNEL_IDS);
     const char *one[] = {"one_more"};
-    CU_ASSERT_EQUAL(posd_engine_names(&c, b, names_body(b, id, one, 1)), -EPROTO);
+    CU_ASSERT_EQUAL(posd_names_message(&c, b, names_body(b, id, one, 1)), -EPROTO);
     /* and the first name is still known */
     const char *first[] = {"k00001"};
     struct posd_client d = {0};
-    CU_ASSERT_EQUAL(posd_engine_names(&d, b, names_body(b, 1, first, 1)), 0);
-    CU_ASSERT_EQUAL(d.keys[1], c.keys[1]);
-    free(c.keys);
-    free(c.key_set);
-    free(d.keys);
-    free(d.key_set);
+    CU_ASSERT_EQUAL(posd_names_message(&d, b, names_body(b, 1, first, 1)), 0);
+    CU_ASSERT_EQUAL(d.names.keys[1], c.names.keys[1]);
+    free(c.names.keys);
+    free(c.names.key_set);
+    free(d.names.keys);
+    free(d.names.key_set);
 }
 
 void pos_test_register(void)
