@@ -50,7 +50,7 @@ for i in 0 1 2 3; do
     [ "$(field "$j" verified)" = true ] || verified=false
 done
 js=$($POSSTAT -o json)
-c_sub=$(field "$js" submitted) c_gra=$(field "$js" granted) c_com=$(field "$js" completed)
+c_sub=$(field "$js" submitted) c_rel=$(field "$js" released) c_com=$(field "$js" completed)
 posd_down
 
 # ---- 2. priority isolation ----------------------------------------------------------------------
@@ -157,9 +157,9 @@ timeslice mode unless stated), posd on a socket in a temporary directory.
 
 \`posapp ... --verify\` x 4 at once (${args[*]}), then posd's totals (posstat JSON):
 
-| sum of posapp launches | posd submitted | posd granted | posd completed | all verified |
+| sum of posapp launches | posd submitted | posd released | posd completed | all verified |
 |---|---|---|---|---|
-| $launches | $c_sub | $c_gra | $c_com | **$verified** |
+| $launches | $c_sub | $c_rel | $c_com | **$verified** |
 
 ## Priority isolation (timeslice)
 

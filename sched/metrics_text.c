@@ -33,9 +33,9 @@ static double dev_submitted(const struct pos_device_stats *d)
 {
     return (double)d->submitted;
 }
-static double dev_granted(const struct pos_device_stats *d)
+static double dev_released(const struct pos_device_stats *d)
 {
-    return (double)d->granted;
+    return (double)d->released;
 }
 static double dev_completed(const struct pos_device_stats *d)
 {
@@ -68,8 +68,9 @@ static const struct device_metric device_metrics[] = {
     {"posd_device_submitted_operators_total", "counter",
      "Operators submitted by every client since posd started, departed clients included.",
      dev_submitted, 0},
-    {"posd_device_granted_operators_total", "counter",
-     "Operators released to the GPU by a grant since posd started.", dev_granted, 0},
+    {"posd_device_released_operators_total", "counter",
+     "Operators released to the GPU (granted, or launched freely) since posd started.",
+     dev_released, 0},
     {"posd_device_completed_operators_total", "counter",
      "Operators known complete since posd started.", dev_completed, 0},
     {"posd_device_busy_seconds_total", "counter",
@@ -105,7 +106,7 @@ struct client_metric {
         return (double)c->field * NS;                                                              \
     }
 CLIENT_COUNTER(cl_submitted, submitted)
-CLIENT_COUNTER(cl_granted, granted)
+CLIENT_COUNTER(cl_released, released)
 CLIENT_COUNTER(cl_completed, completed)
 CLIENT_COUNTER(cl_queued, queued)
 CLIENT_COUNTER(cl_in_flight, in_flight)
@@ -145,13 +146,13 @@ static double cl_mem_limit(const struct pos_client_stats *c)
 static const struct client_metric client_metrics[] = {
     {"posd_client_submitted_operators_total", "counter", "Operators the client submitted.",
      cl_submitted},
-    {"posd_client_granted_operators_total", "counter",
-     "Operators of the client released by a grant.", cl_granted},
+    {"posd_client_released_operators_total", "counter",
+     "Operators of the client released (granted, or launched freely).", cl_released},
     {"posd_client_completed_operators_total", "counter", "Operators of the client known complete.",
      cl_completed},
-    {"posd_client_queued_operators", "gauge", "Operators submitted and not yet granted.",
+    {"posd_client_queued_operators", "gauge", "Operators submitted and not yet released.",
      cl_queued},
-    {"posd_client_in_flight_operators", "gauge", "Operators granted and not yet complete.",
+    {"posd_client_in_flight_operators", "gauge", "Operators released and not yet complete.",
      cl_in_flight},
     {"posd_client_busy_seconds_total", "counter",
      "Time with at least one of the client's operators in flight.", cl_busy},

@@ -92,7 +92,7 @@ static void fill_client_stats(struct posd *d, struct posd_client *c, struct pos_
                (c->cpu.low == POS_CPU_NICE ? POS_CLIENT_CPU_NICE : 0);
     s->cpu_threads = (uint32_t)c->cpu.nthreads;
     s->submitted = k.submitted;
-    s->granted = k.released;
+    s->released = k.released;
     s->completed = k.completed;
     s->in_flight = k.in_flight;
     s->queued = k.queued;
@@ -143,7 +143,7 @@ size_t posd_stats_clients(struct posd *d, void *buf, size_t cap, int all, uid_t 
     struct sched_device_stats ds;
     sched_core_device_stats(d->core, now, &ds);
     r->dev.submitted = ds.submitted;
-    r->dev.granted = ds.released;
+    r->dev.released = ds.released;
     r->dev.completed = ds.completed;
     r->dev.busy_ns = ds.busy_ns;
     size_t len = sizeof *r;

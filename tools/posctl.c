@@ -186,7 +186,7 @@ static int cmd_show(int argc, char **argv)
         unsigned long long v;
     } counters[] = {
         {"submitted", s->submitted},
-        {"granted", s->granted},
+        {"released", s->released},
         {"completed", s->completed},
         {"in_flight", s->in_flight},
         {"queued", s->queued},

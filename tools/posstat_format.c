@@ -206,11 +206,11 @@ static void device_row(struct posstat_device_row *row, const struct pos_device_s
     row->uptime_s = (double)d->uptime_ns / 1e9;
     row->span_s = (double)span / 1e9;
     row->submitted_per_s = counter_rate(d->submitted, base->submitted, span);
-    row->granted_per_s = counter_rate(d->granted, base->granted, span);
+    row->released_per_s = counter_rate(d->released, base->released, span);
     row->completed_per_s = counter_rate(d->completed, base->completed, span);
     row->busy_pct = counter_rate(d->busy_ns, base->busy_ns, span) / 1e9 * 100.0;
     row->submitted = (double)d->submitted;
-    row->granted = (double)d->granted;
+    row->released = (double)d->released;
     row->completed = (double)d->completed;
     row->unmanaged = d->telemetry & POS_TELE_DISCOVERY ? (double)d->unmanaged : NAN;
     row->unmanaged_untracked =
@@ -470,11 +470,11 @@ static const struct column device_columns[] = {
     {"clients", "", "clients", 7, CELL_LEVEL, 0, DEV(clients)},
     {NULL, NULL, "uptime_s", 0, CELL_RATE, 0, DEV(uptime_s)},
     {"submitted", "op/s", "submitted_per_s", 10, CELL_RATE, 1, DEV(submitted_per_s)},
-    {"granted", "op/s", "granted_per_s", 10, CELL_RATE, 1, DEV(granted_per_s)},
+    {"released", "op/s", "released_per_s", 10, CELL_RATE, 1, DEV(released_per_s)},
     {"completed", "op/s", "completed_per_s", 10, CELL_RATE, 1, DEV(completed_per_s)},
     {"busy", "%", "busy_pct", 6, CELL_RATE, 1, DEV(busy_pct)},
     {NULL, NULL, "submitted", 0, CELL_WHOLE, 0, DEV(submitted)},
-    {NULL, NULL, "granted", 0, CELL_WHOLE, 0, DEV(granted)},
+    {NULL, NULL, "released", 0, CELL_WHOLE, 0, DEV(released)},
     {NULL, NULL, "completed", 0, CELL_WHOLE, 0, DEV(completed)},
     {"unmgd", "procs", "unmanaged", 6, CELL_LEVEL, 0, TDEV(unmanaged, POS_TELE_DISCOVERY)},
     {NULL, NULL, "unmanaged_untracked", 0, CELL_WHOLE, 0,

@@ -52,9 +52,9 @@ struct posstat_device_row {
     double clients; /* connected clients (mean over the reports in an Average) */
     double uptime_s;
     double span_s; /* time the rates cover */
-    double submitted_per_s, granted_per_s, completed_per_s;
+    double submitted_per_s, released_per_s, completed_per_s;
     double busy_pct;
-    double submitted, granted, completed; /* totals since posd started (JSON only) */
+    double submitted, released, completed; /* totals since posd started (JSON only) */
     double unmanaged; /* GPU processes that are not clients (NaN without discovery) */
     /* processes that initialised the driver when posd's kernel-side table was full: never
      * tracked (NaN without discovery; JSON and CSV only) */

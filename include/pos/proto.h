@@ -100,7 +100,7 @@ struct pos_device_stats {
     uint32_t clients;
     uint32_t policy_len;
     char policy[16];
-    uint64_t submitted, granted, completed; /* since posd started, departed clients too */
+    uint64_t submitted, released, completed; /* since posd started, departed clients too */
     uint64_t busy_ns; /* time with at least one operator of any client in flight */
     uint32_t telemetry; /* POS_TELE_* of the eBPF telemetry running (0: none, docs/telemetry.md) */
     uint32_t unmanaged; /* processes using the GPU that are not clients (POS_TELE_DISCOVERY) */
@@ -129,7 +129,7 @@ struct pos_client_stats {
     char class_name[POS_CLASS_NAME_MAX];
     int32_t priority;
     uint32_t flags; /* POS_CLIENT_* */
-    uint64_t submitted, granted, completed;
+    uint64_t submitted, released, completed;
     uint64_t in_flight, queued;
     uint64_t busy_ns; /* time with at least one of its operators in flight */
     uint64_t sync_ns, syncs;

@@ -138,11 +138,11 @@ static void test_set_priority_moves_the_hold_until_reload(void)
     util_posd_stop(&suite.posd, SIGTERM);
 }
 
-/* Operators posd granted to APP so far. */
-static uint64_t granted(const char *app)
+/* Operators posd released to APP so far. */
+static uint64_t released(const char *app)
 {
     struct pos_client_stats c;
-    return find_client(app, &c) == 0 ? c.granted : 0;
+    return find_client(app, &c) == 0 ? c.released : 0;
 }
 
 /* A drained device's client gets no new grants (it keeps running what it had) and is
@@ -159,17 +159,17 @@ static void test_drain_stops_new_grants_until_undrain(void)
     CU_ASSERT_EQUAL(posctl("status", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "drained: 0\n"));
     usleep(100000); /* what was granted before completes */
-    uint64_t g0 = granted("app1");
+    uint64_t g0 = released("app1");
     usleep(400000);
-    uint64_t g1 = granted("app1");
+    uint64_t g1 = released("app1");
     CU_ASSERT_EQUAL(g1, g0);
     CU_ASSERT(find_client("app1", &c) == 0 && (c.flags & POS_CLIENT_HELD));
     CU_ASSERT_EQUAL(posctl("undrain 0", out, sizeof out), 0);
     usleep(300000);
-    uint64_t g2 = granted("app1");
+    uint64_t g2 = released("app1");
     CU_ASSERT(g2 > g1 + 10);
     if (g1 != g0 || g2 <= g1 + 10)
-        fprintf(stderr, "granted: %llu drained, %llu 0.4 s later, %llu undrained\n",
+        fprintf(stderr, "released: %llu drained, %llu 0.4 s later, %llu undrained\n",
                 (unsigned long long)g0, (unsigned long long)g1, (unsigned long long)g2);
     CU_ASSERT_EQUAL(posctl("status", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "drained: none"));

@@ -177,11 +177,11 @@ static void test_fifo_counts_add_up(void)
     CU_ASSERT_EQUAL_FATAL(posd_device_stats(&dev), 0);
     CU_ASSERT_EQUAL(dev.clients, 0);
     CU_ASSERT_EQUAL(dev.submitted, (uint64_t)launches);
-    CU_ASSERT_EQUAL(dev.granted, (uint64_t)launches);
+    CU_ASSERT_EQUAL(dev.released, (uint64_t)launches);
     CU_ASSERT_EQUAL(dev.completed, (uint64_t)launches);
     if (dev.submitted != (uint64_t)launches || dev.completed != (uint64_t)launches)
-        fprintf(stderr, "submitted %llu granted %llu completed %llu launches %lld\n",
-                (unsigned long long)dev.submitted, (unsigned long long)dev.granted,
+        fprintf(stderr, "submitted %llu released %llu completed %llu launches %lld\n",
+                (unsigned long long)dev.submitted, (unsigned long long)dev.released,
                 (unsigned long long)dev.completed, launches);
     posd_stop(SIGTERM);
 }

@@ -69,8 +69,8 @@ static char *render(int (*fn)(FILE *, const struct posstat_report *),
 static void test_rates_between_snapshots(void)
 {
     struct pos_device_stats d0 = device(10 * S_NS, 1), d1 = device(12 * S_NS, 1);
-    d0.submitted = 1000, d0.granted = 900, d0.completed = 800, d0.busy_ns = 4 * S_NS;
-    d1.submitted = 3000, d1.granted = 2900, d1.completed = 2700, d1.busy_ns = 5500 * MS_NS;
+    d0.submitted = 1000, d0.released = 900, d0.completed = 800, d0.busy_ns = 4 * S_NS;
+    d1.submitted = 3000, d1.released = 2900, d1.completed = 2700, d1.busy_ns = 5500 * MS_NS;
 
     struct pos_client_stats a0 = client(7, 4242, "resnet18", 5 * S_NS), a1 = a0;
     a0.submitted = 500, a0.busy_ns = 1 * S_NS, a0.wait_hist[3] = 10, a0.waits = 10;
@@ -88,7 +88,7 @@ static void test_rates_between_snapshots(void)
     ASSERT_NEAR(r.dev.span_s, 2.0);
     ASSERT_NEAR(r.dev.uptime_s, 12.0);
     ASSERT_NEAR(r.dev.submitted_per_s, 1000.0);
-    ASSERT_NEAR(r.dev.granted_per_s, 1000.0);
+    ASSERT_NEAR(r.dev.released_per_s, 1000.0);
     ASSERT_NEAR(r.dev.completed_per_s, 950.0);
     ASSERT_NEAR(r.dev.busy_pct, 75.0);
     CU_ASSERT_EQUAL_FATAL(r.nclients, 1);
@@ -292,12 +292,12 @@ static void test_posd_restart(void)
 
     /* Same posd (its uptime grew) but a device counter went back: that rate is unknown. */
     d1 = device(101 * S_NS, 1);
-    d1.submitted = 400, d1.granted = 10, d1.busy_ns = 1 * S_NS;
+    d1.submitted = 400, d1.released = 10, d1.busy_ns = 1 * S_NS;
     s1 = snapshot(d1, &c0, 1, 5);
     CU_ASSERT_EQUAL_FATAL(posstat_report_build(&r, &s0, &s1, POSSTAT_INTERVAL), 0);
     ASSERT_NEAR(r.dev.span_s, 1.0);
     CU_ASSERT(isnan(r.dev.submitted_per_s));
-    ASSERT_NEAR(r.dev.granted_per_s, 10.0);
+    ASSERT_NEAR(r.dev.released_per_s, 10.0);
     ASSERT_NEAR(r.dev.busy_pct, 100.0);
     ASSERT_NEAR(r.clients[0].span_s, 0.0); /* c0 against itself */
     posstat_report_free(&r);
@@ -342,7 +342,7 @@ static void test_average(void)
     char *text = render(posstat_render_text, &r);
     CU_ASSERT_STRING_EQUAL(
         text,
-        "# time    policy      clients   submitted     granted   completed    busy\n"
+        "# time    policy      clients   submitted    released   completed    busy\n"
         "#                                    op/s        op/s        op/s       %\n"
         "Average:  fifo            1.5       300.0         0.0         0.0    50.0\n"
         "# time        pid  app               class        launches   queued  inflight   wait_p50"
@@ -359,8 +359,8 @@ static void test_average(void)
     CU_ASSERT_STRING_EQUAL(
         json,
         "{\"time\":1700000002.000,\"report\":\"average\",\"interval_s\":2.000,\"device\":{\"polic"
-        "y\":\"fifo\",\"clients\":1.500,\"uptime_s\":12.000,\"submitted_per_s\":300.000,\"granted"
-        "_per_s\":0.000,\"completed_per_s\":0.000,\"busy_pct\":50.000,\"submitted\":600,\"granted"
+        "y\":\"fifo\",\"clients\":1.500,\"uptime_s\":12.000,\"submitted_per_s\":300.000,\"released"
+        "_per_s\":0.000,\"completed_per_s\":0.000,\"busy_pct\":50.000,\"submitted\":600,\"released"
         "\":0,\"completed\":0,\"unmanaged\":null,\"unmanaged_untracked\":null},\"clients\":[{\"id\":1,\"pid\":10,\"app\":\"a\",\"class\":\"defaul"
         "t\",\"launches_per_s\":250.000,\"queued\":3.000,\"in_flight\":1.500,\"wait_p50_us\":2,\""
         "wait_p99_us\":128,\"gpu_ms_per_s\":0.000,\"requests_per_s\":0.000,\"req_p50_ms\":null,\""
@@ -410,7 +410,7 @@ static void test_average_forgets_clients_gone(void)
 static struct posstat_report known_report(struct pos_client_stats c[2])
 {
     struct pos_device_stats d = device(100 * S_NS, 2);
-    d.submitted = 123450, d.granted = 123400, d.completed = 123000, d.busy_ns = 87500 * MS_NS;
+    d.submitted = 123450, d.released = 123400, d.completed = 123000, d.busy_ns = 87500 * MS_NS;
     c[0] = client(3, 4242, "resnet18", 50 * S_NS);
     strcpy(c[0].class_name, "realtime");
     c[0].submitted = 30860, c[0].queued = 5, c[0].in_flight = 2, c[0].busy_ns = 21875 * MS_NS;
@@ -440,7 +440,7 @@ static void test_text_rendering(void)
     char *text = render(posstat_render_text, &r);
     CU_ASSERT_STRING_EQUAL(
         text,
-        "# time    policy      clients   submitted     granted   completed    busy\n"
+        "# time    policy      clients   submitted    released   completed    busy\n"
         "#                                    op/s        op/s        op/s       %\n"
         "22:13:20  fifo              2      1234.5      1234.0      1230.0    87.5\n"
         "# time        pid  app               class        launches   queued  inflight   wait_p50"
@@ -475,9 +475,9 @@ static void test_json_rendering(void)
     CU_ASSERT_STRING_EQUAL(
         json,
         "{\"time\":1700000000.250,\"report\":\"total\",\"interval_s\":100.000,\"device\":{\"polic"
-        "y\":\"fifo\",\"clients\":2,\"uptime_s\":100.000,\"submitted_per_s\":1234.500,\"granted_p"
+        "y\":\"fifo\",\"clients\":2,\"uptime_s\":100.000,\"submitted_per_s\":1234.500,\"released_p"
         "er_s\":1234.000,\"completed_per_s\":1230.000,\"busy_pct\":87.500,\"submitted\":123450,\""
-        "granted\":123400,\"completed\":123000,\"unmanaged\":null,\"unmanaged_untracked\":null},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
+        "released\":123400,\"completed\":123000,\"unmanaged\":null,\"unmanaged_untracked\":null},\"clients\":[{\"id\":3,\"pid\":4242,\"app\":\"res"
         "net18\",\"class\":\"realtime\",\"launches_per_s\":617.200,\"queued\":5,\"in_flight\":2,"
         "\"wait_p50_us\":4,\"wait_p99_us\":1024,\"gpu_ms_per_s\":437.500,\"requests_per_s\":5.000"
         ",\"req_p50_ms\":5.812,\"req_p99_ms\":6.400,\"held\":true,\"cpu\":\"idle\",\"runq_us\":null,"
