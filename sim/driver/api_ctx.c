@@ -5,26 +5,6 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
-
-#define CTX_STACK_MAX 32
-
-static __thread CUcontext ctx_stack[CTX_STACK_MAX];
-static __thread int ctx_depth;
-
-CUresult drv_current_ctx(struct drv_ctx **out)
-{
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (ctx_depth == 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx_stack[ctx_depth - 1]);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *out = c;
-    return CUDA_SUCCESS;
-}
 
 /* The SMs a new context may use: in mps mode, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE as it is in
  * the environment now (read at every context's creation, as MPS does with per-context
@@ -151,12 +131,6 @@ static void ctx_teardown(struct drv_ctx *c)
     drv_mem_uncharge(drv.g->p.ctx_mem_bytes, CHARGE_OVERHEAD);
 }
 
-static void push_current(CUcontext h)
-{
-    if (ctx_depth < CTX_STACK_MAX)
-        ctx_stack[ctx_depth++] = h;
-}
-
 API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     if (!pctx)
@@ -168,11 +142,10 @@ API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
     rc = ctx_new(dev, flags, 0, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (ctx_depth == CTX_STACK_MAX) {
+    if (drv_ctx_push(c->handle) < 0) { /* the stack is full */
         ctx_teardown(c);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    push_current(c->handle);
     *pctx = c->handle;
     return CUDA_SUCCESS;
 }
@@ -195,15 +168,7 @@ API CUresult cuCtxDestroy_v2(CUcontext ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (c->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
-    for (int i = 0; i < ctx_depth; i++)
-        if (ctx_stack[i] == ctx) {
-            /* the stack holds CUcontext handles, which are pointers */
-            memmove(&ctx_stack[i], &ctx_stack[i + 1],
-                    (size_t)(ctx_depth - i - 1) *
-                        sizeof ctx_stack[0]); // NOLINT(bugprone-sizeof-expression)
-            ctx_depth--;
-            i--;
-        }
+    drv_ctx_forget(ctx);
     ctx_teardown(c);
     return CUDA_SUCCESS;
 }
@@ -213,16 +178,9 @@ API CUresult cuCtxSetCurrent(CUcontext ctx)
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (ctx == NULL) {
-        if (ctx_depth > 0)
-            ctx_depth--;
-        return CUDA_SUCCESS;
-    }
-    if (!drv_handle_get(H_CTX, ctx))
+    if (ctx != NULL && !drv_handle_get(H_CTX, ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth == 0)
-        ctx_depth = 1;
-    ctx_stack[ctx_depth - 1] = ctx;
+    drv_ctx_set_top(ctx); /* NULL: pops */
     return CUDA_SUCCESS;
 }
 
@@ -233,7 +191,7 @@ API CUresult cuCtxGetCurrent(CUcontext *pctx)
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    *pctx = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+    *pctx = drv_ctx_top();
     return CUDA_SUCCESS;
 }
 
@@ -244,10 +202,7 @@ API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
         return rc;
     if (!drv_handle_get(H_CTX, ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth == CTX_STACK_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
-    push_current(ctx);
-    return CUDA_SUCCESS;
+    return drv_ctx_push(ctx) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
@@ -255,9 +210,9 @@ API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (ctx_depth == 0)
+    CUcontext top;
+    if (drv_ctx_pop(&top) < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
-    CUcontext top = ctx_stack[--ctx_depth];
     if (pctx)
         *pctx = top;
     return CUDA_SUCCESS;

@@ -6,12 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct drv_proc drv = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .cond = PTHREAD_COND_INITIALIZER,
-    .owner = -1,
-};
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void fork_child(void)
@@ -54,19 +48,6 @@ API CUresult cuInit(unsigned int Flags)
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_once(&init_once, do_init);
     return (CUresult)drv.init_result;
-}
-
-CUresult drv_check_init(void)
-{
-    if (!atomic_load_explicit(&drv.initialized, memory_order_acquire) || drv.forked)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return CUDA_SUCCESS;
-}
-
-CUresult drv_check_init_out(const void *out)
-{
-    CUresult rc = drv_check_init();
-    return rc != CUDA_SUCCESS ? rc : out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 API CUresult cuDriverGetVersion(int *driverVersion)

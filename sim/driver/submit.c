@@ -96,59 +96,6 @@ CUresult drv_api_stream(CUstream h, int ptsz, struct drv_stream **out)
     return rc != CUDA_SUCCESS ? rc : drv_stream_resolve(h, ptsz, NULL, out);
 }
 
-/* ---- creation and release ----------------------------------------------------------------- */
-
-CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,
-                           struct drv_stream **out)
-{
-    struct drv_stream *s = calloc(1, sizeof *s);
-    if (!s)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    s->ctx = ctx;
-    s->kind = kind;
-    s->flags = flags;
-    s->prio = prio;
-    s->last_op = SIM_NONE;
-    s->capture_last = -1;
-    drv_lock();
-    s->slot = sim_gpu_stream_add(drv.g, drv.owner, ctx->slot, prio);
-    drv_unlock();
-    if (s->slot < 0) {
-        free(s);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (kind == STREAM_USER) {
-        s->handle = drv_handle_new(H_STREAM, s);
-        if (!s->handle) {
-            drv_lock();
-            sim_gpu_stream_remove(drv.g, s->slot, drv_device_now());
-            drv_unlock();
-            free(s);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    pthread_mutex_lock(&drv.lock);
-    s->next_in_ctx = ctx->streams;
-    ctx->streams = s;
-    pthread_mutex_unlock(&drv.lock);
-    *out = s;
-    return CUDA_SUCCESS;
-}
-
-void drv_stream_release(struct drv_stream *s)
-{
-    struct drv_stream **pp = &s->ctx->streams;
-    while (*pp && *pp != s)
-        pp = &(*pp)->next_in_ctx;
-    if (!*pp)
-        return; /* released already */
-    *pp = s->next_in_ctx;
-    drv_lock();
-    sim_gpu_stream_remove(drv.g, s->slot, drv_device_now());
-    drv_unlock();
-    free(s);
-}
-
 /* ---- submission ------------------------------------------------------------------------ */
 
 static int is_blocking(const struct drv_stream *s)
@@ -239,22 +186,6 @@ static int legacy_deps(struct drv_stream *s, struct drv_op_desc *d, int64_t now)
         }
         add_dep(d, o->last_op, o->last_gen);
     }
-    return 0;
-}
-
-int drv_publish(int type, int op, int32_t arg)
-{
-    struct drv_submit_ring *r = &drv.shm->rings[drv.owner];
-    uint32_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    if (tail - atomic_load_explicit(&r->head, memory_order_acquire) >= DRV_SUBMIT_RING)
-        return -ENOSPC;
-    r->e[tail % DRV_SUBMIT_RING] = (struct drv_submission){
-        .op = op,
-        .gen = type == SUB_HOST_DONE ? (uint32_t)arg : 0,
-        .t = drv_device_now(),
-        .prio = arg,
-        .type = (uint16_t)type};
-    atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
     return 0;
 }
 
