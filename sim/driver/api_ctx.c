@@ -133,9 +133,7 @@ static void ctx_teardown(struct drv_ctx *c)
 
 API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pctx != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_ctx *c;
@@ -160,12 +158,10 @@ API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned
 
 API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    CUresult rc;
+    struct drv_ctx *c = drv_enter_handle(1, H_CTX, ctx, &rc);
     if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return rc;
     if (c->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
     drv_ctx_forget(ctx);
@@ -186,9 +182,7 @@ API CUresult cuCtxSetCurrent(CUcontext ctx)
 
 API CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pctx != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     *pctx = drv_ctx_top();
@@ -220,10 +214,8 @@ API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 
 API CUresult cuCtxGetDevice(CUdevice *device)
 {
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(device != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     *device = c->dev;
@@ -234,24 +226,18 @@ API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     if (ctx == NULL)
         return cuCtxGetDevice(device);
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    CUresult rc;
+    struct drv_ctx *c = drv_enter_handle(device != NULL, H_CTX, ctx, &rc);
     if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return rc;
     *device = c->dev;
     return CUDA_SUCCESS;
 }
 
 API CUresult cuCtxGetFlags(unsigned int *flags)
 {
-    if (!flags)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(flags != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     *flags = c->flags;
@@ -260,10 +246,8 @@ API CUresult cuCtxGetFlags(unsigned int *flags)
 
 API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType type)
 {
-    if (!param)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(param != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
@@ -275,9 +259,7 @@ API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType
 
 API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
-    if (!version)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(version != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (ctx && !drv_handle_get(H_CTX, ctx))
@@ -311,12 +293,10 @@ API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     if (ctx == NULL)
         return cuCtxSynchronize();
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    CUresult rc;
+    struct drv_ctx *c = drv_enter_handle(1, H_CTX, ctx, &rc);
     if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return rc;
     if (capturing_in(c))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return drv_ctx_sync(c);
@@ -338,9 +318,7 @@ API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriori
 
 API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pctx != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (dev != 0)
@@ -392,9 +370,7 @@ API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    if (!flags || !active)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(flags && active);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (dev != 0)

@@ -70,9 +70,7 @@ static CUresult check_dev(CUdevice dev)
 
 API CUresult cuDeviceGetCount(int *count)
 {
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(count != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     *count = 1;
@@ -81,9 +79,7 @@ API CUresult cuDeviceGetCount(int *count)
 
 API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(device != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (ordinal != 0)

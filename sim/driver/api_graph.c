@@ -266,9 +266,7 @@ API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGrap
                                          unsigned long long flags)
 {
     (void)flags; /* auto-free-on-launch, upload, device launch, priority: no effect here */
-    if (!phGraphExec)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(phGraphExec != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_graph *g = drv_handle_get(H_GRAPH, hGraph);

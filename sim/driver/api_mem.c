@@ -50,10 +50,8 @@ void drv_linear_ctx_gone(struct drv_ctx *ctx)
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(dptr && bytesize != 0, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     return linear_alloc(c, bytesize, ALLOC_LINEAR, dptr);
@@ -127,10 +125,8 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
 static CUresult mem_info(const void *free_out, const void *total_out, uint64_t *free_bytes,
                          uint64_t *total)
 {
-    if (!free_out || !total_out)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(free_out && total_out, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     drv_lock();
@@ -260,9 +256,7 @@ API CUresult cuMemHostUnregister(void *p)
 
 API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    if (!pdptr || Flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pdptr && Flags == 0);
     if (rc != CUDA_SUCCESS)
         return rc;
     int kind = drv_mem_lookup(p, 1);

@@ -281,9 +281,7 @@ static CUresult props_check(const CUmemPoolProps *props, int *kind)
 
 API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pool != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     int kind;
@@ -433,9 +431,7 @@ API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
 /* The default (CURRENT 0) or current (1) pool of location kind KIND into *OUT. */
 static CUresult get_pool(CUmemoryPool *out, int kind, int current)
 {
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(out != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&pool_lock);

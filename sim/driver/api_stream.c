@@ -49,12 +49,10 @@ API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, 
 
 API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_stream *s = drv_handle_get(H_STREAM, hStream);
+    CUresult rc;
+    struct drv_stream *s = drv_enter_handle(1, H_STREAM, hStream, &rc);
     if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     drv_handle_free(H_STREAM, hStream);
     /* queued work completes; the stream goes once it has drained */
     pthread_mutex_lock(&drv.lock); /* launches count s->submitted under it */
@@ -234,12 +232,10 @@ API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
+    CUresult rc;
+    struct drv_event *e = drv_enter_handle(1, H_EVENT, hEvent, &rc);
     if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     drv_handle_free(H_EVENT, hEvent);
     /* a pending record still refers to it: the agent frees it once that completes */
     pthread_mutex_lock(&drv.lock);
@@ -312,31 +308,25 @@ API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsig
 
 API CUresult cuEventQuery(CUevent hEvent)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
+    CUresult rc;
+    struct drv_event *e = drv_enter_handle(1, H_EVENT, hEvent, &rc);
     if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     return atomic_load(&e->done_rec) >= e->records ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 API CUresult cuEventSynchronize(CUevent hEvent)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
+    CUresult rc;
+    struct drv_event *e = drv_enter_handle(1, H_EVENT, hEvent, &rc);
     if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     return drv_wait_counter(&e->done_rec, e->records, e->ctx);
 }
 
 API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    if (!pMilliseconds)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pMilliseconds != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_event *a = drv_handle_get(H_EVENT, hStart);
