@@ -69,7 +69,7 @@ static void graph_free(struct drv_graph *g)
 static CUresult begin_capture(int ptsz, CUstream h, CUstreamCaptureMode mode)
 {
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (s->kind == STREAM_LEGACY)
@@ -129,10 +129,8 @@ static int end_capture_all(struct drv_ctx *c, struct drv_graph *g)
 
 static CUresult end_capture(int ptsz, CUstream h, CUgraph *phGraph)
 {
-    if (!phGraph)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(phGraph != NULL, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_graph *g = s->capture;
@@ -163,10 +161,8 @@ API CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *phGraph)
 
 static CUresult capture_status(int ptsz, CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id)
 {
-    if (!st)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(st != NULL, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     *st = !s->capture          ? CU_STREAM_CAPTURE_STATUS_NONE
@@ -203,7 +199,7 @@ static CUresult capture_info_v3(int ptsz, CUstream h, CUstreamCaptureStatus *st,
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_stream *s;
-    drv_api_stream(h, ptsz, &s);
+    drv_enter_stream(1, h, ptsz, &s);
     if (graph)
         *graph = NULL; /* the graph gets a handle when the capture ends */
     if (deps)
@@ -400,7 +396,7 @@ static CUresult replay(struct drv_exec *x, struct drv_stream *s)
 static CUresult graph_launch(int ptsz, CUgraphExec hGraphExec, CUstream h)
 {
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_exec *x = drv_handle_get(H_EXEC, hGraphExec);

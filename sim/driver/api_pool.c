@@ -153,10 +153,8 @@ static void pool_free_region(const struct drv_region *r)
 static CUresult pool_alloc(struct drv_pool *p, CUdeviceptr *dptr, size_t size, CUstream h,
                            int ptsz)
 {
-    if (!dptr || size == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(dptr && size != 0, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (s->capture) /* allocation nodes are not modelled */
@@ -236,7 +234,7 @@ static void free_when_reached(void *arg)
 static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptsz)
 {
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (s->capture)

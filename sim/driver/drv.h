@@ -389,6 +389,15 @@ void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc);
 
 /* ---- streams (stream.c) ---------------------------------------------------------------- */
 
+/* Resolves a stream handle as the API entry point sees it (PTSZ: a _ptsz/_ptds entry point,
+ * where NULL is the per-thread stream; CTX: the current context, or NULL to look it up when
+ * a special handle needs it). Fills *OUT; returns CUDA_SUCCESS or an error. */
+CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out);
+
+/* The prologue of stream entry points: OK (else CUDA_ERROR_INVALID_VALUE), initialised, then
+ * drv_stream_resolve. */
+CUresult drv_enter_stream(int ok, CUstream h, int ptsz, struct drv_stream **out);
+
 /* Creates the model stream and the process-local stream object. */
 CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,
                            struct drv_stream **out);
@@ -407,14 +416,6 @@ CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv
 void drv_wait_for_room(void); /* after the owner's op quota ran out */
 
 /* ---- submit.c -------------------------------------------------------------------------- */
-
-/* Resolves a stream handle as the API entry point sees it (PTSZ: a _ptsz/_ptds entry point,
- * where NULL is the per-thread stream; CTX: the current context, or NULL to look it up when
- * a special handle needs it). Fills *OUT; returns CUDA_SUCCESS or an error. */
-CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out);
-
-/* The prologue of stream entry points: initialised, then drv_stream_resolve. */
-CUresult drv_api_stream(CUstream h, int ptsz, struct drv_stream **out);
 
 /* What drv_submit hands back: the model op (for dependencies) and its place in its stream
  * (wait for s->completed >= seq). */
