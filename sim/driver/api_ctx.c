@@ -318,11 +318,9 @@ API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriori
 
 API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult rc = drv_enter(pctx != NULL);
+    CUresult rc = drv_enter_dev(pctx != NULL, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     if (!drv.primary) {
         pthread_mutex_unlock(&drv.lock);
@@ -348,11 +346,9 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter_dev(1, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     struct drv_ctx *c = drv.primary;
     if (!c || c->primary_refs == 0) {
@@ -370,11 +366,9 @@ API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    CUresult rc = drv_enter(flags && active);
+    CUresult rc = drv_enter_dev(flags && active, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     *active = drv.primary != NULL;
     *flags = drv.primary ? drv.primary->flags : 0;
@@ -384,11 +378,9 @@ API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *
 
 API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter_dev(1, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     if (drv.primary)
         drv.primary->flags = flags;

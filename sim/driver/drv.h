@@ -380,10 +380,12 @@ CUcontext drv_ctx_top(void);
 void drv_ctx_forget(CUcontext h);
 
 /* The preambles, in NVIDIA's order of checks: OK (the pointers for the answer are given, else
- * CUDA_ERROR_INVALID_VALUE), then initialised; drv_enter_ctx then the current context into
- * *C; drv_enter_handle then the object of handle H of TYPE, or NULL with *RC set
+ * CUDA_ERROR_INVALID_VALUE), then initialised; drv_enter_dev then device DEV, the only one
+ * (CUDA_ERROR_INVALID_DEVICE); drv_enter_ctx then the current context into *C;
+ * drv_enter_handle then the object of handle H of TYPE, or NULL with *RC set
  * (CUDA_ERROR_INVALID_CONTEXT for a context, else CUDA_ERROR_INVALID_HANDLE). */
 CUresult drv_enter(int ok);
+CUresult drv_enter_dev(int ok, CUdevice dev);
 CUresult drv_enter_ctx(int ok, struct drv_ctx **c);
 void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc);
 

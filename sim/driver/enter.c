@@ -79,6 +79,14 @@ CUresult drv_enter(int ok)
     return ok ? drv_check_init() : CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult drv_enter_dev(int ok, CUdevice dev)
+{
+    CUresult rc = drv_enter(ok);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
 CUresult drv_enter_ctx(int ok, struct drv_ctx **c)
 {
     return ok ? drv_current_ctx(c) : CUDA_ERROR_INVALID_VALUE;
