@@ -191,11 +191,9 @@ API CUresult cuCtxGetCurrent(CUcontext *pctx)
 
 API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
+    CUresult rc;
+    if (!drv_enter_handle(1, H_CTX, ctx, &rc))
         return rc;
-    if (!drv_handle_get(H_CTX, ctx))
-        return CUDA_ERROR_INVALID_CONTEXT;
     return drv_ctx_push(ctx) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 

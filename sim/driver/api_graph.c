@@ -238,12 +238,10 @@ API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *s
 
 API CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_graph *g = drv_handle_get(H_GRAPH, hGraph);
+    CUresult rc;
+    struct drv_graph *g = drv_enter_handle(1, H_GRAPH, hGraph, &rc);
     if (!g)
-        return CUDA_ERROR_INVALID_VALUE;
+        return rc;
     drv_handle_free(H_GRAPH, hGraph);
     graph_free(g);
     return CUDA_SUCCESS;
@@ -262,12 +260,10 @@ API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGrap
                                          unsigned long long flags)
 {
     (void)flags; /* auto-free-on-launch, upload, device launch, priority: no effect here */
-    CUresult rc = drv_enter(phGraphExec != NULL);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_graph *g = drv_handle_get(H_GRAPH, hGraph);
+    CUresult rc;
+    struct drv_graph *g = drv_enter_handle(phGraphExec != NULL, H_GRAPH, hGraph, &rc);
     if (!g)
-        return CUDA_ERROR_INVALID_VALUE;
+        return rc;
     struct drv_exec *x = calloc(1, sizeof *x);
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -302,12 +298,10 @@ API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
 
 API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_exec *x = drv_handle_get(H_EXEC, hGraphExec);
+    CUresult rc;
+    struct drv_exec *x = drv_enter_handle(1, H_EXEC, hGraphExec, &rc);
     if (!x)
-        return CUDA_ERROR_INVALID_VALUE;
+        return rc;
     drv_handle_free(H_EXEC, hGraphExec);
     pthread_mutex_lock(&drv.lock);
     for (int b = 1; b < x->nbranches; b++) {

@@ -202,12 +202,10 @@ API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream h
 static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h,
                                 int ptsz)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
+    CUresult rc;
+    struct drv_pool *p = drv_enter_handle(1, H_MEMPOOL, pool, &rc);
     if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+        return rc;
     return pool_alloc(p, dptr, size, h, ptsz);
 }
 

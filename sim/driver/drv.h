@@ -383,7 +383,8 @@ void drv_ctx_forget(CUcontext h);
  * CUDA_ERROR_INVALID_VALUE), then initialised; drv_enter_dev then device DEV, the only one
  * (CUDA_ERROR_INVALID_DEVICE); drv_enter_ctx then the current context into *C;
  * drv_enter_handle then the object of handle H of TYPE, or NULL with *RC set
- * (CUDA_ERROR_INVALID_CONTEXT for a context, else CUDA_ERROR_INVALID_HANDLE). */
+ * (CUDA_ERROR_INVALID_CONTEXT for a context; CUDA_ERROR_INVALID_VALUE for a graph, an
+ * executable graph or a pool; else CUDA_ERROR_INVALID_HANDLE). */
 CUresult drv_enter(int ok);
 CUresult drv_enter_dev(int ok, CUdevice dev);
 CUresult drv_enter_ctx(int ok, struct drv_ctx **c);

@@ -92,6 +92,23 @@ CUresult drv_enter_ctx(int ok, struct drv_ctx **c)
     return ok ? drv_current_ctx(c) : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* What NVIDIA's driver answers for a handle of TYPE that names nothing: an invalid context;
+ * an invalid value for graphs, executable graphs and memory pools (they are arguments, not
+ * resources, in its errors); an invalid handle for the rest. */
+static CUresult bad_handle(int type)
+{
+    switch (type) {
+    case H_CTX:
+        return CUDA_ERROR_INVALID_CONTEXT;
+    case H_GRAPH:
+    case H_EXEC:
+    case H_MEMPOOL:
+        return CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+}
+
 void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc)
 {
     *rc = drv_enter(ok);
@@ -99,6 +116,6 @@ void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc)
         return NULL;
     void *obj = drv_handle_get(type, h);
     if (!obj)
-        *rc = type == H_CTX ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
+        *rc = bad_handle(type);
     return obj;
 }
