@@ -379,16 +379,58 @@ void drv_ctx_set_top(CUcontext h);
 CUcontext drv_ctx_top(void);
 void drv_ctx_forget(CUcontext h);
 
-/* The preambles, in NVIDIA's order of checks: OK (the pointers for the answer are given, else
- * CUDA_ERROR_INVALID_VALUE), then initialised; drv_enter_dev then device DEV, the only one
- * (CUDA_ERROR_INVALID_DEVICE); drv_enter_ctx then the current context into *C;
- * drv_enter_handle then the object of handle H of TYPE, or NULL with *RC set
- * (CUDA_ERROR_INVALID_CONTEXT for a context; CUDA_ERROR_INVALID_VALUE for a graph, an
- * executable graph or a pool; else CUDA_ERROR_INVALID_HANDLE). */
-CUresult drv_enter(int ok);
-CUresult drv_enter_dev(int ok, CUdevice dev);
-CUresult drv_enter_ctx(int ok, struct drv_ctx **c);
-void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc);
+/* The preambles of entry points, in NVIDIA's order of checks: OK (the pointers for the
+ * answer are given, else CUDA_ERROR_INVALID_VALUE), then initialised. Inline, so that the
+ * compiler and the analyzer see that a caller goes on only with its pointers given. */
+static inline CUresult drv_enter(int ok)
+{
+    return ok ? drv_check_init() : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The same, then device DEV, the only one (CUDA_ERROR_INVALID_DEVICE). */
+static inline CUresult drv_enter_dev(int ok, CUdevice dev)
+{
+    CUresult rc = drv_enter(ok);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* The same as drv_enter, then the current context into *C. */
+static inline CUresult drv_enter_ctx(int ok, struct drv_ctx **c)
+{
+    return ok ? drv_current_ctx(c) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* What NVIDIA's driver answers for a handle of TYPE that names nothing: an invalid context;
+ * an invalid value for graphs, executable graphs and memory pools (arguments, not resources,
+ * in its errors); an invalid handle for the rest. */
+static inline CUresult drv_bad_handle(int type)
+{
+    switch (type) {
+    case H_CTX:
+        return CUDA_ERROR_INVALID_CONTEXT;
+    case H_GRAPH:
+    case H_EXEC:
+    case H_MEMPOOL:
+        return CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+}
+
+/* The same as drv_enter, then the object of handle H of TYPE, or NULL with *RC set
+ * (drv_bad_handle). */
+static inline void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc)
+{
+    *rc = drv_enter(ok);
+    if (*rc != CUDA_SUCCESS)
+        return NULL;
+    void *obj = drv_handle_get(type, h);
+    if (!obj)
+        *rc = drv_bad_handle(type);
+    return obj;
+}
 
 /* ---- streams (stream.c) ---------------------------------------------------------------- */
 
@@ -397,9 +439,12 @@ void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc);
  * a special handle needs it). Fills *OUT; returns CUDA_SUCCESS or an error. */
 CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out);
 
-/* The prologue of stream entry points: OK (else CUDA_ERROR_INVALID_VALUE), initialised, then
- * drv_stream_resolve. */
-CUresult drv_enter_stream(int ok, CUstream h, int ptsz, struct drv_stream **out);
+/* The prologue of stream entry points: drv_enter, then drv_stream_resolve. */
+static inline CUresult drv_enter_stream(int ok, CUstream h, int ptsz, struct drv_stream **out)
+{
+    CUresult rc = drv_enter(ok);
+    return rc != CUDA_SUCCESS ? rc : drv_stream_resolve(h, ptsz, NULL, out);
+}
 
 /* Creates the model stream and the process-local stream object. */
 CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,

@@ -1,8 +1,8 @@
 /* What every entry point does first: each thread's current-context stack (CUDA's
- * cuCtxPushCurrent/cuCtxPopCurrent stack, drv_current_ctx), and the shared preambles built on
- * it and on the handle table: initialised, the answer's pointer given, the current context or
- * a handle resolved, each with the CUresult NVIDIA's driver returns when it fails. Calls only
- * the state and the handle table, so that every file above may use it. */
+ * cuCtxPushCurrent/cuCtxPopCurrent stack) and the current context (drv_current_ctx), under
+ * the shared preambles (drv_enter*, static inline in drv.h so that a caller's checks stay
+ * visible to the compiler and the analyzer). Calls only the state and the handle table, so
+ * that every file above may use it. */
 #include "sim/driver/drv.h"
 
 #include <string.h>
@@ -70,52 +70,4 @@ void drv_ctx_forget(CUcontext h)
             ctx_depth--;
             i--;
         }
-}
-
-/* ---- preambles ----------------------------------------------------------------------------- */
-
-CUresult drv_enter(int ok)
-{
-    return ok ? drv_check_init() : CUDA_ERROR_INVALID_VALUE;
-}
-
-CUresult drv_enter_dev(int ok, CUdevice dev)
-{
-    CUresult rc = drv_enter(ok);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
-
-CUresult drv_enter_ctx(int ok, struct drv_ctx **c)
-{
-    return ok ? drv_current_ctx(c) : CUDA_ERROR_INVALID_VALUE;
-}
-
-/* What NVIDIA's driver answers for a handle of TYPE that names nothing: an invalid context;
- * an invalid value for graphs, executable graphs and memory pools (they are arguments, not
- * resources, in its errors); an invalid handle for the rest. */
-static CUresult bad_handle(int type)
-{
-    switch (type) {
-    case H_CTX:
-        return CUDA_ERROR_INVALID_CONTEXT;
-    case H_GRAPH:
-    case H_EXEC:
-    case H_MEMPOOL:
-        return CUDA_ERROR_INVALID_VALUE;
-    default:
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-}
-
-void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc)
-{
-    *rc = drv_enter(ok);
-    if (*rc != CUDA_SUCCESS)
-        return NULL;
-    void *obj = drv_handle_get(type, h);
-    if (!obj)
-        *rc = bad_handle(type);
-    return obj;
 }

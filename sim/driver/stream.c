@@ -89,12 +89,6 @@ CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct dr
     return CUDA_SUCCESS;
 }
 
-CUresult drv_enter_stream(int ok, CUstream h, int ptsz, struct drv_stream **out)
-{
-    CUresult rc = drv_enter(ok);
-    return rc != CUDA_SUCCESS ? rc : drv_stream_resolve(h, ptsz, NULL, out);
-}
-
 /* ---- creation and release ----------------------------------------------------------------- */
 
 CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,
