@@ -1,5 +1,6 @@
-/* Contexts: creation and destruction, the primary context, each thread's current-context
- * stack, synchronisation, and the stream priority range. */
+/* Contexts: creation and destruction, the primary context, the entry points of each thread's
+ * current-context stack (the stack itself is enter.c's), synchronisation, and the stream
+ * priority range. */
 #include "sim/driver/drv.h"
 
 #include <errno.h>

@@ -239,10 +239,9 @@ API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *s
 API CUresult cuGraphDestroy(CUgraph hGraph)
 {
     CUresult rc;
-    struct drv_graph *g = drv_enter_handle(1, H_GRAPH, hGraph, &rc);
+    struct drv_graph *g = drv_enter_destroy(H_GRAPH, hGraph, &rc);
     if (!g)
         return rc;
-    drv_handle_free(H_GRAPH, hGraph);
     graph_free(g);
     return CUDA_SUCCESS;
 }
@@ -299,10 +298,9 @@ API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
 API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     CUresult rc;
-    struct drv_exec *x = drv_enter_handle(1, H_EXEC, hGraphExec, &rc);
+    struct drv_exec *x = drv_enter_destroy(H_EXEC, hGraphExec, &rc);
     if (!x)
         return rc;
-    drv_handle_free(H_EXEC, hGraphExec);
     pthread_mutex_lock(&drv.lock);
     for (int b = 1; b < x->nbranches; b++) {
         struct drv_stream *s = x->branch_streams[b];

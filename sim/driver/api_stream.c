@@ -41,10 +41,9 @@ API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, 
 API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
     CUresult rc;
-    struct drv_stream *s = drv_enter_handle(1, H_STREAM, hStream, &rc);
+    struct drv_stream *s = drv_enter_destroy(H_STREAM, hStream, &rc);
     if (!s)
         return rc;
-    drv_handle_free(H_STREAM, hStream);
     /* queued work completes; the stream goes once it has drained */
     pthread_mutex_lock(&drv.lock); /* launches count s->submitted under it */
     uint64_t submitted = s->submitted;
@@ -224,10 +223,9 @@ API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
     CUresult rc;
-    struct drv_event *e = drv_enter_handle(1, H_EVENT, hEvent, &rc);
+    struct drv_event *e = drv_enter_destroy(H_EVENT, hEvent, &rc);
     if (!e)
         return rc;
-    drv_handle_free(H_EVENT, hEvent);
     /* a pending record still refers to it: the agent frees it once that completes */
     pthread_mutex_lock(&drv.lock);
     e->handle = NULL;

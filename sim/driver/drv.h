@@ -432,6 +432,16 @@ static inline void *drv_enter_handle(int ok, int type, const void *h, CUresult *
     return obj;
 }
 
+/* The prologue of the destroy calls: drv_enter_handle, then the handle freed (the object is
+ * the caller's to release). */
+static inline void *drv_enter_destroy(int type, const void *h, CUresult *rc)
+{
+    void *obj = drv_enter_handle(1, type, h, rc);
+    if (obj)
+        drv_handle_free(type, h);
+    return obj;
+}
+
 /* ---- streams (stream.c) ---------------------------------------------------------------- */
 
 /* Resolves a stream handle as the API entry point sees it (PTSZ: a _ptsz/_ptds entry point,
