@@ -124,10 +124,8 @@ static CUresult desc_check(const CUDA_ARRAY3D_DESCRIPTOR *d, const struct format
 
 static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    if (!out || !d)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(out && d, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     const struct format *f;
@@ -243,10 +241,8 @@ API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                     const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
                                     unsigned int numMipmapLevels)
 {
-    if (!pHandle || !pMipmappedArrayDesc || numMipmapLevels == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(pHandle && pMipmappedArrayDesc && numMipmapLevels != 0, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     const CUDA_ARRAY3D_DESCRIPTOR *d = pMipmappedArrayDesc;

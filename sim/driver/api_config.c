@@ -23,10 +23,8 @@ static int valid_smem_config(CUsharedconfig c)
 
 API CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
 {
-    if (!pconfig)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(pconfig != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     *pconfig = (CUfunc_cache)c->cache_config;
@@ -52,10 +50,8 @@ API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
  * behaviour on such devices). */
 API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
 {
-    if (!pConfig)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(pConfig != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     *pConfig = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
@@ -127,10 +123,8 @@ static int limit_known(CUlimit limit)
 
 API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
-    if (!pvalue)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(pvalue != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!limit_known(limit))

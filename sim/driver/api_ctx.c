@@ -1,30 +1,11 @@
-/* Contexts: creation and destruction, the primary context, each thread's current-context
- * stack, synchronisation, and the stream priority range. */
+/* Contexts: creation and destruction, the primary context, the entry points of each thread's
+ * current-context stack (the stack itself is enter.c's), synchronisation, and the stream
+ * priority range. */
 #include "sim/driver/drv.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
-
-#define CTX_STACK_MAX 32
-
-static __thread CUcontext ctx_stack[CTX_STACK_MAX];
-static __thread int ctx_depth;
-
-CUresult drv_current_ctx(struct drv_ctx **out)
-{
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (ctx_depth == 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx_stack[ctx_depth - 1]);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *out = c;
-    return CUDA_SUCCESS;
-}
 
 /* The SMs a new context may use: in mps mode, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE as it is in
  * the environment now (read at every context's creation, as MPS does with per-context
@@ -151,28 +132,19 @@ static void ctx_teardown(struct drv_ctx *c)
     drv_mem_uncharge(drv.g->p.ctx_mem_bytes, CHARGE_OVERHEAD);
 }
 
-static void push_current(CUcontext h)
-{
-    if (ctx_depth < CTX_STACK_MAX)
-        ctx_stack[ctx_depth++] = h;
-}
-
 API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pctx != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_ctx *c;
     rc = ctx_new(dev, flags, 0, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (ctx_depth == CTX_STACK_MAX) {
+    if (drv_ctx_push(c->handle) < 0) { /* the stack is full */
         ctx_teardown(c);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    push_current(c->handle);
     *pctx = c->handle;
     return CUDA_SUCCESS;
 }
@@ -187,23 +159,13 @@ API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned
 
 API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    CUresult rc;
+    struct drv_ctx *c = drv_enter_handle(1, H_CTX, ctx, &rc);
     if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return rc;
     if (c->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
-    for (int i = 0; i < ctx_depth; i++)
-        if (ctx_stack[i] == ctx) {
-            /* the stack holds CUcontext handles, which are pointers */
-            memmove(&ctx_stack[i], &ctx_stack[i + 1],
-                    (size_t)(ctx_depth - i - 1) *
-                        sizeof ctx_stack[0]); // NOLINT(bugprone-sizeof-expression)
-            ctx_depth--;
-            i--;
-        }
+    drv_ctx_forget(ctx);
     ctx_teardown(c);
     return CUDA_SUCCESS;
 }
@@ -213,41 +175,27 @@ API CUresult cuCtxSetCurrent(CUcontext ctx)
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (ctx == NULL) {
-        if (ctx_depth > 0)
-            ctx_depth--;
-        return CUDA_SUCCESS;
-    }
-    if (!drv_handle_get(H_CTX, ctx))
+    if (ctx != NULL && !drv_handle_get(H_CTX, ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth == 0)
-        ctx_depth = 1;
-    ctx_stack[ctx_depth - 1] = ctx;
+    drv_ctx_set_top(ctx); /* NULL: pops */
     return CUDA_SUCCESS;
 }
 
 API CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pctx != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
-    *pctx = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+    *pctx = drv_ctx_top();
     return CUDA_SUCCESS;
 }
 
 API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
+    CUresult rc;
+    if (!drv_enter_handle(1, H_CTX, ctx, &rc))
         return rc;
-    if (!drv_handle_get(H_CTX, ctx))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth == CTX_STACK_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
-    push_current(ctx);
-    return CUDA_SUCCESS;
+    return drv_ctx_push(ctx) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
@@ -255,9 +203,9 @@ API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     CUresult rc = drv_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (ctx_depth == 0)
+    CUcontext top;
+    if (drv_ctx_pop(&top) < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
-    CUcontext top = ctx_stack[--ctx_depth];
     if (pctx)
         *pctx = top;
     return CUDA_SUCCESS;
@@ -265,10 +213,8 @@ API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 
 API CUresult cuCtxGetDevice(CUdevice *device)
 {
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(device != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     *device = c->dev;
@@ -279,24 +225,18 @@ API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     if (ctx == NULL)
         return cuCtxGetDevice(device);
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    CUresult rc;
+    struct drv_ctx *c = drv_enter_handle(device != NULL, H_CTX, ctx, &rc);
     if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return rc;
     *device = c->dev;
     return CUDA_SUCCESS;
 }
 
 API CUresult cuCtxGetFlags(unsigned int *flags)
 {
-    if (!flags)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(flags != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     *flags = c->flags;
@@ -305,10 +245,8 @@ API CUresult cuCtxGetFlags(unsigned int *flags)
 
 API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType type)
 {
-    if (!param)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(param != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
@@ -320,9 +258,7 @@ API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType
 
 API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
-    if (!version)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(version != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (ctx && !drv_handle_get(H_CTX, ctx))
@@ -356,12 +292,10 @@ API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     if (ctx == NULL)
         return cuCtxSynchronize();
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_ctx *c = drv_handle_get(H_CTX, ctx);
+    CUresult rc;
+    struct drv_ctx *c = drv_enter_handle(1, H_CTX, ctx, &rc);
     if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return rc;
     if (capturing_in(c))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return drv_ctx_sync(c);
@@ -383,13 +317,9 @@ API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriori
 
 API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter_dev(pctx != NULL, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     if (!drv.primary) {
         pthread_mutex_unlock(&drv.lock);
@@ -415,11 +345,9 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter_dev(1, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     struct drv_ctx *c = drv.primary;
     if (!c || c->primary_refs == 0) {
@@ -437,13 +365,9 @@ API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    if (!flags || !active)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter_dev(flags && active, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     *active = drv.primary != NULL;
     *flags = drv.primary ? drv.primary->flags : 0;
@@ -453,11 +377,9 @@ API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *
 
 API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter_dev(1, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev != 0)
-        return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&drv.lock);
     if (drv.primary)
         drv.primary->flags = flags;

@@ -6,12 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct drv_proc drv = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .cond = PTHREAD_COND_INITIALIZER,
-    .owner = -1,
-};
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void fork_child(void)
@@ -56,19 +50,6 @@ API CUresult cuInit(unsigned int Flags)
     return (CUresult)drv.init_result;
 }
 
-CUresult drv_check_init(void)
-{
-    if (!atomic_load_explicit(&drv.initialized, memory_order_acquire) || drv.forked)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return CUDA_SUCCESS;
-}
-
-CUresult drv_check_init_out(const void *out)
-{
-    CUresult rc = drv_check_init();
-    return rc != CUDA_SUCCESS ? rc : out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
 API CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
@@ -79,19 +60,9 @@ API CUresult cuDriverGetVersion(int *driverVersion)
 
 /* ---- devices ---------------------------------------------------------------------------- */
 
-static CUresult check_dev(CUdevice dev)
-{
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
-
 API CUresult cuDeviceGetCount(int *count)
 {
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(count != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     *count = 1;
@@ -100,9 +71,7 @@ API CUresult cuDeviceGetCount(int *count)
 
 API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(device != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (ordinal != 0)
@@ -113,9 +82,7 @@ API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    if (!name || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_dev(dev);
+    CUresult rc = drv_enter_dev(name && len > 0, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     snprintf(name, (size_t)len, "%s", drv.g->p.name);
@@ -124,9 +91,7 @@ API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_dev(dev);
+    CUresult rc = drv_enter_dev(bytes != NULL, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     *bytes = drv.g->p.mem_bytes;
@@ -145,9 +110,7 @@ API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 
 API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_dev(dev);
+    CUresult rc = drv_enter_dev(uuid != NULL, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     memset(uuid, 0, sizeof *uuid);
@@ -276,9 +239,7 @@ static int device_attribute(CUdevice_attribute a, int *v)
 
 API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    if (!pi)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_dev(dev);
+    CUresult rc = drv_enter_dev(pi != NULL, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (device_attribute(attrib, pi) == 0)
@@ -300,9 +261,7 @@ API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice d
  * MPS (docs/sim.md). */
 API CUresult pos_sim_device_mps(CUdevice dev, int *mps)
 {
-    if (!mps)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_dev(dev);
+    CUresult rc = drv_enter_dev(mps != NULL, dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     *mps = drv.g->p.mode == SIM_MODE_MPS;

@@ -69,7 +69,7 @@ static void graph_free(struct drv_graph *g)
 static CUresult begin_capture(int ptsz, CUstream h, CUstreamCaptureMode mode)
 {
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (s->kind == STREAM_LEGACY)
@@ -129,10 +129,8 @@ static int end_capture_all(struct drv_ctx *c, struct drv_graph *g)
 
 static CUresult end_capture(int ptsz, CUstream h, CUgraph *phGraph)
 {
-    if (!phGraph)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(phGraph != NULL, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_graph *g = s->capture;
@@ -163,10 +161,8 @@ API CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *phGraph)
 
 static CUresult capture_status(int ptsz, CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id)
 {
-    if (!st)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(st != NULL, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     *st = !s->capture          ? CU_STREAM_CAPTURE_STATUS_NONE
@@ -203,7 +199,7 @@ static CUresult capture_info_v3(int ptsz, CUstream h, CUstreamCaptureStatus *st,
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_stream *s;
-    drv_api_stream(h, ptsz, &s);
+    drv_enter_stream(1, h, ptsz, &s);
     if (graph)
         *graph = NULL; /* the graph gets a handle when the capture ends */
     if (deps)
@@ -242,13 +238,10 @@ API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *s
 
 API CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_graph *g = drv_handle_get(H_GRAPH, hGraph);
+    CUresult rc;
+    struct drv_graph *g = drv_enter_destroy(H_GRAPH, hGraph, &rc);
     if (!g)
-        return CUDA_ERROR_INVALID_VALUE;
-    drv_handle_free(H_GRAPH, hGraph);
+        return rc;
     graph_free(g);
     return CUDA_SUCCESS;
 }
@@ -266,14 +259,10 @@ API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGrap
                                          unsigned long long flags)
 {
     (void)flags; /* auto-free-on-launch, upload, device launch, priority: no effect here */
-    if (!phGraphExec)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_graph *g = drv_handle_get(H_GRAPH, hGraph);
+    CUresult rc;
+    struct drv_graph *g = drv_enter_handle(phGraphExec != NULL, H_GRAPH, hGraph, &rc);
     if (!g)
-        return CUDA_ERROR_INVALID_VALUE;
+        return rc;
     struct drv_exec *x = calloc(1, sizeof *x);
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -308,13 +297,10 @@ API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
 
 API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_exec *x = drv_handle_get(H_EXEC, hGraphExec);
+    CUresult rc;
+    struct drv_exec *x = drv_enter_destroy(H_EXEC, hGraphExec, &rc);
     if (!x)
-        return CUDA_ERROR_INVALID_VALUE;
-    drv_handle_free(H_EXEC, hGraphExec);
+        return rc;
     pthread_mutex_lock(&drv.lock);
     for (int b = 1; b < x->nbranches; b++) {
         struct drv_stream *s = x->branch_streams[b];
@@ -402,7 +388,7 @@ static CUresult replay(struct drv_exec *x, struct drv_stream *s)
 static CUresult graph_launch(int ptsz, CUgraphExec hGraphExec, CUstream h)
 {
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_exec *x = drv_handle_get(H_EXEC, hGraphExec);

@@ -24,10 +24,8 @@ static struct ipc_import *imports;
 
 API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
-    if (!pHandle)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(pHandle != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_region r;

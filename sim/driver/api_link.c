@@ -139,14 +139,9 @@ static CUresult link_add(struct drv_link *l, const char *data, size_t size, cons
 
 static CUresult link_get(CUlinkState state, struct drv_link **out)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_link *l = drv_handle_get(H_LINK, state);
-    if (!l)
-        return CUDA_ERROR_INVALID_HANDLE;
-    *out = l;
-    return CUDA_SUCCESS;
+    CUresult rc;
+    *out = drv_enter_handle(1, H_LINK, state, &rc);
+    return rc;
 }
 
 API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size,

@@ -50,10 +50,8 @@ void drv_linear_ctx_gone(struct drv_ctx *ctx)
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(dptr && bytesize != 0, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     return linear_alloc(c, bytesize, ALLOC_LINEAR, dptr);
@@ -127,10 +125,8 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
 static CUresult mem_info(const void *free_out, const void *total_out, uint64_t *free_bytes,
                          uint64_t *total)
 {
-    if (!free_out || !total_out)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(free_out && total_out, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     drv_lock();
@@ -260,9 +256,7 @@ API CUresult cuMemHostUnregister(void *p)
 
 API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    if (!pdptr || Flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pdptr && Flags == 0);
     if (rc != CUDA_SUCCESS)
         return rc;
     int kind = drv_mem_lookup(p, 1);
@@ -353,54 +347,29 @@ static CUresult do_copy(enum copy_dir dir, void *dst, const void *src, size_t n,
 
 #define DP(x) ((void *)(uintptr_t)(x))
 
-API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
-{
-    return do_copy(H2D, DP(dst), src, n, NULL, 0, 1);
-}
-API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
-{
-    return do_copy(H2D, DP(dst), src, n, NULL, 1, 1);
-}
-API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
-{
-    return do_copy(D2H, dst, DP(src), n, NULL, 0, 1);
-}
-API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
-{
-    return do_copy(D2H, dst, DP(src), n, NULL, 1, 1);
-}
-API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    return do_copy(D2D, DP(dst), DP(src), n, NULL, 0, 1);
-}
-API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    return do_copy(D2D, DP(dst), DP(src), n, NULL, 1, 1);
-}
-API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream h)
-{
-    return do_copy(H2D, DP(dst), src, n, h, 0, 0);
-}
-API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream h)
-{
-    return do_copy(H2D, DP(dst), src, n, h, 1, 0);
-}
-API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream h)
-{
-    return do_copy(D2H, dst, DP(src), n, h, 0, 0);
-}
-API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream h)
-{
-    return do_copy(D2H, dst, DP(src), n, h, 1, 0);
-}
-API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
-{
-    return do_copy(D2D, DP(dst), DP(src), n, h, 0, 0);
-}
-API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
-{
-    return do_copy(D2D, DP(dst), DP(src), n, h, 1, 0);
-}
+/* cuMemcpy<NAME>_v2 and its _ptds (synchronous), cuMemcpy<NAME>Async_v2 and its _ptsz: copies
+ * in direction DIR from a SRC_T to a DST_T (a CUdeviceptr or a host pointer). */
+#define COPY_ENTRY_POINTS(name, dir, dst_t, src_t)                                                 \
+    API CUresult cuMemcpy##name##_v2(dst_t dst, src_t src, size_t n)                               \
+    {                                                                                              \
+        return do_copy(dir, DP(dst), DP(src), n, NULL, 0, 1);                                      \
+    }                                                                                              \
+    API CUresult cuMemcpy##name##_v2_ptds(dst_t dst, src_t src, size_t n)                          \
+    {                                                                                              \
+        return do_copy(dir, DP(dst), DP(src), n, NULL, 1, 1);                                      \
+    }                                                                                              \
+    API CUresult cuMemcpy##name##Async_v2(dst_t dst, src_t src, size_t n, CUstream h)              \
+    {                                                                                              \
+        return do_copy(dir, DP(dst), DP(src), n, h, 0, 0);                                         \
+    }                                                                                              \
+    API CUresult cuMemcpy##name##Async_v2_ptsz(dst_t dst, src_t src, size_t n, CUstream h)         \
+    {                                                                                              \
+        return do_copy(dir, DP(dst), DP(src), n, h, 1, 0);                                         \
+    }
+
+COPY_ENTRY_POINTS(HtoD, H2D, CUdeviceptr, const void *)
+COPY_ENTRY_POINTS(DtoH, D2H, void *, CUdeviceptr)
+COPY_ENTRY_POINTS(DtoD, D2D, CUdeviceptr, CUdeviceptr)
 
 /* cuMemcpy with unified addresses: the direction follows from what the pointers are. */
 static CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int ptsz,
@@ -470,51 +439,26 @@ static CUresult do_memset(CUdeviceptr dst, uint64_t value, size_t n, int elem, C
     return sync ? drv_wait_counter(&s->completed, t.seq, c) : CUDA_SUCCESS;
 }
 
-API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
-{
-    return do_memset(dst, uc, n, 1, NULL, 0, 1);
-}
-API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n)
-{
-    return do_memset(dst, uc, n, 1, NULL, 1, 1);
-}
-API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short us, size_t n)
-{
-    return do_memset(dst, us, n, 2, NULL, 0, 1);
-}
-API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short us, size_t n)
-{
-    return do_memset(dst, us, n, 2, NULL, 1, 1);
-}
-API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n)
-{
-    return do_memset(dst, ui, n, 4, NULL, 0, 1);
-}
-API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n)
-{
-    return do_memset(dst, ui, n, 4, NULL, 1, 1);
-}
-API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h)
-{
-    return do_memset(dst, uc, n, 1, h, 0, 0);
-}
-API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h)
-{
-    return do_memset(dst, uc, n, 1, h, 1, 0);
-}
-API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short us, size_t n, CUstream h)
-{
-    return do_memset(dst, us, n, 2, h, 0, 0);
-}
-API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short us, size_t n, CUstream h)
-{
-    return do_memset(dst, us, n, 2, h, 1, 0);
-}
-API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h)
-{
-    return do_memset(dst, ui, n, 4, h, 0, 0);
-}
-API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h)
-{
-    return do_memset(dst, ui, n, 4, h, 1, 0);
-}
+/* cuMemsetD<BITS>_v2 and its _ptds (synchronous), cuMemsetD<BITS>Async and its _ptsz, for
+ * elements of TYPE. */
+#define MEMSET_ENTRY_POINTS(bits, type)                                                            \
+    API CUresult cuMemsetD##bits##_v2(CUdeviceptr dst, type v, size_t n)                           \
+    {                                                                                              \
+        return do_memset(dst, v, n, (bits) / 8, NULL, 0, 1);                                       \
+    }                                                                                              \
+    API CUresult cuMemsetD##bits##_v2_ptds(CUdeviceptr dst, type v, size_t n)                      \
+    {                                                                                              \
+        return do_memset(dst, v, n, (bits) / 8, NULL, 1, 1);                                       \
+    }                                                                                              \
+    API CUresult cuMemsetD##bits##Async(CUdeviceptr dst, type v, size_t n, CUstream h)             \
+    {                                                                                              \
+        return do_memset(dst, v, n, (bits) / 8, h, 0, 0);                                          \
+    }                                                                                              \
+    API CUresult cuMemsetD##bits##Async_ptsz(CUdeviceptr dst, type v, size_t n, CUstream h)        \
+    {                                                                                              \
+        return do_memset(dst, v, n, (bits) / 8, h, 1, 0);                                          \
+    }
+
+MEMSET_ENTRY_POINTS(8, unsigned char)
+MEMSET_ENTRY_POINTS(16, unsigned short)
+MEMSET_ENTRY_POINTS(32, unsigned int)

@@ -92,10 +92,8 @@ void drv_module_ctx_gone(struct drv_ctx *ctx)
 
 static CUresult module_load_image(CUmodule *module, const void *image)
 {
-    if (!module || !image)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(module && image, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_module *m = calloc(1, sizeof *m);
@@ -146,10 +144,8 @@ CUresult drv_read_file(const char *fname, char **out)
 
 API CUresult cuModuleLoad(CUmodule *module, const char *fname)
 {
-    if (!module || !fname)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(module && fname, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     char *text;
@@ -176,12 +172,10 @@ API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned in
 
 API CUresult cuModuleUnload(CUmodule hmod)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_module *m = drv_handle_get(H_MODULE, hmod);
+    CUresult rc;
+    struct drv_module *m = drv_enter_handle(1, H_MODULE, hmod, &rc);
     if (!m)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     /* work already queued with its functions must not see them vanish */
     if (m->ctx && !m->ctx->destroyed)
         drv_ctx_sync(m->ctx);
@@ -201,14 +195,10 @@ static struct drv_func *module_find(struct drv_module *m, const char *name)
 
 API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    if (!hfunc || !name)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_module *m = drv_handle_get(H_MODULE, hmod);
+    CUresult rc;
+    struct drv_module *m = drv_enter_handle(hfunc && name, H_MODULE, hmod, &rc);
     if (!m)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     struct drv_func *f = module_find(m, name);
     if (!f)
         return CUDA_ERROR_NOT_FOUND;
@@ -220,9 +210,7 @@ API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *n
  * CUDA_ERROR_NOT_FOUND, the driver's answer for a name the module does not define. */
 API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
 {
-    if (!name)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(name != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!drv_handle_get(H_MODULE, hmod))
@@ -233,9 +221,7 @@ API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmo
 
 API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 {
-    if (!mode)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(mode != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     *mode = CU_MODULE_EAGER_LOADING;
@@ -246,9 +232,7 @@ API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 
 static CUresult library_load(CUlibrary *library, const void *code)
 {
-    if (!library || !code)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(library && code);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_library *l = calloc(1, sizeof *l);
@@ -292,9 +276,7 @@ API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
 {
     (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
     (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-    if (!library || !fileName)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(library && fileName);
     if (rc != CUDA_SUCCESS)
         return rc;
     char *text;
@@ -308,12 +290,10 @@ API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
 
 API CUresult cuLibraryUnload(CUlibrary library)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_library *l = drv_handle_get(H_LIBRARY, library);
+    CUresult rc;
+    struct drv_library *l = drv_enter_handle(1, H_LIBRARY, library, &rc);
     if (!l)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     if (drv.primary)
         drv_ctx_sync(drv.primary);
     drv_handle_free(H_LIBRARY, library);
@@ -327,14 +307,10 @@ API CUresult cuLibraryUnload(CUlibrary library)
 
 API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    if (!pKernel || !name)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_library *l = drv_handle_get(H_LIBRARY, library);
+    CUresult rc;
+    struct drv_library *l = drv_enter_handle(pKernel && name, H_LIBRARY, library, &rc);
     if (!l)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     for (size_t i = 0; i < l->mod.nfuncs; i++) {
         if (strcmp(l->mod.funcs[i].decl.name, name) == 0) {
             *pKernel = l->kernels[i];
@@ -346,10 +322,8 @@ API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char
 
 API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
-    if (!pFunc)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_ctx *c;
-    CUresult rc = drv_current_ctx(&c);
+    CUresult rc = drv_enter_ctx(pFunc != NULL, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_func *f = drv_handle_get(H_KERNEL, kernel);
@@ -361,14 +335,10 @@ API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 
 API CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 {
-    if (!name)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_func *f = drv_handle_get(H_KERNEL, hfunc);
+    CUresult rc;
+    struct drv_func *f = drv_enter_handle(name != NULL, H_KERNEL, hfunc, &rc);
     if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     *name = f->decl.name;
     return CUDA_SUCCESS;
 }
@@ -385,9 +355,7 @@ struct drv_func *drv_func_lookup(CUfunction f)
 
 API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
-    if (!name)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(name != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_func *f = drv_func_lookup(hfunc);
@@ -399,9 +367,7 @@ API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 
 API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
-    if (!pi)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pi != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_func *f = drv_func_lookup(hfunc);

@@ -153,10 +153,8 @@ static void pool_free_region(const struct drv_region *r)
 static CUresult pool_alloc(struct drv_pool *p, CUdeviceptr *dptr, size_t size, CUstream h,
                            int ptsz)
 {
-    if (!dptr || size == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(dptr && size != 0, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (s->capture) /* allocation nodes are not modelled */
@@ -204,12 +202,10 @@ API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream h
 static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h,
                                 int ptsz)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_pool *p = drv_handle_get(H_MEMPOOL, pool);
+    CUresult rc;
+    struct drv_pool *p = drv_enter_handle(1, H_MEMPOOL, pool, &rc);
     if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+        return rc;
     return pool_alloc(p, dptr, size, h, ptsz);
 }
 
@@ -236,7 +232,7 @@ static void free_when_reached(void *arg)
 static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptsz)
 {
     struct drv_stream *s;
-    CUresult rc = drv_api_stream(h, ptsz, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (s->capture)
@@ -281,9 +277,7 @@ static CUresult props_check(const CUmemPoolProps *props, int *kind)
 
 API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pool != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     int kind;
@@ -433,9 +427,7 @@ API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
 /* The default (CURRENT 0) or current (1) pool of location kind KIND into *OUT. */
 static CUresult get_pool(CUmemoryPool *out, int kind, int current)
 {
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(out != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&pool_lock);

@@ -5,15 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The resolved stream and its context: the prologue of every stream entry point. */
-static CUresult resolve(CUstream h, int ptsz, struct drv_ctx **c, struct drv_stream **s)
-{
-    CUresult rc = drv_api_stream(h, ptsz, s);
-    if (rc == CUDA_SUCCESS)
-        *c = (*s)->ctx;
-    return rc;
-}
-
 /* ---- streams ----------------------------------------------------------------------------- */
 
 static CUresult stream_create(CUstream *ph, unsigned flags, int prio)
@@ -49,13 +40,10 @@ API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, 
 
 API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_stream *s = drv_handle_get(H_STREAM, hStream);
+    CUresult rc;
+    struct drv_stream *s = drv_enter_destroy(H_STREAM, hStream, &rc);
     if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
-    drv_handle_free(H_STREAM, hStream);
+        return rc;
     /* queued work completes; the stream goes once it has drained */
     pthread_mutex_lock(&drv.lock); /* launches count s->submitted under it */
     uint64_t submitted = s->submitted;
@@ -77,42 +65,39 @@ API CUresult cuStreamDestroy_v2(CUstream hStream)
         return name##_impl(1, __VA_ARGS__);                                                        \
     }
 
+/* What the getters read of a stream, into OUT. */
+enum stream_field { FIELD_PRIO, FIELD_FLAGS, FIELD_CTX };
+
+static CUresult stream_get(int ptsz, CUstream h, void *out, enum stream_field field)
+{
+    struct drv_stream *s;
+    CUresult rc = drv_enter_stream(out != NULL, h, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (field == FIELD_PRIO)
+        *(int *)out = s->prio;
+    else if (field == FIELD_FLAGS)
+        *(unsigned int *)out = s->flags;
+    else
+        *(CUcontext *)out = s->ctx->handle;
+    return CUDA_SUCCESS;
+}
+
 static CUresult cuStreamGetPriority_impl(int ptsz, CUstream h, int *priority)
 {
-    if (!priority)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
-    if (rc == CUDA_SUCCESS)
-        *priority = s->prio;
-    return rc;
+    return stream_get(ptsz, h, priority, FIELD_PRIO);
 }
 PTSZ_PAIR(CUresult, cuStreamGetPriority, (CUstream h, int *priority), h, priority)
 
 static CUresult cuStreamGetFlags_impl(int ptsz, CUstream h, unsigned int *flags)
 {
-    if (!flags)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
-    if (rc == CUDA_SUCCESS)
-        *flags = s->flags;
-    return rc;
+    return stream_get(ptsz, h, flags, FIELD_FLAGS);
 }
 PTSZ_PAIR(CUresult, cuStreamGetFlags, (CUstream h, unsigned int *flags), h, flags)
 
 static CUresult cuStreamGetCtx_impl(int ptsz, CUstream h, CUcontext *pctx)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
-    if (rc == CUDA_SUCCESS)
-        *pctx = c->handle;
-    return rc;
+    return stream_get(ptsz, h, pctx, FIELD_CTX);
 }
 PTSZ_PAIR(CUresult, cuStreamGetCtx, (CUstream h, CUcontext *pctx), h, pctx)
 
@@ -125,36 +110,39 @@ static CUresult refuse_if_capturing(struct drv_stream *s)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-static CUresult cuStreamSynchronize_impl(int ptsz, CUstream h)
+/* The prologue of cuStreamSynchronize and cuStreamQuery: the stream, not capturing, and the
+ * ops submitted to it so far into *TARGET. */
+static CUresult sync_target(int ptsz, CUstream h, struct drv_stream **s, uint64_t *target)
 {
-    struct drv_ctx *c;
-    struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, s);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = refuse_if_capturing(s)) != CUDA_SUCCESS)
+    if ((rc = refuse_if_capturing(*s)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&drv.lock);
-    uint64_t target = s->submitted;
+    *target = (*s)->submitted;
     pthread_mutex_unlock(&drv.lock);
-    return drv_wait_counter(&s->completed, target, c);
+    return CUDA_SUCCESS;
+}
+
+static CUresult cuStreamSynchronize_impl(int ptsz, CUstream h)
+{
+    struct drv_stream *s;
+    uint64_t target;
+    CUresult rc = sync_target(ptsz, h, &s, &target);
+    return rc != CUDA_SUCCESS ? rc : drv_wait_counter(&s->completed, target, s->ctx);
 }
 PTSZ_PAIR(CUresult, cuStreamSynchronize, (CUstream h), h)
 
 static CUresult cuStreamQuery_impl(int ptsz, CUstream h)
 {
-    struct drv_ctx *c;
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
+    uint64_t target;
+    CUresult rc = sync_target(ptsz, h, &s, &target);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = refuse_if_capturing(s)) != CUDA_SUCCESS)
+    if ((rc = (CUresult)atomic_load(&s->ctx->sticky)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = (CUresult)atomic_load(&c->sticky)) != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&drv.lock);
-    uint64_t target = s->submitted;
-    pthread_mutex_unlock(&drv.lock);
     return atomic_load(&s->completed) >= target ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 PTSZ_PAIR(CUresult, cuStreamQuery, (CUstream h), h)
@@ -234,13 +222,10 @@ API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
+    CUresult rc;
+    struct drv_event *e = drv_enter_destroy(H_EVENT, hEvent, &rc);
     if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
-    drv_handle_free(H_EVENT, hEvent);
+        return rc;
     /* a pending record still refers to it: the agent frees it once that completes */
     pthread_mutex_lock(&drv.lock);
     e->handle = NULL;
@@ -251,18 +236,26 @@ API CUresult cuEventDestroy_v2(CUevent hEvent)
     return CUDA_SUCCESS;
 }
 
-static CUresult event_record(int ptsz, CUevent hEvent, CUstream h, unsigned flags)
+/* The prologue of a stream's event calls: OK (else CUDA_ERROR_INVALID_VALUE), the stream,
+ * then the event (CUDA_ERROR_INVALID_HANDLE). */
+static CUresult stream_event(int ok, int ptsz, CUstream h, CUevent hEvent, struct drv_stream **s,
+                             struct drv_event **e)
 {
-    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
-    struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
+    CUresult rc = drv_enter_stream(ok, h, ptsz, s);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
-    if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+    *e = drv_handle_get(H_EVENT, hEvent);
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult event_record(int ptsz, CUevent hEvent, CUstream h, unsigned flags)
+{
+    struct drv_stream *s;
+    struct drv_event *e;
+    int ok = !(flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL);
+    CUresult rc = stream_event(ok, ptsz, h, hEvent, &s, &e);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     struct drv_op_desc d;
     memset(&d, 0, sizeof d);
     d.kind = SIM_OP_MARKER;
@@ -312,31 +305,25 @@ API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsig
 
 API CUresult cuEventQuery(CUevent hEvent)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
+    CUresult rc;
+    struct drv_event *e = drv_enter_handle(1, H_EVENT, hEvent, &rc);
     if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     return atomic_load(&e->done_rec) >= e->records ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 API CUresult cuEventSynchronize(CUevent hEvent)
 {
-    CUresult rc = drv_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
+    CUresult rc;
+    struct drv_event *e = drv_enter_handle(1, H_EVENT, hEvent, &rc);
     if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+        return rc;
     return drv_wait_counter(&e->done_rec, e->records, e->ctx);
 }
 
 API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    if (!pMilliseconds)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = drv_check_init();
+    CUresult rc = drv_enter(pMilliseconds != NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_event *a = drv_handle_get(H_EVENT, hStart);
@@ -362,16 +349,12 @@ API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hE
 
 static CUresult cuStreamWaitEvent_impl(int ptsz, CUstream h, CUevent hEvent, unsigned int Flags)
 {
-    if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
+    struct drv_event *e;
+    int ok = !(Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL);
+    CUresult rc = stream_event(ok, ptsz, h, hEvent, &s, &e);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct drv_event *e = drv_handle_get(H_EVENT, hEvent);
-    if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
     if (e->capture) {
         /* an event recorded during a capture: this stream joins that capture */
         if (s->capture && s->capture != e->capture)
@@ -413,9 +396,8 @@ static CUresult value_op(int ptsz, CUstream h, CUdeviceptr addr, uint64_t value,
 {
     int wide = effect == EFF_WRITE64 || effect == EFF_WAIT64;
     size_t n = wide ? 8 : 4;
-    struct drv_ctx *c;
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (addr % n || drv_mem_lookup((void *)(uintptr_t)addr, n) == 0)
@@ -462,9 +444,8 @@ static CUresult host_func(int ptsz, CUstream h, CUhostFn fn, void *userData)
 {
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
-    struct drv_ctx *c;
     struct drv_stream *s;
-    CUresult rc = resolve(h, ptsz, &c, &s);
+    CUresult rc = drv_enter_stream(1, h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct drv_op_desc d;

@@ -1,5 +1,12 @@
 /* Internal contracts of the simulated CUDA driver (build/sim/libcuda.so.1): the process-local
- * objects behind CUDA handles, the shared virtual GPU, and the helpers every API file uses. */
+ * objects behind CUDA handles, the shared virtual GPU, and the helpers every API file uses.
+ * Its files call downward only (scripts/circles.py): the entry points (api_*.c) above the
+ * submission path (submit.c) and the segment's attach and detach (shm.c), above the agent
+ * (agent.c), above device memory, streams and the device process (devmem.c, stream.c,
+ * device.c), above the device lock (lock.c) and the submission rings (ring.c); at the bottom
+ * the entry preambles (enter.c), the handle table (handles.c) and the state (state.c). A
+ * lower file that must reach a higher one is given a callback (drv_ctx_on_gone,
+ * drv_pool_free_region). */
 #ifndef POS_SIM_DRV_H
 #define POS_SIM_DRV_H
 
@@ -19,7 +26,7 @@
 #define API                __attribute__((visibility("default")))
 #define SIM_DRIVER_VERSION 13000
 
-/* ---- shared segment ------------------------------------------------------------------- */
+/* ---- shared segment -------------------------------------------------------------------- */
 
 #define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
 #define SIM_SHM_VERSION 6
@@ -78,7 +85,7 @@ struct sim_shm {
     struct sim_gpu gpu;
 };
 
-/* ---- process-local objects ------------------------------------------------------------ */
+/* ---- process-local objects ------------------------------------------------------------- */
 
 enum drv_stream_kind { STREAM_USER, STREAM_LEGACY, STREAM_PER_THREAD, STREAM_HIDDEN };
 
@@ -164,7 +171,7 @@ struct drv_event {
     int capture_node;
 };
 
-/* ---- ops: what the agent does when the device completes one --------------------------- */
+/* ---- ops: what the agent does when the device completes one ---------------------------- */
 
 enum drv_effect {
     EFF_NONE = 0,
@@ -231,7 +238,7 @@ struct drv_local_op {
     int started; /* host function handed to the agent */
 };
 
-/* ---- the process ------------------------------------------------------------------------ */
+/* ---- the process ----------------------------------------------------------------------- */
 
 #define DRV_LOCK_HIST 40 /* log2 buckets of lock waits: 1 ns .. 2^39 ns */
 #define DRV_POOL_CAP  512 /* allocated ops a process keeps ready */
@@ -279,31 +286,55 @@ struct drv_proc {
     } lstats[2];
 };
 
-enum { DRV_ROLE_APP, DRV_ROLE_AGENT };
-extern __thread int drv_role; /* DRV_ROLE_AGENT in the agent thread */
+/* ---- the state (state.c): at the bottom, it calls nothing of sim/driver ---------------- */
 
 extern struct drv_proc drv;
 
-/* PATTERN with each %p replaced by the pid into OUT (POS_SIM_TRACE, POS_SIM_STATS). */
-void drv_path_expand(const char *pattern, char *out, size_t len);
-/* POS_SIM_STATS: appends this process's device-lock figures (at exit). */
-void drv_write_lock_stats(void);
-
-/* ---- helpers (shm.c) -------------------------------------------------------------------- */
-
+/* Common prologue: not initialised, forked child. */
+CUresult drv_check_init(void);
+/* The same, then CUDA_ERROR_INVALID_VALUE when OUT (where the answer goes) is NULL. */
+CUresult drv_check_init_out(const void *out);
 int64_t drv_mono_ns(void);
 int64_t drv_device_now(void);               /* device time of now */
 int64_t drv_wall_of_device(int64_t dev_ns); /* CLOCK_MONOTONIC of a device time */
-CUresult drv_attach(void);                  /* cuInit's work: join the virtual GPU */
-void drv_lock(void);                        /* shm lock; repairs after a dead holder */
+void drv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t drv_proc_start_time(pid_t pid);
+/* PATTERN with each %p replaced by the pid into OUT (POS_SIM_TRACE, POS_SIM_STATS). */
+void drv_path_expand(const char *pattern, char *out, size_t len);
+
+/* ---- the submission rings (ring.c) ----------------------------------------------------- */
+
+/* Owner slot O's submissions are forgotten (under the lock). */
+void drv_ring_reset(int o);
+/* Under the lock, first thing: every process's published submissions into the model. */
+void drv_drain_submissions(void);
+/* Publishes a submission of TYPE for OP with ARG in this process's ring (caller holds
+ * drv.lock; the caller wakes the device process). Returns 0, or -ENOSPC when the ring is
+ * full. */
+int drv_publish(int type, int op, int32_t arg);
+
+/* ---- the device lock (lock.c) ---------------------------------------------------------- */
+
+enum { DRV_ROLE_APP, DRV_ROLE_AGENT };
+extern __thread int drv_role; /* DRV_ROLE_AGENT in the agent thread */
+
+void drv_lock(void); /* shm lock; repairs after a dead holder */
 void drv_unlock(void);
 void drv_liveness_scan(int64_t now_mono); /* under the lock */
+/* The process recorded in owner slot O lives (its pid and start time). */
+int drv_owner_alive(const struct sim_owner *o);
 /* Under the lock: takes up to N ops from the device for this process's pool into OUT;
  * returns how many (fewer when its quota or the device's ops run short). */
 int drv_pool_alloc(int32_t *out, int n);
 /* Adds N allocated ops to this process's pool (caller holds drv.lock); those that do not fit
  * are given back to the device (takes the device lock). */
 void drv_pool_put(const int32_t *ops, int n);
+/* POS_SIM_STATS: appends this process's device-lock figures (at exit). */
+void drv_write_lock_stats(void);
+
+/* ---- the segment (shm.c), the device process (device.c) -------------------------------- */
+
+CUresult drv_attach(void); /* cuInit's work: join the virtual GPU */
 /* Under the lock: the device process runs, or one is being started (sim/driver/device.c).
  * Returns 0, or -1 when none can be started (said on stderr). */
 int drv_server_ensure(void);
@@ -311,10 +342,8 @@ int drv_server_ensure(void);
 void drv_server_kick(void);
 /* The device process is alive (pid and start time). */
 int drv_server_alive(void);
-uint64_t drv_proc_start_time(pid_t pid);
-void drv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- handles.c -------------------------------------------------------------------------- */
+/* ---- handles.c ------------------------------------------------------------------------- */
 
 enum drv_handle_type {
     H_CTX = 1,
@@ -338,7 +367,102 @@ void *drv_handle_new(int type, void *obj); /* NULL when the table is full */
 void *drv_handle_get(int type, const void *handle);
 void drv_handle_free(int type, const void *handle);
 
-/* ---- agent.c ---------------------------------------------------------------------------- */
+/* ---- entry (enter.c): the current context and the preambles of entry points ------------ */
+
+/* The calling thread's current context: CUDA_SUCCESS and *OUT, or the error to return. */
+CUresult drv_current_ctx(struct drv_ctx **out);
+/* The thread's current-context stack: push (-1 when full), pop (-1 when empty), replace the
+ * top (NULL: pop, if any), the top (NULL if none), and every entry of H removed. */
+int drv_ctx_push(CUcontext h);
+int drv_ctx_pop(CUcontext *top);
+void drv_ctx_set_top(CUcontext h);
+CUcontext drv_ctx_top(void);
+void drv_ctx_forget(CUcontext h);
+
+/* The preambles of entry points, in NVIDIA's order of checks: OK (the pointers for the
+ * answer are given, else CUDA_ERROR_INVALID_VALUE), then initialised. Inline, so that the
+ * compiler and the analyzer see that a caller goes on only with its pointers given. */
+static inline CUresult drv_enter(int ok)
+{
+    return ok ? drv_check_init() : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The same, then device DEV, the only one (CUDA_ERROR_INVALID_DEVICE). */
+static inline CUresult drv_enter_dev(int ok, CUdevice dev)
+{
+    CUresult rc = drv_enter(ok);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* The same as drv_enter, then the current context into *C. */
+static inline CUresult drv_enter_ctx(int ok, struct drv_ctx **c)
+{
+    return ok ? drv_current_ctx(c) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* What NVIDIA's driver answers for a handle of TYPE that names nothing: an invalid context;
+ * an invalid value for graphs, executable graphs and memory pools (arguments, not resources,
+ * in its errors); an invalid handle for the rest. */
+static inline CUresult drv_bad_handle(int type)
+{
+    switch (type) {
+    case H_CTX:
+        return CUDA_ERROR_INVALID_CONTEXT;
+    case H_GRAPH:
+    case H_EXEC:
+    case H_MEMPOOL:
+        return CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+}
+
+/* The same as drv_enter, then the object of handle H of TYPE, or NULL with *RC set
+ * (drv_bad_handle). */
+static inline void *drv_enter_handle(int ok, int type, const void *h, CUresult *rc)
+{
+    *rc = drv_enter(ok);
+    if (*rc != CUDA_SUCCESS)
+        return NULL;
+    void *obj = drv_handle_get(type, h);
+    if (!obj)
+        *rc = drv_bad_handle(type);
+    return obj;
+}
+
+/* The prologue of the destroy calls: drv_enter_handle, then the handle freed (the object is
+ * the caller's to release). */
+static inline void *drv_enter_destroy(int type, const void *h, CUresult *rc)
+{
+    void *obj = drv_enter_handle(1, type, h, rc);
+    if (obj)
+        drv_handle_free(type, h);
+    return obj;
+}
+
+/* ---- streams (stream.c) ---------------------------------------------------------------- */
+
+/* Resolves a stream handle as the API entry point sees it (PTSZ: a _ptsz/_ptds entry point,
+ * where NULL is the per-thread stream; CTX: the current context, or NULL to look it up when
+ * a special handle needs it). Fills *OUT; returns CUDA_SUCCESS or an error. */
+CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out);
+
+/* The prologue of stream entry points: drv_enter, then drv_stream_resolve. */
+static inline CUresult drv_enter_stream(int ok, CUstream h, int ptsz, struct drv_stream **out)
+{
+    CUresult rc = drv_enter(ok);
+    return rc != CUDA_SUCCESS ? rc : drv_stream_resolve(h, ptsz, NULL, out);
+}
+
+/* Creates the model stream and the process-local stream object. */
+CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,
+                           struct drv_stream **out);
+/* Frees a drained, destroyed stream (agent or destroy path; caller holds drv.lock). */
+void drv_stream_release(struct drv_stream *s);
+
+/* ---- agent.c --------------------------------------------------------------------------- */
 
 CUresult drv_agent_start(void);
 void drv_agent_stop(void);
@@ -349,15 +473,7 @@ uint64_t drv_device_checks(void); /* times the agent found its work silent and l
 CUresult drv_wait_counter(_Atomic uint64_t *counter, uint64_t target, struct drv_ctx *ctx);
 void drv_wait_for_room(void); /* after the owner's op quota ran out */
 
-/* ---- submit.c --------------------------------------------------------------------------- */
-
-/* Resolves a stream handle as the API entry point sees it (PTSZ: a _ptsz/_ptds entry point,
- * where NULL is the per-thread stream; CTX: the current context, or NULL to look it up when
- * a special handle needs it). Fills *OUT; returns CUDA_SUCCESS or an error. */
-CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out);
-
-/* The prologue of stream entry points: initialised, then drv_stream_resolve. */
-CUresult drv_api_stream(CUstream h, int ptsz, struct drv_stream **out);
+/* ---- submit.c -------------------------------------------------------------------------- */
 
 /* What drv_submit hands back: the model op (for dependencies) and its place in its stream
  * (wait for s->completed >= seq). */
@@ -374,44 +490,28 @@ void drv_host_fn_desc(struct drv_op_desc *d, CUhostFn fn, void *data);
  * fills *T when T is not NULL. */
 CUresult drv_submit(struct drv_stream *s, struct drv_op_desc *d, struct drv_ticket *t);
 
-/* Publishes a submission of TYPE for OP with ARG in this process's ring and wakes the device
- * process (caller holds drv.lock). Returns 0, or -ENOSPC when the ring is full. */
-int drv_publish(int type, int op, int32_t arg);
-
 /* Waits until every op this process submitted so far has completed. */
 CUresult drv_sync_all(void);
 
-/* Creates the model stream and the process-local stream object. */
-CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,
-                           struct drv_stream **out);
-/* Frees a drained, destroyed stream (agent or destroy path; caller holds drv.lock). */
-void drv_stream_release(struct drv_stream *s);
 
-/* ---- ctx (api_ctx.c) -------------------------------------------------------------------- */
+/* ---- ctx (api_ctx.c) ------------------------------------------------------------------- */
 
-/* The calling thread's current context: CUDA_SUCCESS and *OUT, or the error to return. */
-CUresult drv_current_ctx(struct drv_ctx **out);
 CUresult drv_ctx_sync(struct drv_ctx *ctx);
 
-/* Common prologue: not initialised, forked child. */
-CUresult drv_check_init(void);
-/* The same, then CUDA_ERROR_INVALID_VALUE when OUT (where the answer goes) is NULL. */
-CUresult drv_check_init_out(const void *out);
-
-/* ---- modules (api_module.c) -------------------------------------------------------------- */
+/* ---- modules (api_module.c) ------------------------------------------------------------ */
 
 /* Reads a whole file as a malloc'd NUL-terminated string (CUDA_ERROR_FILE_NOT_FOUND if it
  * cannot be read). */
 CUresult drv_read_file(const char *fname, char **out);
 
-/* ---- memory (api_mem.c) ----------------------------------------------------------------- */
+/* ---- memory (api_mem.c) ---------------------------------------------------------------- */
 
 enum drv_mem_kind { MEM_DEVICE = 1, MEM_HOST_PINNED, MEM_HOST_REGISTERED };
 
 /* Kind of the allocation that holds [p, p+n), or 0 if none does. */
 int drv_mem_lookup(const void *p, size_t n);
 
-/* ---- device memory (devmem.c): the registry, the arena, the charge ---------------------- */
+/* ---- device memory (devmem.c): the registry, the arena, the charge --------------------- */
 
 /* The path that made a device-memory region, which says what may free it. */
 enum drv_alloc_how {
@@ -535,7 +635,7 @@ int drv_location_kind(const CUmemLocation *l);
 CUresult drv_mem_props_check(CUmemAllocationType type, unsigned handle_types,
                              const CUmemLocation *location, int *kind);
 
-/* ---- launch (api_launch.c), graphs (api_graph.c) ----------------------------------------- */
+/* ---- launch (api_launch.c), graphs (api_graph.c) --------------------------------------- */
 
 /* A recorded launch or other stream op, as kept in a captured graph. */
 struct drv_node {

@@ -1,484 +1,19 @@
 /* The shared virtual GPU: one POSIX shared-memory segment per POS_SIM_INSTANCE, created by
- * its first user, guarded by a robust process-shared mutex, repaired when a process dies
- * holding it, and unlinked by its last user; a waiter names a holder that is stopped (which
- * cannot be repaired: docs/sim.md). Also the clocks: device time is
- * (CLOCK_MONOTONIC - origin) / POS_SIM_SCALE. */
+ * its first user (drv_attach, cuInit's work), and unlinked by its last user (at exit);
+ * segments of other instances whose processes are all gone are reclaimed at attach. The lock
+ * that guards it is lock.c's. */
 #include "sim/driver/drv.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-#ifdef __SANITIZE_THREAD__
-#include <sanitizer/tsan_interface.h>
-#endif
-
-#define LIVENESS_PERIOD_NS 200000000LL
-
-int64_t drv_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-int64_t drv_device_now(void)
-{
-    return (int64_t)((double)(drv_mono_ns() - drv.origin_ns) / drv.scale);
-}
-
-int64_t drv_wall_of_device(int64_t dev_ns)
-{
-    if (dev_ns == INT64_MAX)
-        return INT64_MAX;
-    return drv.origin_ns + (int64_t)((double)dev_ns * drv.scale);
-}
-
-void drv_debug(const char *fmt, ...)
-{
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char *v = getenv("POS_SIM_DEBUG");
-        enabled = v && *v && strcmp(v, "0") != 0;
-    }
-    if (!enabled)
-        return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "pos-sim[%d]: %s\n", (int)getpid(), buf);
-}
-
-/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat), 0 if gone. A zombie
- * (state Z or X) is gone: it has exited, and its parent has only not reaped it yet; a real
- * driver has its memory back at the exit, when its files close. */
-uint64_t drv_proc_start_time(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-        return 0;
-    /* after ") " come fields 3.. ; starttime is field 22 */
-    int field = 2;
-    for (; *p && field < 22; p++)
-        if (*p == ' ')
-            field++;
-    return strtoull(p, NULL, 10);
-}
-
-static int owner_alive(const struct sim_owner *o)
-{
-    pid_t pid = (pid_t)o->ident[0];
-    if (pid <= 0)
-        return 0;
-    if (kill(pid, 0) < 0 && errno == ESRCH)
-        return 0;
-    uint64_t st = drv_proc_start_time(pid);
-    /* zombie or reused pid: the start time no longer matches */
-    return st != 0 && st == o->ident[1];
-}
-
-/* Owner slot O's submissions are forgotten (a new process takes the slot, or its process is
- * gone and its ops with it). Under the lock. */
-static void ring_reset(int o)
-{
-    struct drv_submit_ring *r = &drv.shm->rings[o];
-    atomic_store_explicit(&r->head, atomic_load_explicit(&r->tail, memory_order_acquire),
-                          memory_order_release);
-}
-
-/* One published submission of owner O, checked: the process may have written anything into
- * its ring, so the op must be one of its own, allocated and not yet submitted, on a stream of
- * its own. */
-static int submission_ok(const struct sim_gpu *g, int o, const struct drv_submission *e)
-{
-    if (e->op < 0 || e->op >= SIM_MAX_OPS)
-        return 0;
-    const struct sim_op *op = &g->ops[e->op];
-    return op->state == SIM_OP_ALLOC && op->owner == o && op->gen == e->gen &&
-           op->stream >= 0 && op->stream < SIM_MAX_STREAMS && g->streams[op->stream].used &&
-           g->streams[op->stream].owner == o && op->ctx >= 0 && op->ctx < SIM_MAX_CTXS &&
-           g->ctxs[op->ctx].used && g->ctxs[op->ctx].owner == o;
-}
-
-/* Under the lock, first thing: every process's published launches go into the model in the
- * order of their times (each ring is in order already: a merge), the model advanced to each
- * time first, so an op enters the device when it was launched however late its ring is
- * drained; an op published after the model passed its time enters at the model's time (its
- * process was descheduled between the two: only its own launch is late). */
-static void drain_submissions(void)
-{
-    struct sim_shm *shm = drv.shm;
-    struct sim_gpu *g = &shm->gpu;
-    uint32_t tail[SIM_MAX_OWNERS];
-    int live[SIM_MAX_OWNERS], n = 0;
-    for (int o = 0; o < SIM_MAX_OWNERS; o++) {
-        if (!g->owners[o].used)
-            continue;
-        struct drv_submit_ring *r = &shm->rings[o];
-        uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-        uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (t - h > DRV_SUBMIT_RING) /* a tail no process of ours wrote: forget it */
-            h = t, atomic_store_explicit(&r->head, t, memory_order_release);
-        if (t != h) {
-            tail[o] = t;
-            live[n++] = o;
-        }
-    }
-    while (n > 0) {
-        int best = -1;
-        int64_t bt = INT64_MAX;
-        for (int k = 0; k < n; k++) {
-            struct drv_submit_ring *r = &shm->rings[live[k]];
-            const struct drv_submission *e =
-                &r->e[atomic_load_explicit(&r->head, memory_order_relaxed) % DRV_SUBMIT_RING];
-            if (e->t < bt) {
-                bt = e->t;
-                best = k;
-            }
-        }
-        int o = live[best];
-        struct drv_submit_ring *r = &shm->rings[o];
-        uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-        struct drv_submission e = r->e[h % DRV_SUBMIT_RING]; /* read once */
-        if (e.t > g->now && e.type <= SUB_HOST_DONE)
-            sim_gpu_advance(g, e.t);
-        int64_t at = e.t > g->now ? e.t : g->now;
-        if (e.type == SUB_LAUNCH && submission_ok(g, o, &e)) {
-            sim_gpu_submit(g, e.op, at);
-            if (e.prio_override)
-                g->ops[e.op].prio = e.prio;
-        } else if (e.type == SUB_HOST_DONE && e.op >= 0 && e.op < SIM_MAX_OPS &&
-                   g->ops[e.op].owner == o && g->ops[e.op].gen == e.gen) {
-            sim_gpu_host_done(g, e.op, at); /* nothing unless it waits for its owner */
-        } else if (e.type == SUB_WANT_OPS) {
-            /* ops for its pool, shown in its ring (what its quota allows, an eighth of the
-             * device's ops kept for the others) */
-            for (int k = 0; k < e.prio && k < DRV_POOL_FILL && g->nfree > SIM_MAX_OPS / 8; k++) {
-                int op = sim_gpu_op_alloc(g, o);
-                if (op < 0)
-                    break;
-                sim_gpu_ring_push(g, o, op | SIM_RING_GRANT);
-            }
-        }
-        atomic_store_explicit(&r->head, h + 1, memory_order_release);
-        if (h + 1 == tail[o])
-            live[best] = live[--n];
-    }
-}
-
-int drv_pool_alloc(int32_t *out, int n)
-{
-    int k = 0;
-    while (k < n) {
-        int op = sim_gpu_op_alloc(drv.g, drv.owner);
-        if (op < 0)
-            break;
-        out[k++] = op;
-    }
-    return k;
-}
-
-void drv_pool_put(const int32_t *ops, int n)
-{
-    int k = 0;
-    while (k < n && drv.npool < DRV_POOL_CAP)
-        drv.pool[drv.npool++] = ops[k++];
-    if (k < n) {
-        drv_lock();
-        for (; k < n; k++)
-            sim_gpu_op_free(drv.g, ops[k]);
-        drv_unlock();
-    }
-}
-
-void drv_liveness_scan(int64_t now_mono)
-{
-    struct sim_shm *shm = drv.shm;
-    struct sim_gpu *g = &shm->gpu;
-    shm->last_liveness_ns = now_mono;
-    int64_t now = drv_device_now();
-    for (int i = 0; i < SIM_MAX_OWNERS; i++) {
-        if (!g->owners[i].used || i == drv.owner)
-            continue;
-        if (!owner_alive(&g->owners[i])) {
-            drv_debug("reclaiming owner %d (pid %llu): process is gone", i,
-                      (unsigned long long)g->owners[i].ident[0]);
-            sim_gpu_owner_remove(g, i, now);
-            ring_reset(i);
-        }
-    }
-}
-
-/* ---- the device lock ------------------------------------------------------------------- */
-
-/* The thread holding the device lock, 0 if none: a robust mutex's futex word is its owner's
- * TID (the kernel's robust-futex ABI), glibc's pthread_mutex_t.__data.__lock. */
-static pid_t lock_holder(void)
-{
-    unsigned w = (unsigned)atomic_load((_Atomic int *)&drv.shm->lock.__data.__lock);
-    return (pid_t)(w & 0x3fffffffu); /* FUTEX_TID_MASK */
-}
-
-/* State letter of thread TID (/proc/TID/status) and its process in *PID; 0 if it is gone. */
-static char thread_state(pid_t tid, pid_t *pid)
-{
-    char path[64], buf[1024];
-    *pid = tid;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    char state = 0;
-    while (fgets(buf, sizeof buf, f)) {
-        if (strncmp(buf, "State:", 6) == 0)
-            sscanf(buf + 6, " %c", &state);
-        else if (strncmp(buf, "Tgid:", 5) == 0)
-            *pid = (pid_t)atoi(buf + 5);
-    }
-    fclose(f);
-    return state;
-}
-
-/* A waiter that has waited WAITED_NS looks at the holder: one that is stopped (SIGSTOP,
- * Ctrl-Z: 'T'; a debugger: 't') holds every process of this virtual GPU until it continues or
- * ends, and nothing else can safely take the lock from a live process in the middle of its
- * update (docs/sim.md). Says so once per wait, naming it. Returns 1 once it has said so. */
-static int report_stopped_holder(int64_t waited_ns)
-{
-    pid_t pid, tid = lock_holder();
-    char st = tid ? thread_state(tid, &pid) : 0;
-    if (st != 'T' && st != 't')
-        return 0;
-    fprintf(stderr,
-            "pos-sim[%d]: waited %.1f s for the virtual GPU %s: its lock is held by pid %d "
-            "(thread %d), which is %s; every process of this virtual GPU waits until it "
-            "continues (kill -CONT %d) or ends\n",
-            (int)getpid(), (double)waited_ns / 1e9, drv.shm_name, (int)pid, (int)tid,
-            st == 'T' ? "stopped (SIGSTOP, Ctrl-Z)" : "stopped by a debugger", (int)pid);
-    return 1;
-}
-
-#define LOCK_CHECK_NS 1000000000LL /* how long a waiter waits before it looks at the holder */
-
-/* The contended path: wait in steps of LOCK_CHECK_NS, looking at the holder after each. */
-static int lock_slow(void)
-{
-    int64_t start = drv_mono_ns();
-    int reported = 0;
-    for (;;) {
-        /* timedlock's deadline is on CLOCK_REALTIME: a clock step only moves the moment the
-         * holder is looked at (the report checks that it is really stopped). Not clocklock:
-         * ThreadSanitizer (gcc 12) does not intercept it, so it never saw this thread take the
-         * lock and reported every access under it as a race. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += LOCK_CHECK_NS / 1000000000LL;
-        int rc = pthread_mutex_timedlock(&drv.shm->lock, &ts);
-        if (rc != ETIMEDOUT) {
-#ifdef __SANITIZE_THREAD__
-            /* ThreadSanitizer's timedlock (gcc 12) records the lock only when it returns 0:
-             * told of an owner-dead one here, or the repair's accesses read as races */
-            if (rc == EOWNERDEAD) {
-                __tsan_mutex_pre_lock(&drv.shm->lock, __tsan_mutex_try_lock);
-                __tsan_mutex_post_lock(&drv.shm->lock, __tsan_mutex_try_lock, 0);
-            }
-#endif
-            if (reported)
-                fprintf(stderr, "pos-sim[%d]: the virtual GPU %s is free again after %.1f s\n",
-                        (int)getpid(), drv.shm_name, (double)(drv_mono_ns() - start) / 1e9);
-            return rc;
-        }
-        if (!reported)
-            reported = report_stopped_holder(drv_mono_ns() - start);
-    }
-}
-
-__thread int drv_role;
-static __thread int64_t lock_taken_ns; /* when this thread took the lock (POS_SIM_STATS) */
-
-static void stat_max(_Atomic uint64_t *m, uint64_t v)
-{
-    uint64_t cur = atomic_load_explicit(m, memory_order_relaxed);
-    while (v > cur &&
-           !atomic_compare_exchange_weak_explicit(m, &cur, v, memory_order_relaxed,
-                                                  memory_order_relaxed))
-        ;
-}
-
-/* A wait of NS for the lock by this thread's role (POS_SIM_STATS). */
-static void stat_wait(int64_t ns)
-{
-    struct drv_lock_stats *st = &drv.lstats[drv_role];
-    uint64_t v = ns > 0 ? (uint64_t)ns : 0;
-    atomic_fetch_add_explicit(&st->contended, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->wait_ns, v, memory_order_relaxed);
-    stat_max(&st->wait_max_ns, v);
-    int b = v ? 63 - __builtin_clzll(v) : 0;
-    atomic_fetch_add_explicit(&st->wait_hist[b < DRV_LOCK_HIST ? b : DRV_LOCK_HIST - 1], 1,
-                              memory_order_relaxed);
-}
-
-void drv_lock(void)
-{
-    int rc = pthread_mutex_trylock(&drv.shm->lock);
-    if (rc == EBUSY) {
-        /* only a contended lock reads the clock, unless POS_SIM_STATS also times holds */
-        int64_t t0 = drv.lock_stats ? drv_mono_ns() : 0;
-        rc = lock_slow();
-        if (drv.lock_stats)
-            stat_wait(drv_mono_ns() - t0);
-    }
-    if (drv.lock_stats) {
-        atomic_fetch_add_explicit(&drv.lstats[drv_role].locks, 1, memory_order_relaxed);
-        lock_taken_ns = drv_mono_ns();
-    }
-    if (rc == EOWNERDEAD) {
-        /* A process died inside the critical section: rebuild what it may have torn, then
-         * drop it (and any other dead process) from the device. */
-        drv_debug("a process died holding the device lock: repairing the device state");
-        sim_gpu_rebuild(&drv.shm->gpu);
-        drv_liveness_scan(drv_mono_ns());
-        pthread_mutex_consistent(&drv.shm->lock);
-    }
-    if (drv.g)
-        drain_submissions();
-}
-
-void drv_unlock(void)
-{
-    if (drv.lock_stats && lock_taken_ns) {
-        struct drv_lock_stats *st = &drv.lstats[drv_role];
-        uint64_t held = (uint64_t)(drv_mono_ns() - lock_taken_ns);
-        lock_taken_ns = 0;
-        atomic_fetch_add_explicit(&st->hold_ns, held, memory_order_relaxed);
-        stat_max(&st->hold_max_ns, held);
-    }
-    pthread_mutex_unlock(&drv.shm->lock);
-}
-
-void drv_path_expand(const char *pattern, char *out, size_t len)
-{
-    size_t k = 0;
-    for (const char *p = pattern; *p && k + 16 < len; p++) {
-        if (p[0] == '%' && p[1] == 'p') {
-            k += (size_t)snprintf(out + k, len - k, "%d", (int)getpid());
-            p++;
-        } else {
-            out[k++] = *p;
-        }
-    }
-    out[k] = '\0';
-}
-
-/* The wait below which a fraction Q of ROLE's contended waits fell (the upper end of the log2
- * bucket), in ns; 0 without contended waits. */
-static uint64_t wait_quantile(const struct drv_lock_stats *st, double q)
-{
-    uint64_t n = atomic_load(&st->contended), seen = 0;
-    if (!n)
-        return 0;
-    for (int b = 0; b < DRV_LOCK_HIST; b++) {
-        seen += atomic_load(&st->wait_hist[b]);
-        if ((double)seen >= q * (double)n)
-            return 2ULL << b;
-    }
-    return atomic_load(&st->wait_max_ns);
-}
-
-/* POS_SIM_STATS=FILE: at exit, one JSON line on the device lock (docs/sim.md). */
-void drv_write_lock_stats(void)
-{
-    const char *v = getenv("POS_SIM_STATS");
-    if (!drv.lock_stats || !v || !*v)
-        return;
-    char path[4096];
-    drv_path_expand(v, path, sizeof path);
-    FILE *f = fopen(path, "a");
-    if (!f) {
-        drv_debug("cannot write POS_SIM_STATS=%s: %s", path, strerror(errno));
-        return;
-    }
-    /* named as the shim names the client (POS_APP), else by its command */
-    char name[64] = "";
-    const char *app = getenv("POS_APP");
-    FILE *c = app && *app ? NULL : fopen("/proc/self/comm", "r");
-    if (c) {
-        if (fgets(name, sizeof name, c))
-            name[strcspn(name, "\n")] = 0;
-        fclose(c);
-    } else if (app) {
-        snprintf(name, sizeof name, "%s", app);
-    }
-    for (char *q = name; *q; q++)
-        if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20)
-            *q = '_';
-    fprintf(f, "{\"pid\":%d,\"name\":\"%s\",\"instance\":\"%s\",\"life_ns\":%lld",
-            (int)getpid(), name, drv.shm_name + 1,
-            (long long)(drv_mono_ns() - drv.attach_mono_ns));
-    static const char *const role[] = {"app", "agent"};
-    for (int r = 0; r < 2; r++) {
-        const struct drv_lock_stats *st = &drv.lstats[r];
-        fprintf(f,
-                ",\"%s\":{\"locks\":%llu,\"contended\":%llu,\"wait_ns\":%llu,"
-                "\"wait_p50_ns\":%llu,\"wait_p99_ns\":%llu,\"wait_max_ns\":%llu,"
-                "\"hold_ns\":%llu,\"hold_max_ns\":%llu}",
-                role[r], (unsigned long long)atomic_load(&st->locks),
-                (unsigned long long)atomic_load(&st->contended),
-                (unsigned long long)atomic_load(&st->wait_ns),
-                (unsigned long long)wait_quantile(st, 0.5),
-                (unsigned long long)wait_quantile(st, 0.99),
-                (unsigned long long)atomic_load(&st->wait_max_ns),
-                (unsigned long long)atomic_load(&st->hold_ns),
-                (unsigned long long)atomic_load(&st->hold_max_ns));
-    }
-    fprintf(f, "}\n");
-    fclose(f);
-}
-
-/* Fault injection for tests: this process stops itself (SIGSTOP) in the middle of a launch,
- * holding what a launch holds (its own drv.lock), and lets it go once continued. */
-API int pos_sim_fault_stop_in_launch(void)
-{
-    if (drv_check_init() != CUDA_SUCCESS)
-        return -1;
-    pthread_mutex_lock(&drv.lock);
-    kill(getpid(), SIGSTOP);
-    pthread_mutex_unlock(&drv.lock);
-    return 0;
-}
-
-/* Fault injection for tests: this process stops itself (SIGSTOP) while it holds the device
- * lock, and lets it go once continued. */
-API int pos_sim_fault_stop_in_lock(void)
-{
-    if (drv_check_init() != CUDA_SUCCESS)
-        return -1;
-    drv_lock();
-    kill(getpid(), SIGSTOP); /* the whole process stops, every thread with it */
-    drv_unlock();
-    return 0;
-}
 
 static void instance_name(char *out, size_t len)
 {
@@ -627,7 +162,7 @@ static int map_segment(const struct sim_dev_params *p, struct sim_shm **out)
 static int all_owners_dead(const struct sim_shm *shm)
 {
     for (int i = 0; i < SIM_MAX_OWNERS; i++)
-        if (shm->gpu.owners[i].used && owner_alive(&shm->gpu.owners[i]))
+        if (shm->gpu.owners[i].used && drv_owner_alive(&shm->gpu.owners[i]))
             return 0;
     return 1;
 }
@@ -735,7 +270,7 @@ CUresult drv_attach(void)
             shm->origin_ns = drv_mono_ns();
             sim_gpu_init(g, &p, 0);
             for (int i = 0; i < SIM_MAX_OWNERS; i++)
-                ring_reset(i);
+                drv_ring_reset(i);
         } else if (!same_device(&g->p, &p)) {
             fprintf(stderr,
                     "pos-sim: virtual GPU '%s' is in use as %s (%s, scale %g); this process "
@@ -757,7 +292,7 @@ CUresult drv_attach(void)
             drv.shm = NULL;
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        ring_reset(o);
+        drv_ring_reset(o);
         g->owners[o].ident[0] = (uint64_t)getpid();
         g->owners[o].ident[1] = drv_proc_start_time(getpid());
         drv.owner = o;
@@ -767,7 +302,7 @@ CUresult drv_attach(void)
         drv.npool = (uint32_t)drv_pool_alloc(drv.pool, DRV_POOL_FILL); /* the first launches' */
         if (drv_server_ensure() < 0) {
             sim_gpu_owner_remove(g, o, drv_device_now());
-            ring_reset(o);
+            drv_ring_reset(o);
             drv.owner = -1;
             drv.g = NULL;
             if (!any_owner(g)) {
@@ -803,7 +338,7 @@ __attribute__((destructor)) static void drv_detach(void)
     drv_lock();
     struct sim_gpu *g = &drv.shm->gpu;
     sim_gpu_owner_remove(g, drv.owner, drv_device_now());
-    ring_reset(drv.owner);
+    drv_ring_reset(drv.owner);
     drv.owner = -1;
     drv_liveness_scan(drv_mono_ns());
     if (!any_owner(g)) {

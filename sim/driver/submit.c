@@ -1,153 +1,10 @@
-/* Streams and the one submission path every stream operation takes: resolving special stream
- * handles (legacy and per-thread default streams), the implicit ordering of the legacy stream
- * against blocking streams, and handing the op to the shared model. */
+/* The one submission path every stream operation takes: the implicit ordering of the legacy
+ * stream against blocking streams, and handing the op to the shared model. */
 #include "sim/driver/drv.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- per-thread default streams -------------------------------------------------------- */
-
-#define PT_MAX 8
-
-struct pt_slot {
-    struct drv_ctx *ctx;
-    struct drv_stream *s;
-};
-
-static __thread struct pt_slot pt_streams[PT_MAX];
-static pthread_key_t pt_key;
-static pthread_once_t pt_once = PTHREAD_ONCE_INIT;
-
-static void pt_destroy(void *arg)
-{
-    struct pt_slot *slots = arg;
-    for (int i = 0; i < PT_MAX; i++) {
-        struct drv_stream *s = slots[i].s;
-        if (!s)
-            continue;
-        pthread_mutex_lock(&drv.lock);
-        if (!s->ctx->destroyed) {
-            s->destroyed = 1;
-            if (atomic_load(&s->completed) >= s->submitted)
-                drv_stream_release(s);
-        }
-        pthread_mutex_unlock(&drv.lock);
-        slots[i].s = NULL;
-    }
-}
-
-static void pt_key_init(void)
-{
-    pthread_key_create(&pt_key, pt_destroy);
-}
-
-static CUresult per_thread_stream(struct drv_ctx *ctx, struct drv_stream **out)
-{
-    int freeslot = -1;
-    for (int i = 0; i < PT_MAX; i++) {
-        if (pt_streams[i].s && pt_streams[i].ctx == ctx && !pt_streams[i].s->destroyed) {
-            *out = pt_streams[i].s;
-            return CUDA_SUCCESS;
-        }
-        if ((!pt_streams[i].s || pt_streams[i].ctx->destroyed) && freeslot < 0)
-            freeslot = i;
-    }
-    if (freeslot < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    struct drv_stream *s;
-    CUresult rc = drv_stream_create(ctx, STREAM_PER_THREAD, 0, 0, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_once(&pt_once, pt_key_init);
-    pthread_setspecific(pt_key, pt_streams);
-    pt_streams[freeslot].ctx = ctx;
-    pt_streams[freeslot].s = s;
-    *out = s;
-    return CUDA_SUCCESS;
-}
-
-CUresult drv_stream_resolve(CUstream h, int ptsz, struct drv_ctx *ctx, struct drv_stream **out)
-{
-    if (!ctx && (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)) {
-        CUresult rc = drv_current_ctx(&ctx);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    if (h == NULL)
-        h = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
-    if (h == CU_STREAM_LEGACY) {
-        *out = ctx->legacy;
-        return CUDA_SUCCESS;
-    }
-    if (h == CU_STREAM_PER_THREAD)
-        return per_thread_stream(ctx, out);
-    struct drv_stream *s = drv_handle_get(H_STREAM, h);
-    if (!s || s->destroyed)
-        return CUDA_ERROR_INVALID_HANDLE;
-    *out = s;
-    return CUDA_SUCCESS;
-}
-
-CUresult drv_api_stream(CUstream h, int ptsz, struct drv_stream **out)
-{
-    CUresult rc = drv_check_init();
-    return rc != CUDA_SUCCESS ? rc : drv_stream_resolve(h, ptsz, NULL, out);
-}
-
-/* ---- creation and release ----------------------------------------------------------------- */
-
-CUresult drv_stream_create(struct drv_ctx *ctx, int kind, unsigned flags, int prio,
-                           struct drv_stream **out)
-{
-    struct drv_stream *s = calloc(1, sizeof *s);
-    if (!s)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    s->ctx = ctx;
-    s->kind = kind;
-    s->flags = flags;
-    s->prio = prio;
-    s->last_op = SIM_NONE;
-    s->capture_last = -1;
-    drv_lock();
-    s->slot = sim_gpu_stream_add(drv.g, drv.owner, ctx->slot, prio);
-    drv_unlock();
-    if (s->slot < 0) {
-        free(s);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (kind == STREAM_USER) {
-        s->handle = drv_handle_new(H_STREAM, s);
-        if (!s->handle) {
-            drv_lock();
-            sim_gpu_stream_remove(drv.g, s->slot, drv_device_now());
-            drv_unlock();
-            free(s);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    pthread_mutex_lock(&drv.lock);
-    s->next_in_ctx = ctx->streams;
-    ctx->streams = s;
-    pthread_mutex_unlock(&drv.lock);
-    *out = s;
-    return CUDA_SUCCESS;
-}
-
-void drv_stream_release(struct drv_stream *s)
-{
-    struct drv_stream **pp = &s->ctx->streams;
-    while (*pp && *pp != s)
-        pp = &(*pp)->next_in_ctx;
-    if (!*pp)
-        return; /* released already */
-    *pp = s->next_in_ctx;
-    drv_lock();
-    sim_gpu_stream_remove(drv.g, s->slot, drv_device_now());
-    drv_unlock();
-    free(s);
-}
 
 /* ---- submission ------------------------------------------------------------------------ */
 
@@ -239,22 +96,6 @@ static int legacy_deps(struct drv_stream *s, struct drv_op_desc *d, int64_t now)
         }
         add_dep(d, o->last_op, o->last_gen);
     }
-    return 0;
-}
-
-int drv_publish(int type, int op, int32_t arg)
-{
-    struct drv_submit_ring *r = &drv.shm->rings[drv.owner];
-    uint32_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    if (tail - atomic_load_explicit(&r->head, memory_order_acquire) >= DRV_SUBMIT_RING)
-        return -ENOSPC;
-    r->e[tail % DRV_SUBMIT_RING] = (struct drv_submission){
-        .op = op,
-        .gen = type == SUB_HOST_DONE ? (uint32_t)arg : 0,
-        .t = drv_device_now(),
-        .prio = arg,
-        .type = (uint16_t)type};
-    atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
     return 0;
 }
 
