@@ -23,6 +23,7 @@
  * "more_rc RC". Output: "key value" lines; exit 0 unless a call the mode needs
  * failed unexpectedly. */
 #include <cuda.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -330,6 +331,7 @@ struct lock_pair {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int state; /* 0: taking, 1: held by the main thread, 2: the other thread got it */
+    int allocs_done; /* atomic: the other thread's allocations are all freed */
 };
 
 static void *contender(void *arg)
@@ -342,6 +344,7 @@ static void *contender(void *arg)
         if (cuMemAlloc(&p, 1 << 20) == CUDA_SUCCESS)
             cuMemFree(p);
     }
+    __atomic_store_n(&l->allocs_done, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&l->lock);
     l->state = 2;
     pthread_cond_signal(&l->cond);
@@ -361,7 +364,7 @@ static int hostvmm(size_t size)
     PROG_CHECK(cuMemGetInfo(&free0, &total0));
     int made = 0;
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
-        struct lock_pair l = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+        struct lock_pair l = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
         pthread_mutex_lock(&l.lock);
         pthread_t t;
         pthread_create(&t, NULL, contender, &l);
@@ -378,6 +381,10 @@ static int hostvmm(size_t size)
         printf("host_type %d rc %d\n", (int)types[i], (int)rc);
         if (rc == CUDA_SUCCESS) {
             made++;
+            /* the free memory is read once the other thread's own allocations are back (it
+             * then waits on the lock still held here), or one of its 1 MiB would be counted */
+            while (!__atomic_load_n(&l.allocs_done, __ATOMIC_ACQUIRE))
+                sched_yield();
             PROG_CHECK(cuMemGetInfo(&free1, &total1));
             printf("free_while_held %zu\n", free1);
             PROG_CHECK(cuMemRelease(h));
