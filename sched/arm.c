@@ -4,7 +4,7 @@
  * the completions: they all call down to it. */
 #include "sched/arm.h"
 
-static struct __kernel_timespec tick_ts, house_ts;
+static struct __kernel_timespec tick_ts, housekeeping_ts;
 
 struct io_uring_sqe *posd_sqe(struct posd *d)
 {
@@ -44,8 +44,9 @@ void posd_arm_tick(struct posd *d, int64_t delay_ns)
         arm_timeout(d, EV_TICK, &tick_ts, &d->tick_armed, &d->tick_at, posd_now() + delay_ns);
 }
 
-void posd_arm_house(struct posd *d, int64_t at)
+void posd_arm_housekeeping(struct posd *d, int64_t at)
 {
     if (at > 0)
-        arm_timeout(d, EV_HOUSE, &house_ts, &d->house_armed, &d->house_at, at);
+        arm_timeout(d, EV_HOUSEKEEPING, &housekeeping_ts, &d->housekeeping_armed,
+                    &d->housekeeping_at, at);
 }

@@ -254,7 +254,7 @@ int posd_control(struct posd *d, struct posd_client *c, const void *body, size_t
     r.drained = d->drained;
     if (!c->registered && !c->deadline) { /* answered late: idle from now */
         c->deadline = posd_now() + POSD_REGISTER_NS;
-        posd_arm_house(d, c->deadline);
+        posd_arm_housekeeping(d, c->deadline);
     }
     return posd_client_send(c, POS_MSG_CONTROL_REPLY, &r, sizeof r) < 0 ? -1 : 0;
 }

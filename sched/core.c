@@ -74,7 +74,7 @@ struct sched_core {
     uint64_t retired_submitted, retired_released, retired_completed;
     struct core_client c[SCHED_MAX_CLIENTS];
     struct pos_sched_client view[SCHED_MAX_CLIENTS];
-    struct pos_sched_client cb_view; /* the client of an on_complete call */
+    struct pos_sched_client complete_view; /* the view of the client given to on_complete */
     int order[SCHED_MAX_CLIENTS];
     uint32_t unmanaged; /* telemetry, as the adapter gave it */
 };
@@ -176,28 +176,28 @@ static void account(struct core_client *c, int64_t now)
 }
 
 /* Call after C's in flight changed from WAS_BUSY. Keeps the device's busy time. */
-static void busy_changed(struct sched_core *k, struct core_client *c, int was_busy, int64_t now)
+static void busy_changed(struct sched_core *core, struct core_client *c, int was_busy, int64_t now)
 {
     int busy = inflight(c) > 0;
     if (busy == was_busy)
         return;
     if (busy) {
-        if (k->nbusy++ == 0)
-            k->dev_since = now;
+        if (core->nbusy++ == 0)
+            core->dev_since = now;
         c->last_progress_ns = now; /* the stall clock starts with work in flight */
     } else {
-        if (k->nbusy-- == 2)
-            k->multi_end = now;
-        if (k->nbusy == 0 && now > k->dev_since)
-            k->dev_busy_ns += (uint64_t)(now - k->dev_since);
+        if (core->nbusy-- == 2)
+            core->multi_end = now;
+        if (core->nbusy == 0 && now > core->dev_since)
+            core->dev_busy_ns += (uint64_t)(now - core->dev_since);
     }
 }
 
-static struct core_client *client(struct sched_core *k, int slot)
+static struct core_client *client(struct sched_core *core, int slot)
 {
-    if (slot < 0 || slot >= SCHED_MAX_CLIENTS || !k->c[slot].used)
+    if (slot < 0 || slot >= SCHED_MAX_CLIENTS || !core->c[slot].used)
         return NULL;
-    return &k->c[slot];
+    return &core->c[slot];
 }
 
 static struct pos_sched_op *op_at(struct core_client *c, uint64_t seq)
@@ -239,7 +239,7 @@ static void release_window(struct core_client *c, int64_t now)
 }
 
 /* Marks OP done at WHEN; it is released too (it ran, so it was launched). */
-static void finish_op(struct sched_core *k, struct core_client *c, struct pos_sched_op *op,
+static void finish_op(struct sched_core *core, struct core_client *c, struct pos_sched_op *op,
                       int64_t when, int presumed)
 {
     if (op->state & POS_SCHED_OP_DONE)
@@ -250,9 +250,9 @@ static void finish_op(struct sched_core *k, struct core_client *c, struct pos_sc
     c->completed++;
     if (presumed)
         c->presumed++;
-    if (!presumed && k->policy->on_complete) {
-        fill_view(c, &k->cb_view, (int)(c - k->c));
-        k->policy->on_complete(k->pstate, &k->cb_view, op);
+    if (!presumed && core->policy->on_complete) {
+        fill_view(c, &core->complete_view, (int)(c - core->c));
+        core->policy->on_complete(core->pstate, &core->complete_view, op);
     }
 }
 
@@ -270,69 +270,69 @@ struct sched_core *sched_core_new(const struct sched_params *p, const struct pos
                                   const struct pos_policy_ops *policy,
                                   const struct pos_policy_args *args, int64_t now)
 {
-    struct sched_core *k = calloc(1, sizeof *k);
-    if (!k)
+    struct sched_core *core = calloc(1, sizeof *core);
+    if (!core)
         return NULL;
-    k->p = *p;
-    k->dev = dev;
-    k->period_start = now;
-    k->policy = policy;
-    if (policy->init && policy->init(&k->pstate, dev, args) < 0) {
-        free(k);
+    core->p = *p;
+    core->dev = dev;
+    core->period_start = now;
+    core->policy = policy;
+    if (policy->init && policy->init(&core->pstate, dev, args) < 0) {
+        free(core);
         return NULL;
     }
-    return k;
+    return core;
 }
 
-void sched_core_free(struct sched_core *k)
+void sched_core_free(struct sched_core *core)
 {
-    if (!k)
+    if (!core)
         return;
-    if (k->policy->fini)
-        k->policy->fini(k->pstate);
+    if (core->policy->fini)
+        core->policy->fini(core->pstate);
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++)
-        if (k->c[i].ops)
-            munmap(k->c[i].ops, OPS_BYTES);
-    free(k);
+        if (core->c[i].ops)
+            munmap(core->c[i].ops, OPS_BYTES);
+    free(core);
 }
 
-int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
+int sched_core_set_policy(struct sched_core *core, const struct pos_policy_ops *policy,
                           const struct pos_policy_args *args, const struct sched_params *p)
 {
     void *state = NULL;
-    if (policy->init && policy->init(&state, k->dev, args) < 0)
+    if (policy->init && policy->init(&state, core->dev, args) < 0)
         return -ENOMEM;
-    if (k->policy->fini)
-        k->policy->fini(k->pstate);
-    k->policy = policy;
-    k->pstate = state;
-    k->p = *p;
+    if (core->policy->fini)
+        core->policy->fini(core->pstate);
+    core->policy = policy;
+    core->pstate = state;
+    core->p = *p;
     return 0;
 }
 
-void sched_core_set_profiles(struct sched_core *k, struct pos_profiles *prof)
+void sched_core_set_profiles(struct sched_core *core, struct pos_profiles *prof)
 {
-    k->prof = prof;
+    core->prof = prof;
 }
 
-const struct pos_policy_ops *sched_core_policy(const struct sched_core *k)
+const struct pos_policy_ops *sched_core_policy(const struct sched_core *core)
 {
-    return k->policy;
+    return core->policy;
 }
 
-const char *sched_core_policy_note(const struct sched_core *k)
+const char *sched_core_policy_note(const struct sched_core *core)
 {
-    return k->policy->note ? k->policy->note(k->pstate) : NULL;
+    return core->policy->note ? core->policy->note(core->pstate) : NULL;
 }
 
-int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,
+int sched_core_client_add(struct sched_core *core, int slot, const struct sched_client_conf *conf,
                           int64_t now)
 {
     if (slot < 0 || slot >= SCHED_MAX_CLIENTS)
         return -EINVAL;
-    struct core_client *c = &k->c[slot];
+    struct core_client *c = &core->c[slot];
     if (c->used)
-        sched_core_client_remove(k, slot, now);
+        sched_core_client_remove(core, slot, now);
     struct pos_sched_op *ops = c->ops;
     if (!ops) {
         void *m = mmap(NULL, OPS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -350,25 +350,25 @@ int sched_core_client_add(struct sched_core *k, int slot, const struct sched_cli
     return 0;
 }
 
-void sched_core_client_conf(struct sched_core *k, int slot, const struct sched_client_conf *conf)
+void sched_core_client_conf(struct sched_core *core, int slot, const struct sched_client_conf *conf)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (c)
         c->conf = *conf;
 }
 
-void sched_core_client_remove(struct sched_core *k, int slot, int64_t now)
+void sched_core_client_remove(struct sched_core *core, int slot, int64_t now)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c)
         return;
     account(c, now);
     int was = inflight(c) > 0;
-    k->retired_submitted += c->submitted;
-    k->retired_released += c->released;
-    k->retired_completed += c->completed;
+    core->retired_submitted += c->submitted;
+    core->retired_released += c->released;
+    core->retired_completed += c->completed;
     c->completed = c->released; /* its share is free at once */
-    busy_changed(k, c, was, now);
+    busy_changed(core, c, was, now);
     c->used = 0;
     /* the slot keeps its table's address, not its pages: posd's memory goes back to what its
      * clients use now, not what the most it ever had at once used */
@@ -422,8 +422,9 @@ static int on_scope(const struct pos_sched_op *op, const struct sched_sync *s)
         return op->ctx == s->ctx;
     if (op->stream != s->stream)
         return 0;
-    if (s->stream == 0 || s->stream == 2 /* CU_STREAM_PER_THREAD */) {
-        int po = op->ptsz || op->stream == 2, ps = s->ptsz || s->stream == 2;
+    if (s->stream == POS_STREAM_DEFAULT || s->stream == POS_STREAM_PER_THREAD) {
+        int po = op->ptsz || op->stream == POS_STREAM_PER_THREAD;
+        int ps = s->ptsz || s->stream == POS_STREAM_PER_THREAD;
         return po == ps && op->ctx == s->ctx && (!po || op->tid == s->tid);
     }
     return 1;
@@ -464,10 +465,10 @@ static int64_t device_start(struct core_client *c, const struct pos_sched_op *op
 
 /* One sample D of PR's duration, of a run that began at SINCE: solo when no other client had
  * work in flight since then, else a co-run one. */
-static void add_sample(struct sched_core *k, struct pos_kprof *pr, double d, int64_t since)
+static void add_sample(struct sched_core *core, struct pos_kprof *pr, double d, int64_t since)
 {
-    if (k->nbusy <= 1 && k->multi_end <= since)
-        pos_prof_add_solo(k->prof, pr, d);
+    if (core->nbusy <= 1 && core->multi_end <= since)
+        pos_prof_add_solo(core->prof, pr, d);
     else
         pos_prof_add_corun(pr, d);
 }
@@ -487,8 +488,8 @@ static void add_sample(struct sched_core *k, struct pos_kprof *pr, double d, int
  * A kernel shape with too few samples (solo ones; co-run ones while other clients have work)
  * asks its client for a marker behind every launch, and for prompt polls, for the next 256
  * launches, until it has been looked at 16 x profile_min times. */
-static void learn_kernel(struct sched_core *k, struct core_client *c, const struct pos_sched_op *op,
-                         int64_t when, int64_t call_ns)
+static void learn_kernel(struct sched_core *core, struct core_client *c,
+                         const struct pos_sched_op *op, int64_t when, int64_t call_ns)
 {
     uint64_t prev_seq = c->prof_seq;
     int64_t prev_ns = c->prof_ns, prev_ns2 = c->prof_ns2;
@@ -497,9 +498,9 @@ static void learn_kernel(struct sched_core *k, struct core_client *c, const stru
     c->prof_ns2 = prev_ns;
     c->prof_ns = when;
     c->prof_device = call_ns >= 0;
-    if (!k->prof || !is_kernel(op) || !op->key)
+    if (!core->prof || !is_kernel(op) || !op->key)
         return;
-    struct pos_kprof *pr = pos_prof_get(k->prof, c->conf.uid, op->key, op->grid, op->block, 1);
+    struct pos_kprof *pr = pos_prof_get(core->prof, c->conf.uid, op->key, op->grid, op->block, 1);
     if (!pr)
         return;
     pr->tries++;
@@ -515,23 +516,23 @@ static void learn_kernel(struct sched_core *k, struct core_client *c, const stru
             pr->mean_ns = pr->m2 = 0;
         }
         if (start >= 0 && when > start && !(pr->n >= 3 && d > DEVICE_OUTLIER * pr->mean_ns))
-            add_sample(k, pr, d, start);
+            add_sample(core, pr, d, start);
     } else if (prev_seq && op->seq == prev_seq + 1 && !prev_device && when > prev_ns &&
                prev_ns > prev_ns2 && launched_at(op) <= prev_ns) {
-        add_sample(k, pr, (double)(when - prev_ns), prev_ns);
+        add_sample(core, pr, (double)(when - prev_ns), prev_ns);
     }
     /* too few solo samples, or too few co-run ones while others run beside it */
-    uint32_t min = k->p.profile_min;
-    int beside = k->nbusy > 1;
+    uint32_t min = core->p.profile_min;
+    int beside = core->nbusy > 1;
     if (min && (pr->n < min || (beside && pr->co_n < min)) && pr->tries < 16ull * min)
         c->prof_until = op->seq + 256;
 }
 
 /* Makes room for SEQ in C's window: the oldest operators are presumed complete. */
-static void make_room(struct sched_core *k, struct core_client *c, uint64_t seq, int64_t now)
+static void make_room(struct sched_core *core, struct core_client *c, uint64_t seq, int64_t now)
 {
     while (seq - c->completed_upto > SCHED_WINDOW) {
-        finish_op(k, c, op_at(c, c->completed_upto + 1), now, 1);
+        finish_op(core, c, op_at(c, c->completed_upto + 1), now, 1);
         advance_prefixes(c);
     }
 }
@@ -548,24 +549,24 @@ static void request_note_launch(struct core_client *c, struct pos_sched_op *op)
     op->request = c->req.id;
 }
 
-int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op *in, int released,
-                      int64_t now)
+int sched_core_submit(struct sched_core *core, int slot, const struct pos_sched_op *in,
+                      int released, int64_t now)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c || in->seq != c->submitted + 1)
         return -EPROTO;
     account(c, now);
     int was = inflight(c) > 0;
-    make_room(k, c, in->seq, now);
+    make_room(core, c, in->seq, now);
     struct pos_sched_op *op = op_at(c, in->seq);
     *op = *in;
     op->state = 0;
     op->release_ns = op->done_ns = 0;
     c->submitted = in->seq;
     request_note_launch(c, op);
-    if (k->prof && is_kernel(op) && op->key) {
+    if (core->prof && is_kernel(op) && op->key) {
         struct pos_kprof *pr =
-            pos_prof_get(k->prof, c->conf.uid, op->key, op->grid, op->block, 1);
+            pos_prof_get(core->prof, c->conf.uid, op->key, op->grid, op->block, 1);
         if (pr)
             pr->launches++;
     }
@@ -576,32 +577,32 @@ int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op 
     }
     release_window(c, now);
     advance_prefixes(c);
-    busy_changed(k, c, was, now);
+    busy_changed(core, c, was, now);
     return 0;
 }
 
-int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now)
+int sched_core_skip(struct sched_core *core, int slot, uint64_t seq, int64_t now)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c || seq != c->submitted + 1)
         return -EPROTO;
     account(c, now);
     int was = inflight(c) > 0;
-    make_room(k, c, seq, now);
+    make_room(core, c, seq, now);
     struct pos_sched_op *op = op_at(c, seq);
     memset(op, 0, sizeof *op);
     op->seq = seq;
     c->submitted = seq;
-    finish_op(k, c, op, now, 1);
+    finish_op(core, c, op, now, 1);
     advance_prefixes(c);
-    busy_changed(k, c, was, now);
+    busy_changed(core, c, was, now);
     return 0;
 }
 
-int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
+int sched_core_complete(struct sched_core *core, int slot, uint64_t seq, int64_t done_ns, int how,
                         int64_t call_ns, int64_t now)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c || seq == 0 || seq > c->submitted)
         return -EPROTO;
     if (seq <= c->completed_upto)
@@ -611,10 +612,10 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     struct pos_sched_op *op = op_at(c, seq);
     int64_t when = done_ns > 0 && done_ns <= now ? done_ns : now;
     if (how == SCHED_DONE_EXACT || how == SCHED_DONE_DEVICE) {
-        learn_kernel(k, c, op, when, how == SCHED_DONE_DEVICE ? call_ns : -1);
+        learn_kernel(core, c, op, when, how == SCHED_DONE_DEVICE ? call_ns : -1);
         learn_op_time(c, op, when);
     }
-    finish_op(k, c, op, when, how == SCHED_DONE_PRESUMED);
+    finish_op(core, c, op, when, how == SCHED_DONE_PRESUMED);
     if (how == SCHED_DONE_DEVICE && op->done_ns == when)
         op->state |= POS_SCHED_OP_DEVICE_END;
     advance_prefixes(c);
@@ -622,7 +623,7 @@ int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t do
     advance_prefixes(c);
     if (how != SCHED_DONE_PRESUMED)
         progress(c, now);
-    busy_changed(k, c, was, now);
+    busy_changed(core, c, was, now);
     return 0;
 }
 
@@ -639,9 +640,9 @@ static void request_maybe_end(struct core_client *c, int64_t when)
     hist_add(&c->lat, c->req.last_ns);
 }
 
-int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now)
+int sched_core_sync(struct sched_core *core, int slot, const struct sched_sync *s, int64_t now)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c || s->covers > c->submitted ||
         (s->scope != SCHED_SYNC_STREAM && s->scope != SCHED_SYNC_CTX))
         return -EPROTO;
@@ -651,22 +652,22 @@ int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, 
     for (uint64_t seq = c->completed_upto + 1; seq <= s->covers; seq++) {
         struct pos_sched_op *op = op_at(c, seq);
         if (!(op->state & POS_SCHED_OP_DONE) && on_scope(op, s))
-            finish_op(k, c, op, when, 0);
+            finish_op(core, c, op, when, 0);
     }
     advance_prefixes(c);
     release_window(c, now);
     advance_prefixes(c);
     progress(c, now);
-    busy_changed(k, c, was, now);
+    busy_changed(core, c, was, now);
     request_maybe_end(c, when);
     if (s->end_ns > 0 && s->end_ns <= now)
         hist_add(&c->sync_lag, now - s->end_ns);
     return 0;
 }
 
-void sched_core_waiters(struct sched_core *k, int slot, uint32_t waiters)
+void sched_core_waiters(struct sched_core *core, int slot, uint32_t waiters)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (c)
         c->waiters = waiters;
 }
@@ -711,7 +712,7 @@ static void fill_view(const struct core_client *c, struct pos_sched_client *v, i
 }
 
 /* Applies a decided grant: releases what it covers; a grant never goes back. */
-static void apply_grant(struct sched_core *k, struct core_client *c,
+static void apply_grant(struct sched_core *core, struct core_client *c,
                         const struct pos_sched_client *v, int64_t now)
 {
     int was = inflight(c) > 0;
@@ -726,14 +727,14 @@ static void apply_grant(struct sched_core *k, struct core_client *c,
     for (uint64_t seq = c->released_upto + 1; seq <= upto; seq++)
         release_op(c, op_at(c, seq), now);
     advance_prefixes(c);
-    busy_changed(k, c, was, now);
+    busy_changed(core, c, was, now);
 }
 
 /* Does C hold a lower class back by the core's rules? (for the report rate) */
-static int outranks_someone(const struct sched_core *k, const struct core_client *c)
+static int outranks_someone(const struct sched_core *core, const struct core_client *c)
 {
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
-        const struct core_client *o = &k->c[i];
+        const struct core_client *o = &core->c[i];
         if (o->used && o != c && o->conf.device == c->conf.device &&
             o->conf.priority > c->conf.priority && (o->held || o->mode == POS_GRANT_WINDOW))
             return 1;
@@ -746,21 +747,21 @@ static int64_t min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-void sched_core_set_drained(struct sched_core *k, uint64_t mask)
+void sched_core_set_drained(struct sched_core *core, uint64_t mask)
 {
-    k->drained = mask;
+    core->drained = mask;
 }
 
 /* Whatever the policy decided, a client of a drained device keeps what it was granted and
  * gets nothing more: a window with no cap over its completions, no step past its grant. */
-static void hold_drained(struct sched_core *k, size_t n)
+static void hold_drained(struct sched_core *core, size_t n)
 {
-    for (size_t j = 0; k->drained && j < n; j++) {
-        struct pos_sched_client *v = &k->view[j];
-        if (v->device < 0 || v->device >= 64 || !(k->drained >> v->device & 1))
+    for (size_t j = 0; core->drained && j < n; j++) {
+        struct pos_sched_client *v = &core->view[j];
+        if (v->device < 0 || v->device >= 64 || !(core->drained >> v->device & 1))
             continue;
         v->mode = POS_GRANT_WINDOW;
-        v->new_granted = k->c[k->order[j]].granted;
+        v->new_granted = core->c[core->order[j]].granted;
         v->window = 0;
         v->held = 1;
     }
@@ -768,94 +769,94 @@ static void hold_drained(struct sched_core *k, size_t n)
 
 /* Does client O hold the host's CPU for itself at NOW: a request under way, or one that ended
  * less than cpu_hold ago (its next one starts with a wake-up that a busy CPU delays)? */
-static int holds_cpu(const struct sched_core *k, const struct core_client *o, int64_t now)
+static int holds_cpu(const struct sched_core *core, const struct core_client *o, int64_t now)
 {
-    return o->req.active || (o->req_end_ns && now - o->req_end_ns < k->p.cpu_hold_ns);
+    return o->req.active || (o->req_end_ns && now - o->req_end_ns < core->p.cpu_hold_ns);
 }
 
 /* The CPU lever's rule, for every client at once: the most important priority among the
  * clients that hold the CPU (INT_MAX: none); a client of a less important one with its lever
  * on is lowered. *NEXT is brought forward to the end of the first hold that is not a request
  * under way, when it may lift the lever for someone. */
-static int cpu_top(const struct sched_core *k, int64_t now, int64_t *next)
+static int cpu_top(const struct sched_core *core, int64_t now, int64_t *next)
 {
     int top = INT_MAX, lever_below = INT_MIN;
     int64_t end = INT64_MAX;
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
-        const struct core_client *o = &k->c[i];
+        const struct core_client *o = &core->c[i];
         if (!o->used)
             continue;
         if (o->conf.cpu != POS_CPU_OFF && o->conf.priority > lever_below)
             lever_below = o->conf.priority;
-        if (!holds_cpu(k, o, now))
+        if (!holds_cpu(core, o, now))
             continue;
         if (o->conf.priority < top)
             top = o->conf.priority;
-        if (!o->req.active && o->req_end_ns + k->p.cpu_hold_ns < end)
-            end = o->req_end_ns + k->p.cpu_hold_ns;
+        if (!o->req.active && o->req_end_ns + core->p.cpu_hold_ns < end)
+            end = o->req_end_ns + core->p.cpu_hold_ns;
     }
     if (top < lever_below && end < *next)
         *next = end;
     return top;
 }
 
-int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants)
+int64_t sched_core_decide(struct sched_core *core, int64_t now, struct sched_grant *grants)
 {
     int64_t cpu_next = INT64_MAX;
-    int cpu_top_priority = cpu_top(k, now, &cpu_next);
+    int cpu_top_priority = cpu_top(core, now, &cpu_next);
     size_t n = 0;
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
-        struct core_client *c = &k->c[i];
+        struct core_client *c = &core->c[i];
         if (!c->used)
             continue;
         account(c, now);
-        if (inflight(c) && now - c->last_progress_ns >= k->p.stall_ns) {
+        if (inflight(c) && now - c->last_progress_ns >= core->p.stall_ns) {
             if (!c->stalled)
                 c->stalls++;
             c->stalled = 1;
         }
-        k->order[n] = i;
-        fill_view(c, &k->view[n], i);
-        k->view[n].cpu_low = c->conf.priority > cpu_top_priority ? c->conf.cpu : POS_CPU_OFF;
+        core->order[n] = i;
+        fill_view(c, &core->view[n], i);
+        core->view[n].cpu_low = c->conf.priority > cpu_top_priority ? c->conf.cpu : POS_CPU_OFF;
         n++;
     }
-    if (now - k->period_start >= k->p.guard_period_ns) {
-        k->period_start = now;
+    if (now - core->period_start >= core->p.guard_period_ns) {
+        core->period_start = now;
         for (size_t j = 0; j < n; j++) {
-            k->c[k->order[j]].served_ns = 0;
-            k->view[j].served_ns = 0;
+            core->c[core->order[j]].served_ns = 0;
+            core->view[j].served_ns = 0;
         }
     }
     struct pos_sched_view view = {
         .now = now,
-        .period_start = k->period_start,
-        .guard_period_ns = k->p.guard_period_ns,
-        .credits = k->p.credits,
-        .window_ns = k->p.window_ns,
-        .idle_grace_ns = k->p.idle_grace_ns,
-        .device = k->dev,
-        .clients = k->view,
+        .period_start = core->period_start,
+        .guard_period_ns = core->p.guard_period_ns,
+        .credits = core->p.credits,
+        .window_ns = core->p.window_ns,
+        .idle_grace_ns = core->p.idle_grace_ns,
+        .device = core->dev,
+        .clients = core->view,
         .nclients = n,
-        .profiles = k->prof,
-        .unmanaged = k->unmanaged,
-        .cpu_hold_ns = k->p.cpu_hold_ns,
+        .profiles = core->prof,
+        .unmanaged = core->unmanaged,
+        .cpu_hold_ns = core->p.cpu_hold_ns,
     };
-    int64_t next = k->policy->decide(k->pstate, &view);
+    int64_t next = core->policy->decide(core->pstate, &view);
     if (next <= now)
-        next = now + k->p.tick_ns;
+        next = now + core->p.tick_ns;
     next = min64(next, cpu_next);
-    k->decisions++;
-    hold_drained(k, n);
+    core->decisions++;
+    hold_drained(core, n);
     for (size_t j = 0; j < n; j++)
-        apply_grant(k, &k->c[k->order[j]], &k->view[j], now);
+        apply_grant(core, &core->c[core->order[j]], &core->view[j], now);
     for (size_t j = 0; j < n; j++) {
-        struct core_client *c = &k->c[k->order[j]];
-        struct sched_grant *g = &grants[k->order[j]];
+        struct core_client *c = &core->c[core->order[j]];
+        struct sched_grant *g = &grants[core->order[j]];
         g->mode = c->mode;
         g->granted = c->granted;
         g->window = c->window;
         /* a lever the policy names that is none of them counts as off */
-        int low = k->view[j].cpu_low;
+        int low = core->view[j].cpu_low;
         g->cpu_low = low == POS_CPU_IDLE || low == POS_CPU_NICE ? low : POS_CPU_OFF;
         g->changed = !c->published || c->pub_mode != c->mode || c->pub_granted != c->granted ||
                      c->pub_window != c->window;
@@ -870,10 +871,10 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
          * shim marks the last launch a grant allows as well) */
         uint64_t window = c->granted > c->completed_upto ? c->granted - c->completed_upto : 1;
         uint64_t every = window / 4 ? window / 4 : 1;
-        g->sample = windowed ? (uint32_t)(every < k->p.sample_free ? every : k->p.sample_free)
-                             : k->p.sample_free;
+        g->sample = windowed ? (uint32_t)(every < core->p.sample_free ? every : core->p.sample_free)
+                             : core->p.sample_free;
         /* a window the shim steps itself needs no kicks (its collector still polls promptly) */
-        g->kick_on_done = (windowed && !c->window) || outranks_someone(k, c);
+        g->kick_on_done = (windowed && !c->window) || outranks_someone(core, c);
         if (c->submitted < c->prof_until) {
             /* profiling: a marker behind every launch, seen at the prompt poll interval */
             g->sample = 1;
@@ -882,27 +883,28 @@ int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant 
         /* when to look again */
         uint64_t q = c->submitted - c->released, f = inflight(c);
         if ((q && (c->held || c->waiters)) || (windowed && f))
-            next = min64(next, now + k->p.tick_ns);
+            next = min64(next, now + core->p.tick_ns);
         if (f && !c->stalled)
-            next = min64(next, min64(now + k->p.slow_tick_ns, c->last_progress_ns + k->p.stall_ns));
-        if (now - c->added_at < k->p.slow_tick_ns)
-            next = min64(next, now + k->p.slow_tick_ns);
+            next = min64(next,
+                         min64(now + core->p.slow_tick_ns, c->last_progress_ns + core->p.stall_ns));
+        if (now - c->added_at < core->p.slow_tick_ns)
+            next = min64(next, now + core->p.slow_tick_ns);
     }
     return next;
 }
 
 /* ---- statistics ------------------------------------------------------------------------- */
 
-int sched_core_client_held(const struct sched_core *k, int slot)
+int sched_core_client_held(const struct sched_core *core, int slot)
 {
-    return slot >= 0 && slot < SCHED_MAX_CLIENTS && k->c[slot].used && k->c[slot].held;
+    return slot >= 0 && slot < SCHED_MAX_CLIENTS && core->c[slot].used && core->c[slot].held;
 }
 
-void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
+void sched_core_client_stats(struct sched_core *core, int slot, int64_t now,
                              struct sched_client_stats *s)
 {
     memset(s, 0, sizeof *s);
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c)
         return;
     account(c, now);
@@ -927,32 +929,32 @@ void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
     s->req_sum_ns = c->lat.sum_ns;
 }
 
-void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s)
+void sched_core_device_stats(struct sched_core *core, int64_t now, struct sched_device_stats *s)
 {
     memset(s, 0, sizeof *s);
-    s->submitted = k->retired_submitted;
-    s->released = k->retired_released;
-    s->completed = k->retired_completed;
+    s->submitted = core->retired_submitted;
+    s->released = core->retired_released;
+    s->completed = core->retired_completed;
     for (int i = 0; i < SCHED_MAX_CLIENTS; i++) {
-        struct core_client *c = &k->c[i];
+        struct core_client *c = &core->c[i];
         if (!c->used)
             continue;
         s->submitted += c->submitted;
         s->released += c->released;
         s->completed += c->completed;
     }
-    s->busy_ns = k->dev_busy_ns;
-    if (k->nbusy && now > k->dev_since)
-        s->busy_ns += (uint64_t)(now - k->dev_since);
-    s->decisions = k->decisions;
+    s->busy_ns = core->dev_busy_ns;
+    if (core->nbusy && now > core->dev_since)
+        s->busy_ns += (uint64_t)(now - core->dev_since);
+    s->decisions = core->decisions;
 }
 
 /* ---- telemetry ------------------------------------------------------------------------------ */
 
-void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_delay_ns,
+void sched_core_client_telemetry(struct sched_core *core, int slot, int64_t runq_delay_ns,
                                  int64_t runq_ns_per_s, int64_t offcpu_ns_per_s)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c)
         return;
     c->runq_delay_ns = runq_delay_ns;
@@ -960,16 +962,16 @@ void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_de
     c->offcpu_ns_per_s = offcpu_ns_per_s;
 }
 
-void sched_core_client_mem(struct sched_core *k, int slot, uint64_t used, uint64_t limit)
+void sched_core_client_mem(struct sched_core *core, int slot, uint64_t used, uint64_t limit)
 {
-    struct core_client *c = client(k, slot);
+    struct core_client *c = client(core, slot);
     if (!c)
         return;
     c->mem_used = used;
     c->mem_limit = limit;
 }
 
-void sched_core_set_unmanaged(struct sched_core *k, uint32_t n)
+void sched_core_set_unmanaged(struct sched_core *core, uint32_t n)
 {
-    k->unmanaged = n;
+    core->unmanaged = n;
 }

@@ -155,76 +155,77 @@ struct sched_core;
 struct sched_core *sched_core_new(const struct sched_params *p, const struct pos_sched_device *dev,
                                   const struct pos_policy_ops *policy,
                                   const struct pos_policy_args *args, int64_t now);
-void sched_core_free(struct sched_core *k);
+void sched_core_free(struct sched_core *core);
 
 /* The kernel profiles the core learns into and policies read (owned by the adapter, which
  * persists them; NULL: none). */
 struct pos_profiles;
-void sched_core_set_profiles(struct sched_core *k, struct pos_profiles *prof);
+void sched_core_set_profiles(struct sched_core *core, struct pos_profiles *prof);
 
 /* Replaces the policy (its state is rebuilt by its init, with ARGS) and the tunables, e.g.
  * after a reload. */
-int sched_core_set_policy(struct sched_core *k, const struct pos_policy_ops *policy,
+int sched_core_set_policy(struct sched_core *core, const struct pos_policy_ops *policy,
                           const struct pos_policy_args *args, const struct sched_params *p);
-const struct pos_policy_ops *sched_core_policy(const struct sched_core *k);
+const struct pos_policy_ops *sched_core_policy(const struct sched_core *core);
 /* The policy's note (pos_policy_ops.note), or NULL. */
-const char *sched_core_policy_note(const struct sched_core *k);
+const char *sched_core_policy_note(const struct sched_core *core);
 
 /* Clients. A slot is any index below SCHED_MAX_CLIENTS; add resets it completely. */
-int sched_core_client_add(struct sched_core *k, int slot, const struct sched_client_conf *conf,
+int sched_core_client_add(struct sched_core *core, int slot, const struct sched_client_conf *conf,
                           int64_t now);
-void sched_core_client_conf(struct sched_core *k, int slot, const struct sched_client_conf *conf);
+void sched_core_client_conf(struct sched_core *core, int slot,
+                            const struct sched_client_conf *conf);
 /* The client left: everything it had is forgotten; device totals keep its counts. */
-void sched_core_client_remove(struct sched_core *k, int slot, int64_t now);
+void sched_core_client_remove(struct sched_core *core, int slot, int64_t now);
 
 /* Events, as the adapter reads them. Each returns 0, or -EPROTO when the client broke the
  * protocol (the adapter disconnects it): out-of-order seqs, completions of operators it never
  * submitted, coverage beyond what it submitted. */
-int sched_core_submit(struct sched_core *k, int slot, const struct pos_sched_op *op, int released,
-                      int64_t now);
+int sched_core_submit(struct sched_core *core, int slot, const struct pos_sched_op *op,
+                      int released, int64_t now);
 /* A submission slot that was reserved but never written (its thread died mid-launch). */
-int sched_core_skip(struct sched_core *k, int slot, uint64_t seq, int64_t now);
+int sched_core_skip(struct sched_core *core, int slot, uint64_t seq, int64_t now);
 /* Operator SEQ completed at DONE_NS, learnt as HOW (enum sched_done_how): a time in the future,
  * or none (0), counts as NOW. CALL_NS: when the client's launch called the driver, as it says
  * (0: not known): a device time (SCHED_DONE_DEVICE) did not begin before it. */
-int sched_core_complete(struct sched_core *k, int slot, uint64_t seq, int64_t done_ns, int how,
+int sched_core_complete(struct sched_core *core, int slot, uint64_t seq, int64_t done_ns, int how,
                         int64_t call_ns, int64_t now);
 /* A synchronisation that returned at S->end_ns: it also counts in the client's report lag
  * (NOW minus its end). */
-int sched_core_sync(struct sched_core *k, int slot, const struct sched_sync *s, int64_t now);
+int sched_core_sync(struct sched_core *core, int slot, const struct sched_sync *s, int64_t now);
 /* Threads of the client blocked on a grant, as the client says (believed only while it has
  * operators that are not released). */
-void sched_core_waiters(struct sched_core *k, int slot, uint32_t waiters);
+void sched_core_waiters(struct sched_core *core, int slot, uint32_t waiters);
 
 /* Runs the policy at NOW. Fills GRANTS[slot] for every client present (a grant never goes
  * back) and returns the absolute time of the next decision wanted, INT64_MAX for none. */
-int64_t sched_core_decide(struct sched_core *k, int64_t now, struct sched_grant *grants);
+int64_t sched_core_decide(struct sched_core *core, int64_t now, struct sched_grant *grants);
 
 /* Devices drained by the admin (bit D: device D): their clients get no new grants until
  * undrained (what they were granted before stays granted). */
-void sched_core_set_drained(struct sched_core *k, uint64_t mask);
+void sched_core_set_drained(struct sched_core *core, uint64_t mask);
 
 /* Statistics. */
-void sched_core_client_stats(struct sched_core *k, int slot, int64_t now,
+void sched_core_client_stats(struct sched_core *core, int slot, int64_t now,
                              struct sched_client_stats *s);
 struct sched_device_stats {
     uint64_t submitted, released, completed; /* departed clients too */
     uint64_t busy_ns;
     uint64_t decisions;
 };
-void sched_core_device_stats(struct sched_core *k, int64_t now, struct sched_device_stats *s);
+void sched_core_device_stats(struct sched_core *core, int64_t now, struct sched_device_stats *s);
 
 /* Held at the last decision? (for stats) */
-int sched_core_client_held(const struct sched_core *k, int slot);
+int sched_core_client_held(const struct sched_core *core, int slot);
 
 /* Read-only telemetry the adapter measured (posd's eBPF programs; possim gives none): the
  * policy sees it in the client's view and in the view's unmanaged count until it changes. */
-void sched_core_client_telemetry(struct sched_core *k, int slot, int64_t runq_delay_ns,
+void sched_core_client_telemetry(struct sched_core *core, int slot, int64_t runq_delay_ns,
                                  int64_t runq_ns_per_s, int64_t offcpu_ns_per_s);
-void sched_core_set_unmanaged(struct sched_core *k, uint32_t n);
+void sched_core_set_unmanaged(struct sched_core *core, uint32_t n);
 /* The client's device memory on its device, as the adapter read its account (posd: the shim's
  * ledger in shared memory; possim gives none): USED bytes, under LIMIT (UINT64_MAX: none).
  * The policy sees them in the client's view. */
-void sched_core_client_mem(struct sched_core *k, int slot, uint64_t used, uint64_t limit);
+void sched_core_client_mem(struct sched_core *core, int slot, uint64_t used, uint64_t limit);
 
 #endif

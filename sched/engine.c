@@ -111,12 +111,12 @@ static int drain_submissions(struct posd *d, struct posd_client *c, uint64_t upt
             return -1; /* a stamp from the future: the ring was written out of turn */
         if (stamp != seq) {
             /* reserved but not yet published; a launching thread that died leaves a hole */
-            if (c->rings.stall_seq != seq) {
-                c->rings.stall_seq = seq;
-                c->rings.stall_since = now;
+            if (c->rings.hole_seq != seq) {
+                c->rings.hole_seq = seq;
+                c->rings.hole_since = now;
                 break;
             }
-            if (now - c->rings.stall_since < POSD_STALL_NS)
+            if (now - c->rings.hole_since < POSD_HOLE_SKIP_NS)
                 break;
             c->rings.skipped++;
             if (sched_core_skip(d->core, slot, seq, now) < 0)
@@ -172,13 +172,13 @@ static int drain_sync_next(void *arg, uint64_t *covers)
             return 1;
         }
         /* being written, or dropped by a writer that found the ring full: skipped after
-         * POSD_STALL_NS */
-        if (c->rings.sync_stall_idx != c->rings.sync_head + 1) {
-            c->rings.sync_stall_idx = c->rings.sync_head + 1;
-            c->rings.sync_stall_since = w->now;
+         * POSD_HOLE_SKIP_NS */
+        if (c->rings.sync_hole_idx != c->rings.sync_head + 1) {
+            c->rings.sync_hole_idx = c->rings.sync_head + 1;
+            c->rings.sync_hole_since = w->now;
             break;
         }
-        if (w->now - c->rings.sync_stall_since < POSD_STALL_NS)
+        if (w->now - c->rings.sync_hole_since < POSD_HOLE_SKIP_NS)
             break;
     }
     pos_sync_ring_consume(shm, c->rings.sync_head);

@@ -1,6 +1,6 @@
 /* posd's listening socket: its path made free (nothing there, or a socket a dead posd left:
  * probed first, so that a live posd is never unlinked), bound and opened to every local user,
- * and removed at exit. */
+ * there only once it listens, and removed at exit. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -190,15 +190,29 @@ int posd_listen(struct posd *d)
         posd_log(POSD_LOG_ERROR, "cannot make a socket for %s: %s", d->socket_path, strerror(-rc));
         return rc;
     }
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
+    /* The socket is made listening under a name of this process's and then linked to its
+     * path: whoever sees the path can connect at once (a socket bound and not yet listening
+     * refuses connections), and link, unlike rename, fails when another posd got there first. */
+    struct sockaddr_un t = {.sun_family = AF_UNIX};
+    int staged = snprintf(t.sun_path, sizeof t.sun_path, "%s.%d", d->socket_path, (int)getpid()) <
+                 (int)sizeof t.sun_path;
+    const struct sockaddr_un *at = staged ? &t : &a;
+    if (staged)
+        unlink(t.sun_path); /* a name of a dead process of this pid's */
+    if (bind(fd, (const struct sockaddr *)at, sizeof *at) < 0 || listen(fd, 64) < 0 ||
+        /* any local user may register; identity and policy come from the kernel's word */
+        chmod(at->sun_path, 0666) < 0 || (staged && link(t.sun_path, d->socket_path) < 0)) {
         rc = -errno;
         posd_log(POSD_LOG_ERROR, "cannot listen on %s: %s%s", d->socket_path, strerror(-rc),
-                 access_hint(-rc));
+                 rc == -EEXIST ? " (another posd took the path while this one started)"
+                               : access_hint(-rc));
+        if (staged)
+            unlink(t.sun_path);
         close(fd);
         return rc;
     }
-    /* any local user may register; identity and policy come from the kernel's word */
-    chmod(d->socket_path, 0666);
+    if (staged)
+        unlink(t.sun_path);
     d->listen_fd = fd;
     return 0;
 }

@@ -85,7 +85,7 @@ static void housekeeping(struct posd *d)
     next = earliest(next, posd_log_flush());
     next = earliest(next, posd_saver_periodic(d));
     next = earliest(next, posd_metrics_run(d)); /* its connections' timeouts */
-    posd_arm_house(d, next);
+    posd_arm_housekeeping(d, next);
 }
 
 static void on_accept(struct posd *d, int res)
@@ -94,7 +94,7 @@ static void on_accept(struct posd *d, int res)
         struct posd_client *c = posd_client_new(d, res);
         if (c) {
             arm_recv(d, c);
-            posd_arm_house(d, c->deadline);
+            posd_arm_housekeeping(d, c->deadline);
         }
     } else if (res != -EINTR && res != -ECONNABORTED) {
         /* out of descriptors (EMFILE, ENFILE) or memory: the pending connection stays, and
@@ -103,7 +103,7 @@ static void on_accept(struct posd *d, int res)
                  POSD_ACCEPT_PAUSE_NS / 1000000,
                  res == -EMFILE ? " (raise posd's open-file limit, LimitNOFILE=)" : "");
         d->accept_paused_until = posd_now() + POSD_ACCEPT_PAUSE_NS;
-        posd_arm_house(d, d->accept_paused_until);
+        posd_arm_housekeeping(d, d->accept_paused_until);
         return;
     }
     if (!d->stop)
@@ -244,12 +244,12 @@ static void handle(struct posd *d, uint64_t data, int res)
         d->tick_armed = 0;
         tick(d);
         break;
-    case EV_HOUSE:
-        d->house_armed = 0;
+    case EV_HOUSEKEEPING:
+        d->housekeeping_armed = 0;
         housekeeping(d);
         break;
     case EV_METRICS:
-        posd_arm_house(d, posd_metrics_run(d));
+        posd_arm_housekeeping(d, posd_metrics_run(d));
         if (!d->stop)
             arm_metrics(d);
         break;
@@ -320,7 +320,7 @@ int posd_loop(struct posd *d)
         return rc;
     }
     arm_accept(d);
-    posd_arm_house(d, d->prof_save_at); /* the periodic save of kernel profiles */
+    posd_arm_housekeeping(d, d->prof_save_at); /* the periodic save of kernel profiles */
     arm_signal(d);
     if (d->metrics)
         arm_metrics(d);
@@ -344,7 +344,7 @@ int posd_loop(struct posd *d)
             n++;
         }
         io_uring_cq_advance(&d->ring, n);
-        posd_arm_house(d, posd_log_due()); /* suppressed lines get their summary in time */
+        posd_arm_housekeeping(d, posd_log_due()); /* suppressed lines get their summary in time */
     }
     for (int i = 0; i < POSD_MAX_CLIENTS; i++)
         if (d->clients[i].used)

@@ -207,7 +207,7 @@ static void admit(struct posd *d, int fd, const struct sockaddr_storage *sa, soc
         c->used = 0;
     M.adding = NULL;
     if (added)
-        posd_arm_house(d, c->deadline);
+        posd_arm_housekeeping(d, c->deadline);
 }
 
 /* The listener is readable: accepts what is pending, METRICS_ACCEPTS at most before posd's

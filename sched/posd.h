@@ -17,7 +17,8 @@
 #include "sched/policy/policy.h"
 
 #define POSD_MAX_CLIENTS SCHED_MAX_CLIENTS
-#define POSD_STALL_NS    100000000LL /* an unpublished submission slot is skipped after this */
+/* a ring slot reserved and never published (a hole, posd_rings) is skipped after this */
+#define POSD_HOLE_SKIP_NS 100000000LL
 #define POSD_RECHECK_NS  50000LL     /* look again this soon at a completion posd had to leave */
 /* A connection that is not a registered client (it has not said HELLO, or it is a tool) is
  * closed this long after it was accepted or made its last request: idle connections cannot
@@ -53,7 +54,7 @@ enum posd_event {
     EV_CLIENT_RECV,
     EV_CLIENT_KICK,
     EV_CANCEL,
-    EV_HOUSE,   /* housekeeping: connection deadlines, paused accepts, log summaries */
+    EV_HOUSEKEEPING,   /* housekeeping: connection deadlines, paused accepts, log summaries */
     EV_METRICS, /* the metrics endpoint has something to do (its epoll descriptor) */
     EV_WATCH,   /* a descriptor another part asked the loop to watch (posd_loop_watch) */
 };
@@ -137,10 +138,12 @@ struct posd_rings {
     uint64_t sub_head; /* next seq to read is sub_head + 1 */
     uint64_t done_head;
     uint64_t sync_head;
-    uint64_t sync_stall_idx;
-    int64_t sync_stall_since;
-    uint64_t stall_seq;
-    int64_t stall_since;
+    /* a hole: a slot reserved and not yet published, first seen at hole_since; skipped after
+     * POSD_HOLE_SKIP_NS (engine.c) */
+    uint64_t hole_seq;
+    int64_t hole_since;
+    uint64_t sync_hole_idx; /* the same for the sync ring */
+    int64_t sync_hole_since;
     uint64_t skipped; /* submission slots never published (a thread died mid-launch) */
     struct pos_published pub; /* what posd published to it last (pos/rules.h) */
 };
@@ -207,8 +210,8 @@ struct posd {
     int tick_armed;
     int64_t tick_at; /* when the armed tick fires */
     int recheck;     /* a completion waits for its submission to be published */
-    int house_armed;
-    int64_t house_at;            /* when the armed housekeeping timeout fires */
+    int housekeeping_armed;
+    int64_t housekeeping_at;            /* when the armed housekeeping timeout fires */
     int64_t accept_paused_until; /* accepts resume then (0: not paused) */
     int kicks_parked;            /* clients whose kicks wait */
     int close_asked;             /* clients to close when the loop gets back (close_asked) */

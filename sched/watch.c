@@ -80,7 +80,7 @@ void posd_watch_fire(struct posd *d, uint64_t data)
         /* gone */
     } else if (rest > 0) {
         watches[i].resting_until = rest;
-        posd_arm_house(d, rest);
+        posd_arm_housekeeping(d, rest);
     } else if (!d->stop) {
         arm_watch(d, i);
     }

@@ -42,7 +42,7 @@ static struct {
     FILE *trace;
     uint64_t written, timed_out, dropped;
     struct counts exited; /* of the threads whose rings were reclaimed */
-} C = {.once = PTHREAD_ONCE_INIT,
+} col = {.once = PTHREAD_ONCE_INIT,
        .work = PTHREAD_MUTEX_INITIALIZER,
        .mutex = PTHREAD_MUTEX_INITIALIZER,
        .cond = PTHREAD_COND_INITIALIZER,
@@ -90,8 +90,8 @@ static void trace_open(void)
         return;
     char path[sizeof shim_cfg.trace_path + 16];
     trace_path(path, sizeof path);
-    C.trace = fopen(path, "w");
-    if (!C.trace) {
+    col.trace = fopen(path, "w");
+    if (!col.trace) {
         shim_log("cannot write POS_TRACE=%s: %s; no trace", path, strerror(errno));
         return;
     }
@@ -99,7 +99,7 @@ static void trace_open(void)
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0)
         exe[n] = '\0';
-    fprintf(C.trace,
+    fprintf(col.trace,
             "# pos-trace %d\n# pid %d exe %s clock CLOCK_MONOTONIC sample %u poll_us %u\n"
             "# seq tid kind name grid block smem stream ctx submit_ns complete_ns done\n",
             POS_OP_RECORD_VERSION, (int)getpid(), exe, shim_cfg.sample, shim_cfg.poll_us);
@@ -114,7 +114,7 @@ static void trace_write(const struct pos_op_record *r)
     char done[32] = "-";
     if (r->complete_ns)
         snprintf(done, sizeof done, "%llu", (unsigned long long)r->complete_ns);
-    fprintf(C.trace, "%llu %u %s %s %u,%u,%u %u,%u,%u %u 0x%llx 0x%llx %llu %s %s\n",
+    fprintf(col.trace, "%llu %u %s %s %u,%u,%u %u,%u,%u %u 0x%llx 0x%llx %llu %s %s\n",
             (unsigned long long)r->seq, r->tid, kind_name(r->kind), name, r->grid[0], r->grid[1],
             r->grid[2], r->block[0], r->block[1], r->block[2], r->smem,
             (unsigned long long)r->stream, (unsigned long long)r->ctx,
@@ -129,9 +129,9 @@ static int same_stream(const struct pos_op_record *a, const struct pos_op_record
 {
     if (a->stream != b->stream)
         return 0;
-    if (a->stream == 0 || a->stream == 2 /* CU_STREAM_PER_THREAD */) {
-        int pa = (a->flags & POS_OPF_PTSZ) || a->stream == 2;
-        int pb = (b->flags & POS_OPF_PTSZ) || b->stream == 2;
+    if (a->stream == POS_STREAM_DEFAULT || a->stream == POS_STREAM_PER_THREAD) {
+        int pa = (a->flags & POS_OPF_PTSZ) || a->stream == POS_STREAM_PER_THREAD;
+        int pb = (b->flags & POS_OPF_PTSZ) || b->stream == POS_STREAM_PER_THREAD;
         return pa == pb && a->ctx == b->ctx && (!pa || a->tid == b->tid);
     }
     return 1;
@@ -154,8 +154,8 @@ static void poll_markers(void)
     if (!shim_marker_slots)
         return;
     uint64_t now = shim_now_ns();
-    for (size_t i = 0; i < C.npend; i++) {
-        struct pos_op_record *r = &C.pend[i].r;
+    for (size_t i = 0; i < col.npend; i++) {
+        struct pos_op_record *r = &col.pend[i].r;
         if (!r->marker || !pos_done_takes(r->done_how, POS_DONE_MARKER))
             continue;
         uint32_t want = (uint32_t)r->marker; /* the value; its timing event in the high half */
@@ -171,8 +171,8 @@ static void poll_markers(void)
             complete(r, end = now, POS_DONE_MARKER);
         r->marker = want; /* its event is given back */
         /* everything earlier on its stream is done too */
-        for (size_t k = 0; k < C.npend; k++) {
-            struct pos_op_record *o = &C.pend[k].r;
+        for (size_t k = 0; k < col.npend; k++) {
+            struct pos_op_record *o = &col.pend[k].r;
             if (o != r && o->submit_ns <= r->submit_ns &&
                 pos_done_takes(o->done_how, POS_DONE_BOUND) && same_stream(o, r))
                 complete(o, end, POS_DONE_BOUND);
@@ -188,8 +188,8 @@ static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
                                   .ctx = e->ctx,
                                   .tid = e->tid ? e->tid : tid,
                                   .flags = e->ptsz ? POS_OPF_PTSZ : 0};
-    for (size_t i = 0; i < C.npend; i++) {
-        struct pos_op_record *r = &C.pend[i].r;
+    for (size_t i = 0; i < col.npend; i++) {
+        struct pos_op_record *r = &col.pend[i].r;
         if (!pos_done_takes(r->done_how, POS_DONE_BOUND) || r->submit_ns > e->start_ns)
             continue;
         if (e->kind == SHIM_SYNC_CTX ? r->ctx == e->ctx : same_stream(r, &probe))
@@ -201,15 +201,15 @@ static void apply_sync(const struct shim_sync_event *e, uint32_t tid)
 
 static int pend_push(const struct pos_op_record *r)
 {
-    if (C.npend == C.cap) {
-        size_t cap = C.cap ? C.cap * 2 : 4096;
-        struct pending *np = realloc(C.pend, cap * sizeof *np);
+    if (col.npend == col.cap) {
+        size_t cap = col.cap ? col.cap * 2 : 4096;
+        struct pending *np = realloc(col.pend, cap * sizeof *np);
         if (!np)
             return -1;
-        C.pend = np;
-        C.cap = cap;
+        col.pend = np;
+        col.cap = cap;
     }
-    C.pend[C.npend++].r = *r;
+    col.pend[col.npend++].r = *r;
     return 0;
 }
 
@@ -233,8 +233,8 @@ static size_t drain(void)
     for (int i = 0; i < SHIM_MAX_THREADS; i++) {
         struct shim_thread *t = &shim_threads[i];
         int state = atomic_load_explicit(&t->state, memory_order_acquire);
-        exited[i] = state == 2;
-        if (state == 0)
+        exited[i] = state == SHIM_RING_EXITED;
+        if (state == SHIM_RING_FREE)
             continue;
         uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
         uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
@@ -245,18 +245,18 @@ static size_t drain(void)
                 shim_session_complete(r.session, r.sched_seq, 0, 0, POS_DONE_UNKNOWN, r.result);
             if (r.flags & (POS_OPF_CAPTURED | POS_OPF_FAILED))
                 continue; /* not operators */
-            r.seq = C.next_seq++;
+            r.seq = col.next_seq++;
             if (r.marker && !devtime_of(&r) && shim_cfg.devtime)
                 shim_devtime_setup(r.ctx); /* its context's first marker: timing events */
             if (pend_push(&r) < 0)
-                C.dropped++; /* out of memory here: the ring's own count is its thread's */
+                col.dropped++; /* out of memory here: the ring's own count is its thread's */
         }
         atomic_store_explicit(&t->head, head, memory_order_release);
     }
     /* synchronisations after the records: a sync covers launches its thread made before */
     for (int i = 0; i < SHIM_MAX_THREADS; i++) {
         struct shim_thread *t = &shim_threads[i];
-        if (atomic_load_explicit(&t->state, memory_order_acquire) == 0)
+        if (atomic_load_explicit(&t->state, memory_order_acquire) == SHIM_RING_FREE)
             continue;
         uint64_t head = atomic_load_explicit(&t->sync_head, memory_order_relaxed);
         uint64_t tail = atomic_load_explicit(&t->sync_tail, memory_order_acquire);
@@ -264,7 +264,7 @@ static size_t drain(void)
             apply_sync(&t->sync_ring[head % SHIM_SYNC_RING], t->tid);
         atomic_store_explicit(&t->sync_head, head, memory_order_release);
         if (exited[i]) {
-            add_counts(&C.exited, t);
+            add_counts(&col.exited, t);
             shim_thread_reclaim(t);
         }
     }
@@ -274,7 +274,7 @@ static size_t drain(void)
 /* Registers the marker slots, in the context of the first operator seen. */
 static void setup_markers(void)
 {
-    CUcontext ctx = C.npend ? (CUcontext)(uintptr_t)C.pend[0].r.ctx
+    CUcontext ctx = col.npend ? (CUcontext)(uintptr_t)col.pend[0].r.ctx
                             : (CUcontext)(uintptr_t)atomic_load(&shim_first_ctx);
     if (ctx && !atomic_load(&shim_marker_dptr))
         shim_markers_setup(ctx);
@@ -285,8 +285,8 @@ static void setup_markers(void)
  * unless ASK_DRIVER is 0 (at exit, when the driver may be gone). */
 static void resolve_names(int ask_driver)
 {
-    for (size_t i = 0; i < C.npend; i++) {
-        struct pos_op_record *r = &C.pend[i].r;
+    for (size_t i = 0; i < col.npend; i++) {
+        struct pos_op_record *r = &col.pend[i].r;
         if (r->kernel_id || r->kind == POS_OP_GRAPH || r->kind == POS_OP_HOSTFN)
             continue;
         r->kernel_id = shim_ident_lookup(r->function);
@@ -304,11 +304,11 @@ static size_t emit(int final)
     size_t reported = 0;
     uint64_t now = shim_now_ns();
     size_t keep = 0;
-    for (size_t i = 0; i < C.npend; i++) {
-        struct pos_op_record *r = &C.pend[i].r;
+    for (size_t i = 0; i < col.npend; i++) {
+        struct pos_op_record *r = &col.pend[i].r;
         int waiting = pos_done_pending(r->done_how, r->marker != 0);
         if (waiting && !final && now - r->submit_ns < COMPLETION_TIMEOUT_NS) {
-            C.pend[keep++] = C.pend[i];
+            col.pend[keep++] = col.pend[i];
             continue;
         }
         if (r->sched_seq &&
@@ -316,31 +316,31 @@ static size_t emit(int final)
                                   r->done_how == POS_DONE_DEVICE ? r->submit_ns : 0, r->done_how,
                                   r->result) < 0 &&
             !final) {
-            C.pend[keep++] = C.pend[i]; /* posd's channel is full: next cycle */
+            col.pend[keep++] = col.pend[i]; /* posd's channel is full: next cycle */
             continue;
         }
         reported += r->sched_seq != 0;
         if (devtime_of(r))
             shim_devtime_release(devtime_of(r)); /* its marker never landed */
         if (r->done_how == POS_DONE_UNKNOWN)
-            C.timed_out++;
-        if (C.trace)
+            col.timed_out++;
+        if (col.trace)
             trace_write(r);
-        C.written++;
+        col.written++;
     }
-    C.npend = keep;
+    col.npend = keep;
     return reported;
 }
 
 static void collect_once(int final)
 {
-    pthread_mutex_lock(&C.work);
+    pthread_mutex_lock(&col.work);
     drain();
     setup_markers();
     poll_markers();
     resolve_names(!final);
     emit(final);
-    pthread_mutex_unlock(&C.work);
+    pthread_mutex_unlock(&col.work);
 }
 
 /* One pass of the collector's work (drain, look at markers, report): by the collector, or by
@@ -360,12 +360,12 @@ static size_t collect_pass(size_t *reported)
 
 int shim_collector_help(void)
 {
-    if (!atomic_load_explicit(&C.started, memory_order_acquire) ||
-        atomic_load_explicit(&C.stop, memory_order_relaxed) || pthread_mutex_trylock(&C.work))
+    if (!atomic_load_explicit(&col.started, memory_order_acquire) ||
+        atomic_load_explicit(&col.stop, memory_order_relaxed) || pthread_mutex_trylock(&col.work))
         return 0; /* the collector is at it (or gone): its pass counts as well */
     size_t reported;
     collect_pass(&reported);
-    pthread_mutex_unlock(&C.work);
+    pthread_mutex_unlock(&col.work);
     return reported != 0;
 }
 
@@ -379,20 +379,20 @@ static void sleep_us(unsigned us)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000;
     }
-    pthread_mutex_lock(&C.mutex);
-    while (!C.kicked && !atomic_load(&C.stop))
-        if (pthread_cond_timedwait(&C.cond, &C.mutex, &ts) != 0)
+    pthread_mutex_lock(&col.mutex);
+    while (!col.kicked && !atomic_load(&col.stop))
+        if (pthread_cond_timedwait(&col.cond, &col.mutex, &ts) != 0)
             break;
-    C.kicked = 0;
-    pthread_mutex_unlock(&C.mutex);
+    col.kicked = 0;
+    pthread_mutex_unlock(&col.mutex);
 }
 
 void shim_collector_kick(void)
 {
-    pthread_mutex_lock(&C.mutex);
-    C.kicked = 1;
-    pthread_cond_signal(&C.cond);
-    pthread_mutex_unlock(&C.mutex);
+    pthread_mutex_lock(&col.mutex);
+    col.kicked = 1;
+    pthread_cond_signal(&col.cond);
+    pthread_mutex_unlock(&col.mutex);
 }
 
 /* A thread claimed a ring (shim_thread_attach, through shim_threads_start): its context, as
@@ -414,19 +414,19 @@ static void *collector_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     uint32_t idle_us = POS_IDLE_POLL_US;
     uint64_t last_flush = shim_now_ns();
-    while (!atomic_load(&C.stop)) {
+    while (!atomic_load(&col.stop)) {
         shim_session_poll();
         shim_devtime_tick();
         size_t reported;
-        pthread_mutex_lock(&C.work);
+        pthread_mutex_lock(&col.work);
         shim_session_reclaim();
         size_t got = collect_pass(&reported);
-        int npend = C.npend != 0;
-        pthread_mutex_unlock(&C.work);
+        int npend = col.npend != 0;
+        pthread_mutex_unlock(&col.work);
         shim_session_send_names();
         uint64_t now = shim_now_ns();
-        if (C.trace && now - last_flush > 100000000ull) {
-            fflush(C.trace);
+        if (col.trace && now - last_flush > 100000000ull) {
+            fflush(col.trace);
             last_flush = now;
         }
         /* while posd waits on this client's completions (its next operator, or a less
@@ -451,84 +451,84 @@ static void start_once(void)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&C.thread, NULL, collector_main, NULL);
+    int rc = pthread_create(&col.thread, NULL, collector_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         shim_log("cannot start the collector: %s", strerror(rc));
         return;
     }
-    atomic_store(&C.started, 1);
+    atomic_store(&col.started, 1);
 }
 
 void shim_collector_forked(void)
 {
     /* another thread of the parent may have held them at the fork; nothing else ran yet */
-    pthread_mutex_init(&C.work, NULL);
-    pthread_mutex_init(&C.mutex, NULL);
-    pthread_cond_init(&C.cond, NULL);
-    C.kicked = 0;
+    pthread_mutex_init(&col.work, NULL);
+    pthread_mutex_init(&col.mutex, NULL);
+    pthread_cond_init(&col.cond, NULL);
+    col.kicked = 0;
 }
 
 void shim_collector_start(void)
 {
-    pthread_once(&C.once, start_once);
+    pthread_once(&col.once, start_once);
 }
 
 static void write_summary(void)
 {
-    struct counts c = C.exited;
+    struct counts c = col.exited;
     for (int i = 0; i < SHIM_MAX_THREADS; i++) {
         struct shim_thread *t = &shim_threads[i];
-        if (atomic_load(&t->state) != 0)
+        if (atomic_load(&t->state) != SHIM_RING_FREE)
             add_counts(&c, t);
     }
-    uint64_t dropped = c.dropped + C.dropped, unrecorded = atomic_load(&shim_unrecorded);
+    uint64_t dropped = c.dropped + col.dropped, unrecorded = atomic_load(&shim_unrecorded);
     uint64_t dev_read, dev_fallbacks, dev_late;
     shim_devtime_counts(&dev_read, &dev_fallbacks, &dev_late);
-    if (C.trace)
-        fprintf(C.trace,
+    if (col.trace)
+        fprintf(col.trace,
                 "# summary operators %llu launches %llu captured %llu failed %llu dropped %llu "
                 "markers %llu marker_failures %llu device_times %llu poll_times %llu "
                 "recorded_late %llu no_completion %llu syncs %llu sync_ms %.3f unrecorded %llu\n",
-                (unsigned long long)C.written, (unsigned long long)c.launches,
+                (unsigned long long)col.written, (unsigned long long)c.launches,
                 (unsigned long long)c.captured, (unsigned long long)c.failed,
                 (unsigned long long)dropped, (unsigned long long)c.markers,
                 (unsigned long long)c.mfail, (unsigned long long)dev_read,
                 (unsigned long long)dev_fallbacks, (unsigned long long)dev_late,
-                (unsigned long long)C.timed_out, (unsigned long long)c.syncs, c.sync_ns / 1e6,
+                (unsigned long long)col.timed_out, (unsigned long long)c.syncs, c.sync_ns / 1e6,
                 (unsigned long long)unrecorded);
     if (shim_cfg.debug)
         shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu "
                  "unrecorded %llu",
-                 (unsigned long long)C.written, (unsigned long long)c.launches,
+                 (unsigned long long)col.written, (unsigned long long)c.launches,
                  (unsigned long long)c.captured, (unsigned long long)c.failed,
                  (unsigned long long)dropped, (unsigned long long)unrecorded);
 }
 
 void shim_collector_stop(void)
 {
-    if (!atomic_load(&C.started))
+    if (!atomic_load(&col.started))
         return;
-    atomic_store(&C.stop, 1);
+    atomic_store(&col.stop, 1);
     shim_collector_kick();
-    pthread_join(C.thread, NULL);
+    pthread_join(col.thread, NULL);
     /* markers of the last operators may still be landing: wait a little for them */
     for (int i = 0; i < 50; i++) {
-        pthread_mutex_lock(&C.work);
+        pthread_mutex_lock(&col.work);
         drain();
         poll_markers();
         int waiting = 0;
-        for (size_t k = 0; k < C.npend && !waiting; k++)
-            waiting = C.pend[k].r.marker && !pos_done_exact(C.pend[k].r.done_how);
-        pthread_mutex_unlock(&C.work);
+        for (size_t k = 0; k < col.npend && !waiting; k++)
+            waiting = col.pend[k].r.marker && !pos_done_exact(col.pend[k].r.done_how);
+        pthread_mutex_unlock(&col.work);
         if (!waiting)
             break;
         usleep(2000);
     }
     collect_once(1);
     write_summary();
-    if (C.trace) {
-        fclose(C.trace);
-        C.trace = NULL;
+    if (col.trace) {
+        fclose(col.trace);
+        col.trace = NULL;
     }
 }

@@ -134,12 +134,17 @@ struct shim_sync_event {
     uint64_t start_ns, end_ns;
 };
 
-/* A ring's life: free (0) -> owned (1) at its thread's first launch or sync -> exited (2) when the
- * thread ends -> free again once the collector has drained it and kept its counts. */
+/* A ring's life: free -> owned at its thread's first launch or sync -> exited when the thread
+ * ends -> free again once the collector has drained it and kept its counts. */
+enum shim_ring_state {
+    SHIM_RING_FREE = 0,
+    SHIM_RING_OWNED,  /* by a live thread */
+    SHIM_RING_EXITED, /* its thread exited; drained and reclaimed by the collector */
+};
 struct shim_session;
 
 struct shim_thread {
-    _Atomic int state; /* 0 free, 1 owned by a live thread, 2 its thread exited */
+    _Atomic int state; /* enum shim_ring_state */
     uint32_t tid;
     /* the posd session the thread is using now, NULL when none (shim_session_enter) */
     _Atomic(struct shim_session *) using;
@@ -166,8 +171,8 @@ struct shim_thread *shim_thread_attach(void);
 /* A child forked before cuInit: every ring is free again (no other thread exists in it). */
 void shim_threads_forked(void);
 
-/* Frees the ring of an exited thread (state 2) for another thread. Collector only, once it
- * has drained the ring after seeing state 2 and has kept its counters. */
+/* Frees the ring of an exited thread (SHIM_RING_EXITED) for another thread. Collector only,
+ * once it has drained the ring after seeing it exited and has kept its counters. */
 void shim_thread_reclaim(struct shim_thread *t);
 
 /* Launches that went to the driver unrecorded: every ring was owned by a live thread. */

@@ -28,7 +28,7 @@ static void thread_exit(void *arg)
 {
     struct shim_thread *t = arg;
     shim_self_tls = NULL;
-    atomic_store_explicit(&t->state, 2, memory_order_release);
+    atomic_store_explicit(&t->state, SHIM_RING_EXITED, memory_order_release);
 }
 
 struct shim_thread *shim_thread_attach(void)
@@ -37,9 +37,9 @@ struct shim_thread *shim_thread_attach(void)
         return NULL;
     for (int i = 0; i < SHIM_MAX_THREADS; i++) {
         struct shim_thread *t = &shim_threads[i];
-        int expected = 0;
-        if (atomic_load_explicit(&t->state, memory_order_relaxed) != 0 ||
-            !atomic_compare_exchange_strong(&t->state, &expected, 1))
+        int expected = SHIM_RING_FREE;
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) != SHIM_RING_FREE ||
+            !atomic_compare_exchange_strong(&t->state, &expected, SHIM_RING_OWNED))
             continue;
         t->tid = (uint32_t)gettid();
         t->until_marker = shim_cfg.sample;
@@ -87,7 +87,7 @@ void shim_thread_reclaim(struct shim_thread *t)
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         atomic_store_explicit(counters[i], 0, memory_order_relaxed);
     /* the reset is visible to whoever claims the slot next (its compare-exchange acquires) */
-    atomic_store_explicit(&t->state, 0, memory_order_release);
+    atomic_store_explicit(&t->state, SHIM_RING_FREE, memory_order_release);
 }
 
 int shim_threads_start(void (*on_attach)(void))

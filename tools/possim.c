@@ -122,7 +122,7 @@ int main(int argc, char **argv)
             break;
         case 'h':
             fputs(usage_text, stdout);
-            fputs(possim_scenario_help, stdout);
+            possim_scenario_usage(stdout);
             return 0;
         case ':':
             fprintf(stderr, "possim: option '%s' needs a value (see --help)\n", argv[optind - 1]);

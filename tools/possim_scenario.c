@@ -19,73 +19,6 @@
 #include "sched/policy/policy.h"
 #include "sim/model_file.h"
 
-const char possim_scenario_help[] =
-    "Scenario file (INI; ';' or '#' starts a comment):\n"
-    "  [device]\n"
-    "  preset = xavier-nx      ; xavier-nx, orin-agx, rtx3080 or h200 (default xavier-nx)\n"
-    "  file = PATH             ; or a device file (docs/sim.md), instead of preset\n"
-    "  mode = timeslice        ; timeslice or mps (default: the preset's or file's)\n"
-    "  timeslice_us = 2000     ; time slice in timeslice mode (default: the device's)\n"
-    "  notify_us = 0           ; an op's completion reaches the host this late (a marker\n"
-    "                          ; lands, a synchronisation returns)\n"
-    "  [sched]\n"
-    "  policy = pos            ; fifo, priority, pos, staged (any policy posd knows) or none\n"
-    "  tick_us = 200           ; decision period while a client waits or is windowed\n"
-    "  stall_ms = 50           ; in flight this long with no completion: stalled\n"
-    "  guard_period_ms = 200   ; starvation-guard period\n"
-    "  min_share = 0.01        ; starvation-guard share of every client\n"
-    "  credits = 1024          ; grant window beyond what a client submitted\n"
-    "  window_us = 500         ; device time a windowed client without a cap may have in\n"
-    "                          ; flight, by posd's estimate of its operators\n"
-    "  idle_grace_us = 0       ; a client idle this briefly still holds lower classes\n"
-    "  profile_min = 32        ; kernel shapes with fewer solo samples get a marker behind\n"
-    "                          ; every launch (profiling); 0: learn from the markers there are\n"
-    "  profiles = FILE         ; kernel profiles to start from (docs/policy.md format)\n"
-    "  corun_budget = 1.2      ; pos: co-run slowdown a more important kernel may show\n"
-    "  schedule = FILE         ; a stage schedule (possim search -w) for policy staged\n"
-    "  cpu = off               ; the CPU lever (posd's [policy] cpu): off, idle or nice; with\n"
-    "                          ; a [host] model, an outranked client's threads run at\n"
-    "                          ; SCHED_IDLE's or cpu_nice's weight while the core says so\n"
-    "  cpu_nice = 19           ; the nice value of cpu = nice (1..19)\n"
-    "  cpu_hold_ms = 1000      ; lowered this long after the last outranking request ended\n"
-    "  [posd]                  ; what posd learns, and when\n"
-    "  poll_us = 100           ; the shim collector's poll interval while records are pending\n"
-    "  prompt_poll_us = 20     ; the same while posd asks for kicks (kick_on_done)\n"
-    "  wake_us = 20            ; posd's wake-up after a kick\n"
-    "  grant_wake_us = 10      ; a client thread's wake-up after a grant it sleeps on\n"
-    "  spin_us = 20            ; a thread spins this long for a grant before it sleeps\n"
-    "                          ; and kicks posd\n"
-    "  help_spin_us = 200      ; ... or this long for a window step, doing the collector's\n"
-    "                          ; pass itself, while its recent helped waits averaged\n"
-    "  help_when_us = 60       ; less than this (and every 16th window-step wait)\n"
-    "  [host]                  ; the host's CPU cores, shared by the clients' threads and posd\n"
-    "  cores = 2               ; cores (default: this machine's online CPUs); unlimited (or\n"
-    "                          ; 0): no host model, host work never waits for a core\n"
-    "  driver_us = D           ; CPU of the simulated driver's work per launch (docs/possim.md)\n"
-    "  sync_us = D             ; CPU of one synchronisation return or event query\n"
-    "  collector_us = D        ; CPU of one pass of the shim's collector\n"
-    "  decide_us = D           ; CPU of one posd wake-up (drain, decide, publish)\n"
-    "  [client NAME]           ; one per client process, 1..64 of them\n"
-    "  model = resnet50        ; sim/models name, $POS_MODELS_DIR/NAME.model, or a path\n"
-    "  batch = 1\n"
-    "  requests = 200\n"
-    "  arrival = closed        ; closed | poisson:RATE | gamma:SHAPE:RATE (requests/s)\n"
-    "  class_priority = 10     ; lower = more important\n"
-    "  max_inflight = 0        ; the class's in-flight cap (0: none)\n"
-    "  slo_ms = 0              ; latency objective; 0: none\n"
-    "  sm_share = 25           ; its context may use 25% of the SMs (CUDA_MPS_ACTIVE_THREAD_\n"
-    "                          ; PERCENTAGE; mps mode only; default: all)\n"
-    "  host_us = 0             ; host time before each launch (posapp --host-us)\n"
-    "  launch_us = 2           ; host cost of one launch call\n"
-    "  seed = 1                ; seeds the arrival schedule (posapp --seed)\n"
-    "  sample = 32             ; the shim's POS_SAMPLE: a marker every N launches (0: only\n"
-    "                          ; windowed launches carry one)\n"
-    "  start_ms = 0            ; the process starts this late\n"
-    "  sleep_slack_us = 50     ; how late the thread's timed sleeps end (open loop)\n"
-    "  stop_with = NAME        ; killed when client NAME finishes (default: never)\n"
-    "  sched = normal          ; its host threads' Linux policy: normal or idle (chrt -i 0)\n"
-    "  nice = 0                ; their nice value, -20..19 (normal only)\n";
-
 enum sect_kind { SECT_NONE, SECT_DEVICE, SECT_SCHED, SECT_POSD, SECT_HOST, SECT_CLIENT };
 
 enum value_type { V_U32, V_U64, V_INT, V_DOUBLE, V_SPECIAL };
@@ -96,68 +29,116 @@ struct key_spec {
     size_t off; /* in the section's object */
     double lo, hi;
     int lo_open;
+    /* --help: the value shown (NULL: the default, read at off from the defaults), and what
+     * the key means ('\n' between lines) */
+    const char *shown, *help;
 };
 
 #define SC(f) offsetof(struct possim_scenario, f)
 #define CL(f) offsetof(struct possim_client_spec, f)
 
 static const struct key_spec device_keys[] = {
-    {"preset", V_SPECIAL, 0, 0, 0, 0},
-    {"file", V_SPECIAL, 0, 0, 0, 0},
-    {"mode", V_SPECIAL, 0, 0, 0, 0},
-    {"timeslice_us", V_DOUBLE, SC(dev.timeslice_us), 0, 1e9, 1},
-    {"notify_us", V_DOUBLE, SC(notify_us), 0, 1e9, 0},
+    {"preset", V_SPECIAL, 0, 0, 0, 0, "xavier-nx",
+     "xavier-nx, orin-agx, rtx3080 or h200 (default xavier-nx)"},
+    {"file", V_SPECIAL, 0, 0, 0, 0, "PATH", "or a device file (docs/sim.md), instead of preset"},
+    {"mode", V_SPECIAL, 0, 0, 0, 0, "timeslice",
+     "timeslice or mps (default: the preset's or file's)"},
+    {"timeslice_us", V_DOUBLE, SC(dev.timeslice_us), 0, 1e9, 1, "2000",
+     "time slice in timeslice mode (default: the device's)"},
+    {"notify_us", V_DOUBLE, SC(notify_us), 0, 1e9, 0, NULL,
+     "an op's completion reaches the host this late (a marker\nlands, a synchronisation returns)"},
 };
 static const struct key_spec sched_keys[] = {
-    {"policy", V_SPECIAL, 0, 0, 0, 0},
-    {"tick_us", V_DOUBLE, SC(tick_us), 0, 1e9, 1},
-    {"stall_ms", V_DOUBLE, SC(stall_ms), 0, 1e9, 1},
-    {"guard_period_ms", V_DOUBLE, SC(guard_period_ms), 0, 1e9, 1},
-    {"min_share", V_DOUBLE, SC(min_share), 0, 1, 0},
-    {"credits", V_U32, SC(credits), 1, 1 << 20, 0},
-    {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1},
-    {"idle_grace_us", V_DOUBLE, SC(idle_grace_us), 0, 1e9, 0},
-    {"profile_min", V_U32, SC(profile_min), 0, 1 << 20, 0},
-    {"profiles", V_SPECIAL, 0, 0, 0, 0},
-    {"cpu", V_SPECIAL, 0, 0, 0, 0},
-    {"cpu_nice", V_INT, SC(cpu_nice), 1, 19, 0},
-    {"cpu_hold_ms", V_DOUBLE, SC(cpu_hold_ms), 0, 60000, 0},
+    {"policy", V_SPECIAL, 0, 0, 0, 0, SCHED_DEFAULT_POLICY,
+     "fifo, priority, pos, staged (any policy posd knows) or none"},
+    {"tick_us", V_DOUBLE, SC(tick_us), 0, 1e9, 1, NULL,
+     "decision period while a client waits or is windowed"},
+    {"stall_ms", V_DOUBLE, SC(stall_ms), 0, 1e9, 1, NULL,
+     "in flight this long with no completion: stalled"},
+    {"guard_period_ms", V_DOUBLE, SC(guard_period_ms), 0, 1e9, 1, NULL,
+     "starvation-guard period"},
+    {"min_share", V_DOUBLE, SC(min_share), 0, 1, 0, NULL, "starvation-guard share of every client"},
+    {"credits", V_U32, SC(credits), 1, 1 << 20, 0, NULL,
+     "grant window beyond what a client submitted"},
+    {"window_us", V_DOUBLE, SC(window_us), 0, 1e9, 1, NULL,
+     "device time a windowed client without a cap may have in\nflight, by posd's estimate of "
+     "its operators"},
+    {"idle_grace_us", V_DOUBLE, SC(idle_grace_us), 0, 1e9, 0, NULL,
+     "a client idle this briefly still holds lower classes"},
+    {"profile_min", V_U32, SC(profile_min), 0, 1 << 20, 0, NULL,
+     "kernel shapes with fewer solo samples get a marker behind\nevery launch (profiling); 0: "
+     "learn from the markers there are"},
+    {"profiles", V_SPECIAL, 0, 0, 0, 0, "FILE",
+     "kernel profiles to start from (docs/policy.md format)"},
+    {"cpu", V_SPECIAL, 0, 0, 0, 0, NULL,
+     "the CPU lever (posd's [policy] cpu): off, idle or nice; with\na [host] model, an "
+     "outranked client's threads run at\nSCHED_IDLE's or cpu_nice's weight while the core says "
+     "so"},
+    {"cpu_nice", V_INT, SC(cpu_nice), 1, 19, 0, NULL, "the nice value of cpu = nice (1..19)"},
+    {"cpu_hold_ms", V_DOUBLE, SC(cpu_hold_ms), 0, 60000, 0, NULL,
+     "lowered this long after the last outranking request ended"},
 };
 static const struct key_spec posd_keys[] = {
-    {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0},
-    {"prompt_poll_us", V_DOUBLE, SC(prompt_poll_us), 0, 1e9, 0},
-    {"wake_us", V_DOUBLE, SC(wake_us), 0, 1e9, 0},
-    {"grant_wake_us", V_DOUBLE, SC(grant_wake_us), 0, 1e9, 0},
-    {"spin_us", V_DOUBLE, SC(spin_us), 0, 1e9, 0},
-    {"help_spin_us", V_DOUBLE, SC(help_spin_us), 0, 1e9, 0},
-    {"help_when_us", V_DOUBLE, SC(help_when_us), 0, 1e9, 0},
+    {"poll_us", V_DOUBLE, SC(poll_us), 0, 1e9, 0, NULL,
+     "the shim collector's poll interval while records are pending"},
+    {"prompt_poll_us", V_DOUBLE, SC(prompt_poll_us), 0, 1e9, 0, NULL,
+     "the same while posd asks for kicks (kick_on_done)"},
+    {"wake_us", V_DOUBLE, SC(wake_us), 0, 1e9, 0, NULL, "posd's wake-up after a kick"},
+    {"grant_wake_us", V_DOUBLE, SC(grant_wake_us), 0, 1e9, 0, NULL,
+     "a client thread's wake-up after a grant it sleeps on"},
+    {"spin_us", V_DOUBLE, SC(spin_us), 0, 1e9, 0, NULL,
+     "a thread spins this long for a grant before it sleeps\nand kicks posd"},
+    {"help_spin_us", V_DOUBLE, SC(help_spin_us), 0, 1e9, 0, NULL,
+     "... or this long for a window step, doing the collector's\npass itself, while its recent "
+     "helped waits averaged"},
+    {"help_when_us", V_DOUBLE, SC(help_when_us), 0, 1e9, 0, NULL,
+     "less than this (and every 16th window-step wait)"},
 };
 static const struct key_spec host_keys[] = {
-    {"cores", V_SPECIAL, 0, 0, 0, 0},
-    {"driver_us", V_DOUBLE, SC(host.driver_us), 0, 1e9, 0},
-    {"sync_us", V_DOUBLE, SC(host.sync_us), 0, 1e9, 0},
-    {"collector_us", V_DOUBLE, SC(host.collector_us), 0, 1e9, 0},
-    {"decide_us", V_DOUBLE, SC(host.decide_us), 0, 1e9, 0},
+    {"cores", V_SPECIAL, 0, 0, 0, 0, "2",
+     "cores (default: this machine's online CPUs); unlimited (or\n0): no host model, host work "
+     "never waits for a core"},
+    {"driver_us", V_DOUBLE, SC(host.driver_us), 0, 1e9, 0, NULL,
+     "CPU of the simulated driver's work per launch (docs/possim.md)"},
+    {"sync_us", V_DOUBLE, SC(host.sync_us), 0, 1e9, 0, NULL,
+     "CPU of one synchronisation return or event query"},
+    {"collector_us", V_DOUBLE, SC(host.collector_us), 0, 1e9, 0, NULL,
+     "CPU of one pass of the shim's collector"},
+    {"decide_us", V_DOUBLE, SC(host.decide_us), 0, 1e9, 0, NULL,
+     "CPU of one posd wake-up (drain, decide, publish)"},
 };
 static const struct key_spec client_keys[] = {
-    {"model", V_SPECIAL, 0, 0, 0, 0},
-    {"batch", V_U32, CL(batch), 1, 4096, 0},
-    {"requests", V_U64, CL(requests), 1, 100000000, 0},
-    {"arrival", V_SPECIAL, 0, 0, 0, 0},
-    {"class_priority", V_INT, CL(priority), -1000000, 1000000, 0},
-    {"max_inflight", V_U32, CL(max_inflight), 0, 1 << 20, 0},
-    {"slo_ms", V_DOUBLE, CL(slo_ms), 0, 1e9, 0},
-    {"sm_share", V_U32, CL(sm_share), 1, 100, 0},
-    {"host_us", V_DOUBLE, CL(host_us), 0, 1e9, 0},
-    {"launch_us", V_DOUBLE, CL(launch_us), 0, 1e9, 0},
-    {"seed", V_U64, CL(seed), 0, 1.8446744073709552e19, 0},
-    {"sample", V_U32, CL(sample), 0, 1 << 20, 0},
-    {"start_ms", V_DOUBLE, CL(start_ms), 0, 1e9, 0},
-    {"sleep_slack_us", V_DOUBLE, CL(sleep_slack_us), 0, 1e9, 0},
-    {"stop_with", V_SPECIAL, 0, 0, 0, 0},
-    {"sched", V_SPECIAL, 0, 0, 0, 0},
-    {"nice", V_INT, CL(nice), -20, 19, 0},
+    {"model", V_SPECIAL, 0, 0, 0, 0, "resnet50",
+     "sim/models name, $POS_MODELS_DIR/NAME.model, or a path"},
+    {"batch", V_U32, CL(batch), 1, 4096, 0, NULL, ""},
+    {"requests", V_U64, CL(requests), 1, 100000000, 0, NULL, ""},
+    {"arrival", V_SPECIAL, 0, 0, 0, 0, "closed",
+     "closed | poisson:RATE | gamma:SHAPE:RATE (requests/s)"},
+    {"class_priority", V_INT, CL(priority), -1000000, 1000000, 0, NULL, "lower = more important"},
+    {"max_inflight", V_U32, CL(max_inflight), 0, 1 << 20, 0, NULL,
+     "the class's in-flight cap (0: none)"},
+    {"slo_ms", V_DOUBLE, CL(slo_ms), 0, 1e9, 0, NULL, "latency objective; 0: none"},
+    {"sm_share", V_U32, CL(sm_share), 1, 100, 0, "25",
+     "its context may use 25% of the SMs (CUDA_MPS_ACTIVE_THREAD_\nPERCENTAGE; mps mode only; "
+     "default: all)"},
+    {"host_us", V_DOUBLE, CL(host_us), 0, 1e9, 0, NULL,
+     "host time before each launch (posapp --host-us)"},
+    {"launch_us", V_DOUBLE, CL(launch_us), 0, 1e9, 0, NULL, "host cost of one launch call"},
+    {"seed", V_U64, CL(seed), 0, 1.8446744073709552e19, 0, NULL,
+     "seeds the arrival schedule (posapp --seed)"},
+    {"sample", V_U32, CL(sample), 0, 1 << 20, 0, NULL,
+     "the shim's POS_SAMPLE: a marker every N launches (0: only\nwindowed launches carry one)"},
+    {"start_ms", V_DOUBLE, CL(start_ms), 0, 1e9, 0, NULL, "the process starts this late"},
+    {"sleep_slack_us", V_DOUBLE, CL(sleep_slack_us), 0, 1e9, 0, NULL,
+     "how late the thread's timed sleeps end (open loop)"},
+    {"stop_with", V_SPECIAL, 0, 0, 0, 0, "NAME",
+     "killed when client NAME finishes (default: never)"},
+    {"sched", V_SPECIAL, 0, 0, 0, 0, "normal",
+     "its host threads' Linux policy: normal or idle (chrt -i 0)"},
+    {"nice", V_INT, CL(nice), -20, 19, 0, NULL, "their nice value, -20..19 (normal only)"},
 };
+
+static const char *const cpu_words[] = {"off", "idle", "nice"}; /* enum pos_cpu_lever */
 
 #define MAX_KEYS 24
 #define NKEYS(t) (sizeof t / sizeof t[0])
@@ -350,9 +331,8 @@ static int parse_special(struct parser *p, const char *key, const char *value)
         return 0;
     }
     if (p->kind == SECT_SCHED && strcmp(key, "cpu") == 0) {
-        static const char *const words[] = {"off", "idle", "nice"}; /* enum pos_cpu_lever */
         for (int i = 0; i < 3; i++)
-            if (strcmp(value, words[i]) == 0) {
+            if (strcmp(value, cpu_words[i]) == 0) {
                 sc->cpu = i;
                 return 0;
             }
@@ -582,7 +562,7 @@ static int policy_param_key(struct parser *p, const char *key, const char *value
     p->reason[0] = '\0';
     int rc = 0;
     if (pp->type == POS_PARAM_NUMBER) {
-        const struct key_spec k = {pp->name, V_DOUBLE, 0, pp->lo, pp->hi, 0};
+        const struct key_spec k = {pp->name, V_DOUBLE, 0, pp->lo, pp->hi, 0, NULL, NULL};
         rc = parse_value(p, &k, value, &a->number);
     } else if (!*value || strlen(value) >= sizeof a->file) {
         rc = refuse(p, "expected a schedule file (docs/schedule.md)");
@@ -751,4 +731,105 @@ int possim_scenario_parse(const char *path, const char *text, struct possim_scen
     int rc = parse_fp(path, fp, out, err, errlen);
     fclose(fp);
     return rc;
+}
+
+/* ---- --help ------------------------------------------------------------------------------- */
+
+/* "  KEY = VALUE" padded to the comment column, then HELP's lines. */
+static void usage_line(FILE *f, const char *key, const char *value, const char *help)
+{
+    char left[96];
+    if (value)
+        snprintf(left, sizeof left, "  %s = %s", key, value);
+    else
+        snprintf(left, sizeof left, "  %s", key);
+    if (!help || !*help) {
+        fprintf(f, "%s\n", left);
+        return;
+    }
+    fprintf(f, "%-25s ; ", left);
+    for (const char *h = help; *h; h++) {
+        fputc(*h, f);
+        if (*h == '\n')
+            fprintf(f, "%-25s ; ", "");
+    }
+    fputc('\n', f);
+}
+
+static void usage_keys(FILE *f, const struct key_spec *keys, size_t n, const void *defaults)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct key_spec *k = &keys[i];
+        char v[64];
+        const char *shown = k->shown;
+        const void *at = (const char *)defaults + k->off;
+        if (!shown && k->type != V_SPECIAL) {
+            if (k->type == V_U32)
+                snprintf(v, sizeof v, "%u", *(const uint32_t *)at);
+            else if (k->type == V_U64)
+                snprintf(v, sizeof v, "%llu", (unsigned long long)*(const uint64_t *)at);
+            else if (k->type == V_INT)
+                snprintf(v, sizeof v, "%d", *(const int *)at);
+            else
+                snprintf(v, sizeof v, "%g", *(const double *)at);
+            shown = v;
+        }
+        usage_line(f, k->name, shown, k->help);
+    }
+}
+
+/* Every policy's own parameters (policy.h), each once, with the policies that take it. */
+static void usage_policy_params(FILE *f)
+{
+    for (int i = 0; pos_policies[i]; i++)
+        for (const struct pos_policy_param *pp = pos_policies[i]->params; pp && pp->name; pp++) {
+            if (pos_policy_param_find(pp->name) != pp)
+                continue; /* declared by an earlier policy too: shown there */
+            char who[128] = "", v[64], help[256];
+            size_t n = 0;
+            for (int j = 0; pos_policies[j]; j++)
+                if (pos_policy_takes(pos_policies[j], pp->name) && n < sizeof who)
+                    n += (size_t)snprintf(who + n, sizeof who - n, "%s%s", n ? ", " : "",
+                                          pos_policies[j]->name);
+            if (pp->type == POS_PARAM_NUMBER)
+                snprintf(v, sizeof v, "%g", pp->def);
+            else
+                snprintf(v, sizeof v, "FILE");
+            snprintf(help, sizeof help, "%s: %s", who, pp->help ? pp->help : "");
+            usage_line(f, pp->name, v, help);
+        }
+}
+
+void possim_scenario_usage(FILE *f)
+{
+    struct possim_scenario *sc = calloc(1, sizeof *sc);
+    struct possim_client_spec *c = calloc(1, sizeof *c);
+    if (!sc || !c) {
+        free(sc);
+        free(c);
+        fputs("possim: out of memory\n", f);
+        return;
+    }
+    scenario_defaults(sc, "");
+    client_defaults(c);
+    fputs("Scenario file (INI; ';' or '#' starts a comment; the values shown are the defaults\n"
+          "but for preset's, file's, mode's, timeslice_us's, cores', model's and sm_share's):\n",
+          f);
+    usage_line(f, "[device]", NULL, NULL);
+    usage_keys(f, device_keys, NKEYS(device_keys), sc);
+    usage_line(f, "[sched]", NULL, NULL);
+    for (size_t i = 0; i < NKEYS(sched_keys); i++)
+        if (strcmp(sched_keys[i].name, "cpu") == 0)
+            usage_line(f, "cpu", cpu_words[sc->cpu], sched_keys[i].help);
+        else
+            usage_keys(f, &sched_keys[i], 1, sc);
+    usage_policy_params(f);
+    usage_line(f, "[posd]", NULL, "what posd learns, and when");
+    usage_keys(f, posd_keys, NKEYS(posd_keys), sc);
+    usage_line(f, "[host]", NULL, "the host's CPU cores, shared by the clients' threads and posd");
+    usage_keys(f, host_keys, NKEYS(host_keys), sc);
+    usage_line(f, "[client NAME]", NULL, "one per client process, 1..64 of them");
+    usage_keys(f, client_keys, NKEYS(client_keys), c);
+    free(sc);
+    free(c);
 }

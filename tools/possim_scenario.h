@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sched/policy/policy.h"
 #include "sim/device_presets.h"
@@ -99,6 +100,6 @@ int possim_scenario_parse(const char *path, const char *text, struct possim_scen
                           char *err, size_t errlen);
 
 /* The scenario format, as `possim --help` prints it. */
-extern const char possim_scenario_help[];
+void possim_scenario_usage(FILE *f);
 
 #endif

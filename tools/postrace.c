@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pos/op_record.h"
 #include "tools/timeline.h"
 
 static const char usage_text[] =
@@ -57,12 +58,12 @@ static int bad(const char *path, int line, const char *what)
 }
 
 /* The track of STREAM (of context CTX, launched by thread TID) in F, made on first sight.
- * The per-thread default stream (handle 2) is the launching thread's; any other stream
+ * The per-thread default stream (POS_STREAM_PER_THREAD) is the launching thread's; any other stream
  * belongs to its context. */
 static int track_of(struct timeline *tl, struct trace_file *f, uint64_t stream, uint64_t ctx,
                     uint32_t tid)
 {
-    uint64_t key = stream == 2 ? tid : ctx;
+    uint64_t key = stream == POS_STREAM_PER_THREAD ? tid : ctx;
     for (int i = 0; i < f->nstreams; i++)
         if (f->streams[i].stream == stream && f->streams[i].key == key)
             return i;
@@ -71,7 +72,7 @@ static int track_of(struct timeline *tl, struct trace_file *f, uint64_t stream, 
     int i = f->nstreams++;
     f->streams[i] = (struct stream){stream, key};
     char name[96];
-    if (stream == 2)
+    if (stream == POS_STREAM_PER_THREAD)
         snprintf(name, sizeof name, "per-thread stream of thread %u", tid);
     else
         snprintf(name, sizeof name, "stream 0x%" PRIx64 " ctx 0x%" PRIx64, stream, ctx);

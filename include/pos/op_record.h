@@ -16,6 +16,13 @@ enum pos_op_kind {
     POS_OP_HOSTFN,      /* cuLaunchHostFunc */
 };
 
+/* Stream handles with a meaning of their own, as op records and submissions carry them: the
+ * legacy default stream (NULL; a context's) and CU_STREAM_PER_THREAD (the launching thread's
+ * default stream). Launches through a per-thread entry point (POS_OPF_PTSZ) on stream 0 are on
+ * the thread's default stream too. */
+#define POS_STREAM_DEFAULT    0
+#define POS_STREAM_PER_THREAD 2 /* CU_STREAM_PER_THREAD's handle value (cuda.h) */
+
 /* flags */
 #define POS_OPF_PTSZ     0x0001 /* launched through a per-thread-default-stream entry point */
 #define POS_OPF_CAPTURED 0x0002 /* into a capturing stream: part of a graph, not an operator */

@@ -188,6 +188,7 @@ struct pos_policy_param {
     const char *name;   /* its key; NULL ends a policy's table */
     int type;           /* enum pos_param_type */
     double def, lo, hi; /* NUMBER: the default and the accepted range */
+    const char *help;   /* one line on what it sets (possim --help) */
 };
 
 #define POS_POLICY_ARGS_MAX 8    /* distinct keys over every policy (test_policy checks) */

@@ -88,10 +88,16 @@ struct pos_pre {
 enum { P_CORUN_BUDGET, P_SCHEDULE };
 static const struct pos_policy_param pos_params[] = {
     /* the co-run slowdown a more important kernel may show beside others (1.2 = 20%) */
-    [P_CORUN_BUDGET] = {.name = "corun_budget", .type = POS_PARAM_NUMBER,
-                        .def = 1.2, .lo = 1, .hi = 100},
+    [P_CORUN_BUDGET] = {.name = "corun_budget",
+                        .type = POS_PARAM_NUMBER,
+                        .def = 1.2,
+                        .lo = 1,
+                        .hi = 100,
+                        .help = "co-run slowdown a more important kernel may show"},
     /* a searched stage schedule to follow */
-    [P_SCHEDULE] = {.name = "schedule", .type = POS_PARAM_SCHEDULE},
+    [P_SCHEDULE] = {.name = "schedule",
+                    .type = POS_PARAM_SCHEDULE,
+                    .help = "a stage schedule (possim search -w) to follow"},
     {.name = NULL},
 };
 

@@ -188,6 +188,97 @@ static void test_parse_ok(void)
     CU_ASSERT_DOUBLE_EQUAL(sc.notify_us, 7, 1e-9);
 }
 
+/* The values possim --help shows are the defaults a scenario gets: a scenario that sets every
+ * key to the value shown (but the keys shown with an example) parses to the same scenario as
+ * one that sets none. */
+static void test_the_help_shows_the_defaults_a_scenario_gets(void)
+{
+    static const char *const examples[] = {"preset", "file",     "mode",     "timeslice_us",
+                                           "cores",  "model",    "sm_share", "profiles",
+                                           "schedule", "stop_with", NULL};
+    char *help = NULL, *text = NULL;
+    size_t hn = 0, tn = 0;
+    FILE *f = open_memstream(&help, &hn);
+    possim_scenario_usage(f);
+    fclose(f);
+    f = open_memstream(&text, &tn);
+    int keys = 0;
+    for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
+        char key[64], value[64];
+        if (strncmp(line, "  [client", 9) == 0) {
+            fputs("[client a]\nmodel = resnet18\n", f);
+            continue;
+        }
+        if (sscanf(line, "  [%63[a-z]]", key) == 1) {
+            fprintf(f, "[%s]\n", key);
+            continue;
+        }
+        if (sscanf(line, "  %63[a-z_] = %63s", key, value) != 2)
+            continue;
+        int example = 0;
+        for (int i = 0; examples[i]; i++)
+            example |= strcmp(examples[i], key) == 0;
+        if (!example) {
+            fprintf(f, "%s = %s\n", key, value);
+            keys++;
+        }
+    }
+    fclose(f);
+    CU_ASSERT(keys >= 30); /* the lines were read */
+    static struct possim_scenario shown, def;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(possim_scenario_parse("t.ini", text, &shown, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        possim_scenario_parse("t.ini", "[client a]\nmodel = resnet18\n", &def, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(shown.policy, def.policy);
+    CU_ASSERT_EQUAL(shown.notify_us, def.notify_us);
+    CU_ASSERT_EQUAL(shown.tick_us, def.tick_us);
+    CU_ASSERT_EQUAL(shown.stall_ms, def.stall_ms);
+    CU_ASSERT_EQUAL(shown.guard_period_ms, def.guard_period_ms);
+    CU_ASSERT_EQUAL(shown.min_share, def.min_share);
+    CU_ASSERT_EQUAL(shown.window_us, def.window_us);
+    CU_ASSERT_EQUAL(shown.idle_grace_us, def.idle_grace_us);
+    CU_ASSERT_EQUAL(shown.credits, def.credits);
+    CU_ASSERT_EQUAL(shown.profile_min, def.profile_min);
+    CU_ASSERT_EQUAL(shown.cpu, def.cpu);
+    CU_ASSERT_EQUAL(shown.cpu_nice, def.cpu_nice);
+    CU_ASSERT_EQUAL(shown.cpu_hold_ms, def.cpu_hold_ms);
+    CU_ASSERT_EQUAL(shown.poll_us, def.poll_us);
+    CU_ASSERT_EQUAL(shown.prompt_poll_us, def.prompt_poll_us);
+    CU_ASSERT_EQUAL(shown.wake_us, def.wake_us);
+    CU_ASSERT_EQUAL(shown.grant_wake_us, def.grant_wake_us);
+    CU_ASSERT_EQUAL(shown.spin_us, def.spin_us);
+    CU_ASSERT_EQUAL(shown.help_spin_us, def.help_spin_us);
+    CU_ASSERT_EQUAL(shown.help_when_us, def.help_when_us);
+    CU_ASSERT_EQUAL(shown.host.driver_us, def.host.driver_us);
+    CU_ASSERT_EQUAL(shown.host.sync_us, def.host.sync_us);
+    CU_ASSERT_EQUAL(shown.host.collector_us, def.host.collector_us);
+    CU_ASSERT_EQUAL(shown.host.decide_us, def.host.decide_us);
+    /* a policy's own parameter, as its table declares it */
+    const struct pos_policy_arg *budget = pos_policy_arg(&shown.policy_args, "corun_budget");
+    CU_ASSERT_FATAL(budget != NULL);
+    CU_ASSERT_EQUAL(budget->number, pos_policy_param_find("corun_budget")->def);
+    const struct possim_client_spec *a = &shown.clients[0], *b = &def.clients[0];
+    CU_ASSERT_EQUAL(a->batch, b->batch);
+    CU_ASSERT_EQUAL(a->requests, b->requests);
+    CU_ASSERT_STRING_EQUAL(a->arrival_spec, b->arrival_spec);
+    CU_ASSERT_EQUAL(a->priority, b->priority);
+    CU_ASSERT_EQUAL(a->max_inflight, b->max_inflight);
+    CU_ASSERT_EQUAL(a->slo_ms, b->slo_ms);
+    CU_ASSERT_EQUAL(a->host_us, b->host_us);
+    CU_ASSERT_EQUAL(a->launch_us, b->launch_us);
+    CU_ASSERT_EQUAL(a->seed, b->seed);
+    CU_ASSERT_EQUAL(a->sample, b->sample);
+    CU_ASSERT_EQUAL(a->start_ms, b->start_ms);
+    CU_ASSERT_EQUAL(a->sleep_slack_us, b->sleep_slack_us);
+    CU_ASSERT_EQUAL(a->sched_idle, b->sched_idle);
+    CU_ASSERT_EQUAL(a->nice, b->nice);
+    if (err[0])
+        fprintf(stderr, "\n  %s\n", err);
+    free(help);
+    free(text);
+}
+
 /* ---- runs --------------------------------------------------------------------------------- */
 
 static void load(const char *text)
@@ -951,6 +1042,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_parse_errors);
     POS_ADD_TEST(s, test_parse_ok);
     POS_ADD_TEST(s, test_host_section_errors_name_the_line);
+    POS_ADD_TEST(s, test_the_help_shows_the_defaults_a_scenario_gets);
     POS_ADD_TEST(s, test_deterministic);
     POS_ADD_TEST(s, test_lone_client_solo_times);
     POS_ADD_TEST(s, test_profiles_learnt_alone_match_the_device);
