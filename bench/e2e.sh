@@ -9,6 +9,10 @@
 #   REPS=1 OUT=/tmp/e.md bash bench/e2e.sh
 #   SCEN="demo churn" bash bench/e2e.sh       groups: base partb demo mix2slo rtx3 churn;
 #   SCEN="partb-h200-mps-closed-pos" ...      or case ids (the results file lists them)
+#   REAL_FROM=docs/results/e2e.md OUT=/tmp/e.md bash bench/e2e.sh
+#                                             possim only, against the real runs (and the
+#                                             notify_us) recorded in that file: no process runs
+#   HOST_KEYS="slice_us = 1500" ...           [host] keys added to every possim scenario
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
@@ -306,8 +310,18 @@ declare -A LABEL=([p50]="latency p50 ms" [p99]="latency p99 ms" [slo]="SLO attai
 # [device] notify_us.
 start=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
+REAL_FROM=${REAL_FROM:-}
+HOST_KEYS=${HOST_KEYS:-} # [host] lines for possim's scenarios (e.g. "slice_us = 1500")
+if [ -n "$REAL_FROM" ]; then
+    # "every scenario gets `[device] notify_us =\nN`" and "has p50 X ms (median of\nR), possim with no lag Y ms"
+    read -r NOTIFY_US cal_real cal_sim REPS <<<"$(tr '\n' ' ' <"$REAL_FROM" |
+        sed -n 's/.*has p50 \([0-9.]*\) ms (median of *\([0-9]*\)), possim with no lag \([0-9.]*\) ms.*notify_us = *\([0-9]*\).*/\4 \1 \3 \2/p')"
+    [ -n "$NOTIFY_US" ] || { echo "bench-e2e: no calibration found in $REAL_FROM" >&2; exit 1; }
+    echo "bench-e2e: possim only, against the real runs of $REAL_FROM (notify_us = $NOTIFY_US)" >&2
+else
 echo "bench-e2e: calibration x $REPS..." >&2
 read -r NOTIFY_US cal_real cal_sim <<<"$(notify_us_calibrate "$REPS" bench-e2e-cal-$$)"
+fi
 echo "bench-e2e: notify_us = $NOTIFY_US (real p50 $cal_real ms, possim $cal_sim ms)" >&2
 
 # ---- run ------------------------------------------------------------------------------------------
@@ -327,10 +341,11 @@ for c in "${CASES[@]}"; do
     RUN+=("$id")
     echo "bench-e2e: $id x $REPS..." >&2
     export POS_SIM_DEVICE=$dev POS_SIM_MODE=$mode
-    ini_$fn "$@" | sed "s/^\[device\]$/[device]\nnotify_us = $NOTIFY_US/" >"$T/ini/$id.ini"
+    ini_$fn "$@" | sed "s/^\[device\]$/[device]\nnotify_us = $NOTIFY_US/" >"$T/base.ini"
+    { cat "$T/base.ini"; [ -z "$HOST_KEYS" ] || printf '[host]\n%s\n' "$HOST_KEYS"; } >"$T/ini/$id.ini"
     sj=$($POSSIM -o json "$T/ini/$id.ini")
     host_cores=$(field "$sj" host_cores)
-    printf '[host]\ncores = unlimited\n' | cat "$T/ini/$id.ini" - >"$T/unl.ini"
+    printf '[host]\ncores = unlimited\n' | cat "$T/base.ini" - >"$T/unl.ini"
     uj=$($POSSIM -o json "$T/unl.ini")
     FIGS[$id]=$(figs_$fn "$@")
     read -ra ks <<<"${FIGS[$id]}"
@@ -338,6 +353,13 @@ for c in "${CASES[@]}"; do
         SIM[$id|$k]=$(figure "$k" < <(recs_sim "$sj"))
         UNL[$id|$k]=$(figure "$k" < <(recs_sim "$uj"))
     done
+    if [ -n "$REAL_FROM" ]; then
+        for k in "${ks[@]}"; do
+            lab="${LABEL[${k%%:*}]} (${k#*:})"
+            REAL[$id|$k]=$(awk -F' [|] ' -v id="| $id" -v lab="$lab" '$1 == id && $2 == lab {print $4; exit}' "$REAL_FROM")
+        done
+        continue
+    fi
     for ((r = 0; r < REPS; r++)); do
         export POS_SIM_INSTANCE=bench-e2e-$id-$r-$$
         rm -rf "$T/o" && mkdir "$T/o"
@@ -499,7 +521,7 @@ cat >"$OUT" <<EOF
 # possim against the real system: end-to-end cross-check
 
 **Simulated GPU, both sides: every figure here is simulated.** Produced by
-\`$(if [ "$OUT" = docs/results/e2e.md ] && [ "$SCEN" = "base partb demo mix2slo rtx3 churn" ]; then echo "make bench-e2e"; else echo "SCEN=\"$SCEN\" OUT=$OUT bash bench/e2e.sh"; fi)\` (REPS=$REPS) on $(date -u +%Y-%m-%d), $(nproc) cores ($cpu), kernel
+\`$(if [ -n "$REAL_FROM" ]; then echo "REAL_FROM=$REAL_FROM SCEN=\"$SCEN\" OUT=$OUT bash bench/e2e.sh"; elif [ "$OUT" = docs/results/e2e.md ] && [ "$SCEN" = "base partb demo mix2slo rtx3 churn" ]; then echo "make bench-e2e"; else echo "SCEN=\"$SCEN\" OUT=$OUT bash bench/e2e.sh"; fi)\` (REPS=$REPS)$(if [ -n "$REAL_FROM" ]; then echo "; **possim only: the real runs and the calibration are those recorded in $REAL_FROM, not rerun**"; fi) on $(date -u +%Y-%m-%d), $(nproc) cores ($cpu), kernel
 $(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!docs' 2>/dev/null || echo ' (with uncommitted changes)'), in ${elapsed} s; load average (1, 5, 15 min) $load0 at
 the start, $load1 at the end.
 

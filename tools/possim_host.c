@@ -1,4 +1,5 @@
-/* possim's host CPU (see possim_host.h): weighted processor sharing of a few cores. */
+/* possim's host CPU (see possim_host.h): weighted processor sharing of a few cores, or their
+ * time slices. */
 #include "tools/possim_host.h"
 
 #include <errno.h>
@@ -23,9 +24,167 @@ int possim_host_init(struct possim_host *h, int cores, size_t ntasks)
     h->t = calloc(ntasks ? ntasks : 1, sizeof *h->t);
     if (!h->t)
         return -ENOMEM;
-    for (size_t i = 0; i < ntasks; i++)
+    for (size_t i = 0; i < ntasks; i++) {
         h->t[i].weight = WEIGHT_NICE0;
+        h->t[i].core = -1;
+    }
     return 0;
+}
+
+void possim_host_set_slice(struct possim_host *h, int64_t slice_ns)
+{
+    h->slice_ns = slice_ns > 0 ? slice_ns : 0;
+}
+
+/* ---- time slices ------------------------------------------------------------------------ */
+
+/* Serves every running task up to T: its work, its vruntime; the least vruntime of the
+ * runnable tasks never goes back. */
+static void sl_advance(struct possim_host *h, int64_t t)
+{
+    if (t <= h->at)
+        return;
+    double dt = (double)(t - h->at), least = INFINITY;
+    for (size_t i = 0; i < h->n; i++) {
+        struct possim_host_task *k = &h->t[i];
+        if (!k->on)
+            continue;
+        if (k->core >= 0) {
+            h->busy_ns += dt;
+            k->vruntime += dt * WEIGHT_NICE0 / k->weight;
+            if (isfinite(k->left))
+                k->left = k->left > dt ? k->left - dt : 0;
+        }
+        if (k->vruntime < least)
+            least = k->vruntime;
+    }
+    if (isfinite(least) && least > h->min_vruntime)
+        h->min_vruntime = least;
+    h->at = t;
+}
+
+/* The waiting runnable task of least vruntime (ties: the lowest), or -1. */
+static long sl_waiting(const struct possim_host *h)
+{
+    long best = -1;
+    for (size_t i = 0; i < h->n; i++) {
+        const struct possim_host_task *k = &h->t[i];
+        if (k->on && k->core < 0 && (best < 0 || k->vruntime < h->t[best].vruntime))
+            best = (long)i;
+    }
+    return best;
+}
+
+/* A core no task runs on, or -1. */
+static int sl_free_core(const struct possim_host *h)
+{
+    int running = 0;
+    for (size_t i = 0; i < h->n; i++)
+        running += h->t[i].on && h->t[i].core >= 0;
+    if (running >= h->cores)
+        return -1;
+    for (int c = 0;; c++) { /* one is free: the lowest */
+        int taken = 0;
+        for (size_t i = 0; i < h->n && !taken; i++)
+            taken = h->t[i].on && h->t[i].core == c;
+        if (!taken)
+            return c;
+    }
+}
+
+/* Gives every free core to the waiting task of least vruntime. */
+static void sl_fill(struct possim_host *h)
+{
+    for (;;) {
+        long w = sl_waiting(h);
+        int c = w < 0 ? -1 : sl_free_core(h);
+        if (c < 0)
+            return;
+        h->t[w].core = c;
+        h->t[w].ran_since = h->at;
+    }
+}
+
+/* The earliest end of a running task's work, or of a slice while a task waits. */
+static void sl_find_next(struct possim_host *h)
+{
+    h->next_t = POSSIM_HOST_NONE;
+    int waiting = sl_waiting(h) >= 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const struct possim_host_task *k = &h->t[i];
+        if (!k->on || k->core < 0)
+            continue;
+        if (isfinite(k->left)) {
+            int64_t end = h->at + (int64_t)ceil(k->left);
+            if (end < h->next_t) {
+                h->next_t = end;
+                h->next_i = i;
+                h->next_slice = 0;
+            }
+        }
+        if (waiting) {
+            /* slices follow one another while it runs (EEVDF renews its deadline each
+             * slice): the next boundary after now */
+            int64_t end = k->ran_since + ((h->at - k->ran_since) / h->slice_ns + 1) * h->slice_ns;
+            if (end < h->next_t) {
+                h->next_t = end;
+                h->next_i = i;
+                h->next_slice = 1;
+            }
+        }
+    }
+}
+
+/* A task that wakes takes a free core, or waits for a slice to end: it is placed at the least
+ * vruntime (no credit for its sleep) and preempts nobody, as under EEVDF a woken task with no
+ * lag and the same slice does not. */
+static void sl_run(struct possim_host *h, size_t task, double work_ns, int64_t t)
+{
+    sl_advance(h, t);
+    struct possim_host_task *k = &h->t[task];
+    k->left = work_ns;
+    if (!k->on) {
+        k->on = 1;
+        k->core = -1;
+        if (k->vruntime < h->min_vruntime)
+            k->vruntime = h->min_vruntime;
+        int c = sl_free_core(h);
+        if (c >= 0) {
+            k->core = c;
+            k->ran_since = t;
+        }
+    }
+    sl_find_next(h);
+}
+
+static void sl_stop(struct possim_host *h, size_t task, int64_t t)
+{
+    sl_advance(h, t);
+    h->t[task].on = 0;
+    h->t[task].left = 0;
+    h->t[task].core = -1;
+    sl_fill(h);
+    sl_find_next(h);
+}
+
+static size_t sl_finish(struct possim_host *h)
+{
+    size_t i = h->next_i;
+    sl_advance(h, h->next_t);
+    if (!h->next_slice) {
+        sl_stop(h, i, h->at);
+        return i;
+    }
+    /* its slice is over and a task waits: the one of least vruntime runs */
+    struct possim_host_task *k = &h->t[i];
+    long w = sl_waiting(h);
+    if (w >= 0 && h->t[w].vruntime < k->vruntime) {
+        h->t[w].core = k->core;
+        h->t[w].ran_since = h->at;
+        k->core = -1;
+    }
+    sl_find_next(h);
+    return POSSIM_HOST_NO_TASK;
 }
 
 void possim_host_free(struct possim_host *h)
@@ -118,6 +277,11 @@ static void find_next(struct possim_host *h)
 
 void possim_host_reweight(struct possim_host *h, size_t task, double weight, int64_t t)
 {
+    if (h->slice_ns) {
+        sl_advance(h, t);
+        possim_host_set_weight(h, task, weight);
+        return; /* the vruntime from now on grows at the new weight's pace */
+    }
     advance(h, t);
     possim_host_set_weight(h, task, weight);
     share(h);
@@ -126,6 +290,10 @@ void possim_host_reweight(struct possim_host *h, size_t task, double weight, int
 
 void possim_host_run(struct possim_host *h, size_t task, double work_ns, int64_t t)
 {
+    if (h->slice_ns) {
+        sl_run(h, task, work_ns, t);
+        return;
+    }
     advance(h, t);
     h->t[task].on = 1;
     h->t[task].left = work_ns;
@@ -137,6 +305,10 @@ void possim_host_stop(struct possim_host *h, size_t task, int64_t t)
 {
     if (!h->t[task].on)
         return;
+    if (h->slice_ns) {
+        sl_stop(h, task, t);
+        return;
+    }
     advance(h, t);
     h->t[task].on = 0;
     h->t[task].left = 0;
@@ -146,6 +318,8 @@ void possim_host_stop(struct possim_host *h, size_t task, int64_t t)
 
 size_t possim_host_finish(struct possim_host *h)
 {
+    if (h->slice_ns)
+        return sl_finish(h);
     size_t i = h->next_i;
     advance(h, h->next_t);
     h->t[i].on = 0;

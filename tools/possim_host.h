@@ -2,8 +2,10 @@
  * launching thread and collector, posd) as Linux's fair scheduler shares them, idealised as
  * weighted processor sharing: every runnable task runs at once, at the rate its weight gives
  * it (a task never gets more than one core), so a task with W of CPU work left ends when that
- * much has been served. Weights are CFS's: nice 0 is 1024, each nice step 1.25 times less,
- * SCHED_IDLE 3. Pure and deterministic: times are integer nanoseconds of virtual time. */
+ * much has been served. Or, with time slices, as CFS does it: a task per core at a time, the
+ * least virtual runtime first, a slice at least while others wait. Weights are CFS's: nice 0
+ * is 1024, each nice step 1.25 times less, SCHED_IDLE 3. Pure and deterministic: times are
+ * integer nanoseconds of virtual time. */
 #ifndef POS_TOOLS_POSSIM_HOST_H
 #define POS_TOOLS_POSSIM_HOST_H
 
@@ -12,11 +14,17 @@
 
 #define POSSIM_HOST_NONE INT64_MAX
 
+#define POSSIM_HOST_NO_TASK ((size_t)-1)
+
 struct possim_host_task {
     double weight;
     double left; /* ns of CPU work left; INFINITY: runnable until stopped (a spin) */
     double rate; /* cores it gets now (0..1) */
     int on;      /* runnable */
+    /* time slices only (slice_ns > 0) */
+    double vruntime;   /* ns served, scaled by 1024 / weight, as CFS keeps it */
+    int core;          /* the core it runs on, -1 when waiting or not runnable */
+    int64_t ran_since; /* when its current slice began */
 };
 
 struct possim_host {
@@ -24,9 +32,19 @@ struct possim_host {
     size_t n;
     struct possim_host_task *t;
     int64_t at;     /* every task's left is as of this time */
-    int64_t next_t; /* the earliest end of a runnable task's work, POSSIM_HOST_NONE if none */
+    int64_t next_t; /* the earliest end of a runnable task's work, POSSIM_HOST_NONE if none;
+                     * with time slices, or of a slice while a task waits */
     size_t next_i;
+    int next_slice; /* next_t ends next_i's slice, not its work */
     double busy_ns; /* core time served, over all tasks */
+    /* Time slices (possim_host_set_slice): 0, the fluid sharing above; else each core runs
+     * one task at a time, in slices of SLICE_NS from when it got the core (EEVDF's base
+     * slice): at a slice's end the waiting task of least vruntime takes the core if it is
+     * behind the running one. A task that wakes takes a free core or waits, placed at the
+     * least vruntime of the runnable tasks; it preempts nobody (under EEVDF a woken task with
+     * no lag and the same slice does not). */
+    int64_t slice_ns;
+    double min_vruntime;
 };
 
 /* The CFS weight of a normal task of nice NICE (-20..19), or of a SCHED_IDLE one. */
@@ -36,6 +54,8 @@ double possim_host_weight(int nice, int sched_idle);
 int possim_host_init(struct possim_host *h, int cores, size_t ntasks);
 void possim_host_free(struct possim_host *h);
 void possim_host_set_weight(struct possim_host *h, size_t task, double weight);
+/* Time slices of SLICE_NS (0: fluid sharing, the default), set before the host runs. */
+void possim_host_set_slice(struct possim_host *h, int64_t slice_ns);
 /* The same at T while the host runs: what was served up to T at the old weight stays. */
 void possim_host_reweight(struct possim_host *h, size_t task, double weight, int64_t t);
 
@@ -44,7 +64,9 @@ void possim_host_run(struct possim_host *h, size_t task, double work_ns, int64_t
 /* Task TASK stops being runnable at T (its work, if any was left, is dropped). */
 void possim_host_stop(struct possim_host *h, size_t task, int64_t t);
 /* The task whose work ends first, at h->next_t (ties: the lowest task), ended at that time:
- * it is no longer runnable. Returns it. Call only when h->next_t != POSSIM_HOST_NONE. */
+ * it is no longer runnable. Returns it. With time slices, h->next_t may instead end a slice:
+ * the cores are given anew and POSSIM_HOST_NO_TASK is returned. Call only when h->next_t !=
+ * POSSIM_HOST_NONE. */
 size_t possim_host_finish(struct possim_host *h);
 
 #endif

@@ -106,6 +106,9 @@ static const struct key_spec host_keys[] = {
      "CPU of one pass of the shim's collector"},
     {"decide_us", V_DOUBLE, SC(host.decide_us), 0, 1e9, 0, NULL,
      "CPU of one posd wake-up (drain, decide, publish)"},
+    {"slice_us", V_DOUBLE, SC(host.slice_us), 0, 1e9, 0, NULL,
+     "0: the cores are shared fluidly; else time slices of this\nlength, a task per core, as "
+     "Linux's fair scheduler gives them"},
 };
 static const struct key_spec client_keys[] = {
     {"model", V_SPECIAL, 0, 0, 0, 0, "resnet50",

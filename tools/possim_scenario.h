@@ -31,6 +31,7 @@ struct possim_host_spec {
     double sync_us;      /* a synchronisation's return, an event query */
     double collector_us; /* one pass of the shim's collector */
     double decide_us;    /* one posd wake-up: drain, decide, publish */
+    double slice_us;     /* time slices of the cores (possim_host_set_slice); 0: fluid */
 };
 
 struct possim_client_spec {

@@ -961,6 +961,8 @@ static void collector_due(struct sim *s, struct vclient *c, int64_t t)
 static void host_work_done(struct sim *s, int64_t t)
 {
     size_t task = possim_host_finish(s->host);
+    if (task == POSSIM_HOST_NO_TASK)
+        return; /* a time slice ended: the cores were given anew */
     if (task == posd_task(s)) {
         s->posd_busy = 0;
         s->posd_waited_ns += t - s->posd_woke_at - s->decide_ns;
@@ -1199,6 +1201,7 @@ static int host_setup(struct sim *s, struct possim_host *h)
         possim_host_set_weight(h, thread_task(&s->c[i]), w);
         possim_host_set_weight(h, collector_task(&s->c[i]), w);
     }
+    possim_host_set_slice(h, us_ns(hs->slice_us));
     s->host = h;
     s->driver_ns = us_ns(hs->driver_us);
     s->sync_ns = us_ns(hs->sync_us);

@@ -16,6 +16,7 @@
 #include "sim/gpu_model.h"
 #include "sim/model_file.h"
 #include "sim/request.h"
+#include "tools/possim_host.h"
 #include "tools/possim_scenario.h"
 #include "tools/possim_sim.h"
 
@@ -833,6 +834,77 @@ static void test_a_sched_idle_client_yields_the_core(void)
     possim_result_free(&res);
 }
 
+/* Runs host H's events until none is left or task WHO's work ends; returns when it ended, or -1. */
+static int64_t host_until(struct possim_host *h, size_t who)
+{
+    for (int i = 0; i < 100000 && h->next_t != POSSIM_HOST_NONE; i++) {
+        int64_t t = h->next_t;
+        if (possim_host_finish(h) == who)
+            return t;
+    }
+    return -1;
+}
+
+/* Time slices ([host] slice_us): a task that wakes beside one that spins on the only core
+ * waits for the running slice to end (EEVDF: no preemption by a woken task), where the fluid
+ * model serves it at once at half a core. */
+static void test_with_time_slices_a_woken_task_waits_for_the_running_slice(void)
+{
+    struct possim_host h;
+    for (int sliced = 0; sliced < 2; sliced++) {
+        CU_ASSERT_EQUAL_FATAL(possim_host_init(&h, 1, 2), 0);
+        possim_host_set_slice(&h, sliced ? 2000000 : 0);
+        possim_host_run(&h, 0, INFINITY, 0);     /* spins from 0 */
+        possim_host_run(&h, 1, 10000, 5000000); /* 10 us of work at 5 ms */
+        int64_t end = host_until(&h, 1);
+        /* sliced: the spinner's slices end at 2, 4, 6 ms; fluid: half a core from 5 ms */
+        CU_ASSERT_EQUAL(end, sliced ? 6010000 : 5020000);
+        possim_host_free(&h);
+    }
+}
+
+/* Time slices share a core by weight as CFS does: two tasks of 100 ms at nice 0 take turns
+ * of a slice or two (a tie keeps the core), so they end at 199 and 200 ms; beside a SCHED_IDLE task the normal one runs but
+ * for one slice of the idle one (which is owed nothing after it: its vruntime grows 341
+ * times faster) and ends at 101 ms. */
+static void test_time_slices_share_a_core_by_weight(void)
+{
+    struct possim_host h;
+    CU_ASSERT_EQUAL_FATAL(possim_host_init(&h, 1, 2), 0);
+    possim_host_set_slice(&h, 1000000);
+    possim_host_run(&h, 0, 100e6, 0);
+    possim_host_run(&h, 1, 100e6, 0);
+    int64_t first = h.next_t, ends[2] = {-1, -1};
+    for (int i = 0; i < 1000 && h.next_t != POSSIM_HOST_NONE; i++) {
+        int64_t t = h.next_t;
+        size_t who = possim_host_finish(&h);
+        if (who != POSSIM_HOST_NO_TASK)
+            ends[who] = t;
+    }
+    CU_ASSERT_EQUAL(first, 1000000); /* the first slice's end */
+    CU_ASSERT_EQUAL(ends[0] < ends[1] ? ends[0] : ends[1], 199000000);
+    CU_ASSERT_EQUAL(ends[0] < ends[1] ? ends[1] : ends[0], 200000000);
+    CU_ASSERT_DOUBLE_EQUAL(h.busy_ns, 200e6, 1);
+    possim_host_free(&h);
+
+    CU_ASSERT_EQUAL_FATAL(possim_host_init(&h, 1, 2), 0);
+    possim_host_set_slice(&h, 1000000);
+    possim_host_set_weight(&h, 1, possim_host_weight(0, 1));
+    possim_host_run(&h, 0, 100e6, 0);
+    possim_host_run(&h, 1, 100e6, 0);
+    CU_ASSERT_EQUAL(host_until(&h, 0), 101000000);
+    CU_ASSERT_EQUAL(host_until(&h, 1), 200000000);
+    possim_host_free(&h);
+
+    /* two cores: each task has one, no slice ends while nobody waits */
+    CU_ASSERT_EQUAL_FATAL(possim_host_init(&h, 2, 2), 0);
+    possim_host_set_slice(&h, 1000000);
+    possim_host_run(&h, 0, 100e6, 0);
+    possim_host_run(&h, 1, 100e6, 0);
+    CU_ASSERT_EQUAL(host_until(&h, 0), 100000000);
+    possim_host_free(&h);
+}
+
 /* The CPU lever ([sched] cpu, posd's [policy] cpu): the core lowers the batch clients while
  * the latency client has requests under way, and the host model weighs their threads as
  * SCHED_IDLE ones: on one core the latency client's requests take much less than with the
@@ -1061,6 +1133,8 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_start_stop_and_notify);
     POS_ADD_TEST(s, test_busy_batch_threads_delay_a_latency_clients_launches_on_one_core);
     POS_ADD_TEST(s, test_a_sched_idle_client_yields_the_core);
+    POS_ADD_TEST(s, test_with_time_slices_a_woken_task_waits_for_the_running_slice);
+    POS_ADD_TEST(s, test_time_slices_share_a_core_by_weight);
     POS_ADD_TEST(s, test_the_cpu_lever_gives_the_core_to_a_latency_client);
     POS_ADD_TEST(s, test_posd_decisions_wait_for_a_core_and_delay_grants);
     POS_ADD_TEST(s, test_a_thread_spinning_for_a_grant_takes_a_core);
