@@ -9,8 +9,8 @@
 #   make install    install under $(DESTDIR)$(PREFIX)
 #   make bench      run the benchmarks that write docs/results/
 #   make bench-e2e  possim against real processes, every case both ways (docs/results/e2e.md)
-#   make bench-e2e-slices  possim only, with and without time slices in its host model,
-#                   against the real runs of docs/results/e2e.md (docs/results/e2e-slices.md)
+#   make bench-e2e-host  possim only, with and without time slices in its host model,
+#                   against the real runs of docs/results/e2e.md (docs/results/e2e-host.md)
 #   make bench-hostcal  what the host's work costs the CPU, possim's [host] defaults (docs/results/hostcal.md)
 #   make bench-simlock  how long processes wait for the simulated GPU's lock (docs/results/simlock.md)
 #   make bench-simdevice BASELINE=DIR  the simulated driver end to end against another build's
@@ -558,8 +558,8 @@ bench-hostcal: all
 bench-e2e: all
 	@bash bench/e2e.sh
 
-bench-e2e-slices: all
-	@bash bench/e2e_slices.sh
+bench-e2e-host: all
+	@bash bench/e2e_host.sh
 
 bench-pos: all
 	@bash bench/pos.sh
@@ -647,7 +647,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-e2e-slices bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-kube bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-e2e-host bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-kube bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -317,6 +317,12 @@ if [ -n "$REAL_FROM" ]; then
     read -r NOTIFY_US cal_real cal_sim REPS <<<"$(tr '\n' ' ' <"$REAL_FROM" |
         sed -n 's/.*has p50 \([0-9.]*\) ms (median of *\([0-9]*\)), possim with no lag \([0-9.]*\) ms.*notify_us = *\([0-9]*\).*/\4 \1 \3 \2/p')"
     [ -n "$NOTIFY_US" ] || { echo "bench-e2e: no calibration found in $REAL_FROM" >&2; exit 1; }
+    # possim's side of the calibration again, with HOST_KEYS: the lag is what the real p50
+    # has beyond possim's as it now models the host
+    cal_sim=$({ printf '[device]\npreset = h200\nmode = mps\n[sched]\npolicy = none\n[client a]\nmodel = resnet18\nrequests = 200\n'
+        [ -z "$HOST_KEYS" ] || printf '[host]\n%s\n' "$HOST_KEYS"; } |
+        $POSSIM -o json /dev/stdin | sed -n 's/.*"p50_ms":\([^,}]*\).*/\1/p' | head -1)
+    NOTIFY_US=$(awk -v r="$cal_real" -v s="$cal_sim" 'BEGIN {d = (r - s) * 1000; printf "%.0f", (d > 0 ? d : 0)}')
     echo "bench-e2e: possim only, against the real runs of $REAL_FROM (notify_us = $NOTIFY_US)" >&2
 else
 echo "bench-e2e: calibration x $REPS..." >&2
@@ -468,13 +474,14 @@ typed by hand, they are all in the tables above):
   runs and in others falls behind, its queue growing through the run (the real runs spread
   over an order of magnitude), so the median is a run where it fell behind.
 - **Real tails are longer.** Most p99 misses are possim below real. On this 2-core machine
-  the clients' threads, their collectors, posd and the simulated driver's device process
-  share two cores with whatever else runs (the load averages above; another engineer's timing
-  tests ran beside some of these runs). A request whose thread waits for a core, or whose
-  grant comes from a posd that waits for one, ends late; possim's host model has only the
-  scenario's own processes, constant costs (`[host]`'s defaults, medians measured idle in
-  docs/results/hostcal.md) and no time slices or wake-up delays, so it reproduces the median
-  better than the tail.
+  the clients' threads, their collectors and driver agents, posd and the simulated driver's
+  device process share two cores with whatever else runs (the load averages above). A request
+  whose thread waits for a core, or whose grant comes from a posd that waits for one, ends
+  late; possim's host model has the scenario's own processes, the device process and the
+  agents (since 2026-12-02: the part that brought most figures within ±15 %,
+  docs/results/e2e-host.md), but constant costs (`[host]`'s defaults, medians measured in
+  docs/results/hostcal.md) and nothing else running, so it reproduces the median better than
+  the tail.
 - **Real batch clients do less on short-kernel devices** (h200, rtx3080, orin-agx): there a
   batch client's launch rate is bound by its host work, not the device, and the real host does
   that work slower than possim's costs say (costs grow under load; posstat, the shim's

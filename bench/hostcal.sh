@@ -16,13 +16,16 @@
 #                 shim's share (possim's [client] launch_us)
 #   collector_us  posapp resnet50 (closed loop) under the shim with posd: the collector
 #                 thread's CPU per time on a CPU (each pass ends in a sleep)
-#   agent_us      the same run's driver agent thread: CPU per wake-up (what a completion
-#                 reaching a waiting thread costs: possim's sync_us)
+#   agent_us      the same run's driver agent thread: CPU per wake-up (possim's agent_us, and
+#                 its sync_us: a waiting thread's wake-up taken as costing the same)
 #   launch_all_us the same run's launching thread: its CPU per request over the model's ops
 #                 (possim's driver_us is this less launch_us 2 and sync_us per op, so that
 #                 a request costs the launching thread in possim what it did here)
 #   decide_us     posd's CPU per wake-up over that run: utime+stime over its voluntary
 #                 context switches (each wake-up of its loop ends in one)
+#   device_us     the same run's device process (pos-sim-device, the virtual GPU's owner):
+#                 CPU per time on a CPU (each look ends in a sleep): possim's device_us
+#   looks_per_req its times on a CPU per request, for context
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-5}
@@ -47,7 +50,7 @@ export LD_LIBRARY_PATH=build/sim POS_SOCKET=$T/posd.sock POS_SIM_INSTANCE=hostca
 HZ=$(getconf CLK_TCK)
 
 median() { sort -g | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-range() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.3g-%.3g", lo, hi}'; }
+range() { grep -v nan | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.3g-%.3g", lo, hi}'; }
 
 # CPU seconds (utime+stime) of a command and all it waited for.
 cpu_of() {
@@ -96,8 +99,16 @@ for r in $(seq "$REPS"); do
     app=$!
     watch_threads "$app" "$T/threads" &
     w=$!
+    dev=
+    for _ in $(seq 100); do
+        dev=$(pgrep -f "^[^ ]*pos-sim-device /pos-sim\.$(id -u)\.$POS_SIM_INSTANCE\$" | head -1) && break
+        sleep 0.02
+    done
+    : >"$T/device"
+    [ -n "$dev" ] && { watch_threads "$dev" "$T/device" & }
     wait "$app"
     wait "$w" || true
+    sleep 0.3 # the device process leaves with the last process of its GPU
     after=$(posd_cpu "$POSD_PID")
     posd_down
     add decide_us "$(awk -v a="$base" -v b="$after" 'BEGIN {split(a, x, " "); split(b, y, " ");
@@ -110,6 +121,8 @@ for r in $(seq "$REPS"); do
     add collector_us "$(awk '{printf "%.2f\n", $2 / $4 / 1e3}' <<<"$coll")"
     add agent_us "$(awk '{if ($4) printf "%.2f\n", $2 / $4 / 1e3; else print "-"}' <<<"$agent")"
     add main_per_req_us "$(awk -v n="$REQS" '{printf "%.1f\n", $2 / 1e3 / n}' <<<"$main")"
+    add device_us "$(awk '{r += $2; k += $4} END {if (k) printf "%.2f\n", r / k / 1e3; else print "-"}' "$T/device")"
+    add looks_per_req "$(awk -v n="$REQS" '{k += $4} END {if (k) printf "%.1f\n", k / n; else print "-"}' "$T/device")"
     add launch_all_us "$(awk -v n="$REQS" -v ops="$OPS" '{printf "%.2f\n", $2 / 1e3 / n / ops}' <<<"$main")"
     add coll_share "$(awk -v c="$coll" -v m="$main" 'BEGIN {split(c, x, " "); split(m, y, " ");
         printf "%.3f\n", x[2] / y[2]}')"
@@ -141,19 +154,30 @@ report() {
     row agent_us "the driver agent thread's CPU per wake-up, same run"
     row coll_share "the collector's CPU over the launching thread's, same run (a ratio)"
     row decide_us "posd's CPU per wake-up (utime+stime over voluntary context switches), same run"
+    row device_us "the device process's (pos-sim-device) CPU per time on a CPU (one look), same run"
+    row looks_per_req "the device process's times on a CPU per request, same run"
     echo
     local la ag
     la=$(tr ' ' '\n' <<<"${V[launch_all_us]}" | grep -v '^-\?$' | median)
     ag=$(tr ' ' '\n' <<<"${V[agent_us]}" | grep -v '^-\?$' | median)
-    echo "possim's [host] defaults (tools/possim_scenario.h) from these medians:"
+    echo "possim's [host] defaults (tools/possim_scenario.h, as \`build/possim --help\` shows them)"
+    echo "against what this run measured for them:"
     echo
-    echo "| [host] key | default | from |"
-    echo "|---|---|---|"
-    awk -v la="$la" -v ag="$ag" -v ops="$OPS" 'BEGIN {d = la - 2 - ag / ops; if (d < 0) d = 0;
-        printf "| `driver_us` | %.1f | launch_all_us - launch_us (2) - sync_us / %d ops, at least 0 |\n", d, ops}'
-    echo "| \`sync_us\` | $ag | agent_us: a wake-up of a thread that waits on the device |"
-    echo "| \`collector_us\` | $(tr ' ' '\n' <<<"${V[collector_us]}" | grep -v '^-\?$' | median) | collector_us |"
-    echo "| \`decide_us\` | $(tr ' ' '\n' <<<"${V[decide_us]}" | grep -v '^-\?$' | median) | decide_us |"
+    echo "| [host] key | default | this run | from |"
+    echo "|---|---|---|---|"
+    def() { build/possim --help | sed -n "s/^  $1 = \([0-9.]*\) .*/\1/p" | head -1; }
+    med() { tr ' ' '\n' <<<"${V[$1]}" | grep -v '^-\?$' | median; }
+    local drv
+    drv=$(awk -v la="$la" -v ag="$ag" -v ops="$OPS" 'BEGIN {d = la - 2 - ag / ops; printf "%.1f", (d < 0 ? 0 : d)}')
+    echo "| \`driver_us\` | $(def driver_us) | $drv | launch_all_us - launch_us (2) - sync_us / $OPS ops, at least 0 |"
+    echo "| \`sync_us\` | $(def sync_us) | $ag | agent_us: a synchronisation's return on the waiting thread (its own wake-up, taken as the agent's) |"
+    echo "| \`collector_us\` | $(def collector_us) | $(med collector_us) | collector_us |"
+    echo "| \`decide_us\` | $(def decide_us) | $(med decide_us) | decide_us |"
+    echo "| \`device_us\` | $(def device_us) | $(med device_us) | device_us: a look of the device process |"
+    echo "| \`agent_us\` | $(def agent_us) | $ag | agent_us: a wake-up of the process's driver agent after a look |"
+    echo
+    echo "The defaults were set from an earlier run of this bench (2026-12-02); the costs move from"
+    echo "run to run with the machine's load (the ranges above, and by up to a third between runs)."
     echo
     echo "driver_us (the microbench, tiny kernels) is the driver's part alone; shim_us - driver_us"
     echo "what the shim's submit path and collector add per launch of a microbench."

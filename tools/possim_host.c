@@ -137,7 +137,8 @@ static void sl_find_next(struct possim_host *h)
 
 /* A task that wakes takes a free core, or waits for a slice to end: it is placed at the least
  * vruntime (no credit for its sleep) and preempts nobody, as under EEVDF a woken task with no
- * lag and the same slice does not. */
+ * lag and the same slice does not, but a SCHED_IDLE task, which a normal one preempts at
+ * once. */
 static void sl_run(struct possim_host *h, size_t task, double work_ns, int64_t t)
 {
     sl_advance(h, t);
@@ -149,6 +150,14 @@ static void sl_run(struct possim_host *h, size_t task, double work_ns, int64_t t
         if (k->vruntime < h->min_vruntime)
             k->vruntime = h->min_vruntime;
         int c = sl_free_core(h);
+        if (c < 0 && k->weight > WEIGHT_IDLE) {
+            /* a normal task that wakes preempts a SCHED_IDLE one at once (Linux does) */
+            for (size_t i = 0; i < h->n && c < 0; i++)
+                if (h->t[i].on && h->t[i].core >= 0 && h->t[i].weight <= WEIGHT_IDLE) {
+                    c = h->t[i].core;
+                    h->t[i].core = -1;
+                }
+        }
         if (c >= 0) {
             k->core = c;
             k->ran_since = t;

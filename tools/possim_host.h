@@ -42,7 +42,8 @@ struct possim_host {
      * slice): at a slice's end the waiting task of least vruntime takes the core if it is
      * behind the running one. A task that wakes takes a free core or waits, placed at the
      * least vruntime of the runnable tasks; it preempts nobody (under EEVDF a woken task with
-     * no lag and the same slice does not). */
+     * no lag and the same slice does not) but a SCHED_IDLE task (weight 3), which a woken
+     * normal task preempts at once, as Linux's fair class does. */
     int64_t slice_ns;
     double min_vruntime;
 };

@@ -106,9 +106,16 @@ static const struct key_spec host_keys[] = {
      "CPU of one pass of the shim's collector"},
     {"decide_us", V_DOUBLE, SC(host.decide_us), 0, 1e9, 0, NULL,
      "CPU of one posd wake-up (drain, decide, publish)"},
-    {"slice_us", V_DOUBLE, SC(host.slice_us), 0, 1e9, 0, NULL,
-     "0: the cores are shared fluidly; else time slices of this\nlength, a task per core, as "
-     "Linux's fair scheduler gives them"},
+    {"device_us", V_DOUBLE, SC(host.device_us), 0, 1e9, 0, NULL,
+     "CPU of one look of the simulated driver's device process\n(at an op with an effect or a "
+     "client's last op); 0: none"},
+    {"agent_us", V_DOUBLE, SC(host.agent_us), 0, 1e9, 0, NULL,
+     "CPU of one wake-up of a client's driver agent for what a\nlook wrote it (with device_us); "
+     "0: none"},
+    {"slice_us", V_DOUBLE, SC(host.slice_us), 0, 1e9, 0, "1500",
+     "time slices of this length, a task per core, as Linux's\nEEVDF gives them (default: its "
+     "base slice for the cores,\n750 x (1 + log2 of the cores, at most 8), 1500 on 2);\n0: the "
+     "cores are shared fluidly"},
 };
 static const struct key_spec client_keys[] = {
     {"model", V_SPECIAL, 0, 0, 0, 0, "resnet50",
@@ -632,6 +639,9 @@ static void host_defaults(struct possim_host_spec *h)
     h->sync_us = POSSIM_HOST_SYNC_US;
     h->collector_us = POSSIM_HOST_COLLECTOR_US;
     h->decide_us = POSSIM_HOST_DECIDE_US;
+    h->device_us = POSSIM_HOST_DEVICE_US;
+    h->agent_us = POSSIM_HOST_AGENT_US;
+    h->slice_us = -1; /* Linux's for the cores (possim_sim.c) */
 }
 
 static void scenario_defaults(struct possim_scenario *sc, const char *path)
@@ -816,7 +826,8 @@ void possim_scenario_usage(FILE *f)
     scenario_defaults(sc, "");
     client_defaults(c);
     fputs("Scenario file (INI; ';' or '#' starts a comment; the values shown are the defaults\n"
-          "but for preset's, file's, mode's, timeslice_us's, cores', model's and sm_share's):\n",
+          "but for preset's, file's, mode's, timeslice_us's, cores', slice_us', model's and\n"
+          "sm_share's):\n",
           f);
     usage_line(f, "[device]", NULL, NULL);
     usage_keys(f, device_keys, NKEYS(device_keys), sc);

@@ -19,9 +19,11 @@
 #define POSSIM_HOST_CORES_MAX 4096
 /* [host]'s default costs, measured by bench/hostcal.sh (docs/results/hostcal.md) */
 #define POSSIM_HOST_DRIVER_US    0.0  /* a launch's CPU in a model run is launch_us's 2 us */
-#define POSSIM_HOST_SYNC_US      27.0 /* the driver agent's wake-up */
-#define POSSIM_HOST_COLLECTOR_US 30.0
-#define POSSIM_HOST_DECIDE_US    36.0
+#define POSSIM_HOST_SYNC_US      20.0 /* a synchronisation's return on the waiting thread */
+#define POSSIM_HOST_COLLECTOR_US 22.0
+#define POSSIM_HOST_DEVICE_US    38.0 /* one look of the simulated driver's device process */
+#define POSSIM_HOST_AGENT_US     20.0 /* one wake-up of a process's driver agent */
+#define POSSIM_HOST_DECIDE_US    22.0
 
 /* The host's CPU: cores shared by the clients' threads and posd, and what their work costs
  * (docs/possim.md, "The host"). */
@@ -31,7 +33,10 @@ struct possim_host_spec {
     double sync_us;      /* a synchronisation's return, an event query */
     double collector_us; /* one pass of the shim's collector */
     double decide_us;    /* one posd wake-up: drain, decide, publish */
-    double slice_us;     /* time slices of the cores (possim_host_set_slice); 0: fluid */
+    double slice_us;     /* time slices of the cores (possim_host_set_slice); 0: fluid; < 0
+                          * (the default): Linux's base slice for the cores */
+    double device_us;    /* the simulated driver's device process: CPU per look; 0: none */
+    double agent_us;     /* a client's driver agent: CPU per wake-up after a look; 0: none */
 };
 
 struct possim_client_spec {

@@ -237,12 +237,23 @@ struct vclient {
     VEC(struct sync_rep) coll_syncs; /* synchronisations, not yet seen by the collector */
     /* its shared memory, as posd drains it */
     VEC(struct sub) subs;
+    /* its driver agent thread ([host] agent_us): completions a look wrote for it, and those
+     * its wake-up on the CPU makes known at its end */
+    VEC(uint64_t) agent_wait;
+    VEC(uint64_t) agent_run;
+    int agent_busy;
     VEC(struct post) posts;
     VEC(struct sync_rep) syncs;
     /* statistics */
     uint64_t launches, waits, markers, windowed;
     int64_t wait_ns;
     struct sched_client_stats core; /* what posd knew of it when it left (or at the end) */
+};
+
+/* A completion the device process makes known to its client at a look. */
+struct dev_note {
+    size_t client;
+    uint64_t tag;
 };
 
 struct sim {
@@ -266,9 +277,15 @@ struct sim {
     int64_t progress_at; /* the last launch or request completion */
     struct timeline *tl; /* --timeline: every op and request, or NULL */
     /* the host model ([host] cores; NULL: unlimited): task 2i is client i's thread, 2i+1 its
-     * collector, 2n posd */
+     * collector, 2n posd, 2n+1 the simulated driver's device process */
     struct possim_host *host;
-    int64_t driver_ns, sync_ns, collector_ns, decide_ns;
+    int64_t driver_ns, sync_ns, collector_ns, decide_ns, device_ns, agent_ns;
+    /* the device process's looks ([host] device_us): completions waiting for the next look,
+     * and those the look on the CPU makes known at its end */
+    VEC(struct dev_note) dev_wait;
+    VEC(struct dev_note) dev_look;
+    int device_busy;
+    uint64_t device_looks;
     int posd_busy; /* posd's wake-up is on the CPU: it drains, decides and publishes at its end */
     int64_t posd_woke_at;
     int64_t posd_waited_ns; /* posd's wake-ups' waits for a core, in all */
@@ -323,6 +340,16 @@ static size_t collector_task(const struct vclient *c)
 static size_t posd_task(const struct sim *s)
 {
     return 2 * s->n;
+}
+
+static size_t device_task(const struct sim *s)
+{
+    return 2 * s->n + 1;
+}
+
+static size_t agent_task(const struct sim *s, const struct vclient *c)
+{
+    return 2 * s->n + 2 + (size_t)c->index;
 }
 
 /* C's thread has WORK ns of CPU to do from T, then takes its state's next step
@@ -763,6 +790,87 @@ static void timeline_op(struct sim *s, const struct vclient *c, const struct sim
                    o->end_ns - o->start_ns, args);
 }
 
+/* The device process looks at T: what waits for a look is made known at its end. */
+static void device_look(struct sim *s, int64_t t)
+{
+    s->dev_look.head = s->dev_look.n = 0;
+    for (; s->dev_wait.head < s->dev_wait.n; s->dev_wait.head++)
+        if (VEC_PUSH(s->dev_look, s->dev_wait.v[s->dev_wait.head]) < 0) {
+            sim_fail(s, -ENOMEM, "out of memory");
+            return;
+        }
+    s->device_busy = 1;
+    s->device_looks++;
+    possim_host_run(s->host, device_task(s), (double)s->device_ns, t);
+}
+
+/* C's driver agent wakes at T for what the looks wrote it. */
+static void agent_wake(struct sim *s, struct vclient *c, int64_t t)
+{
+    c->agent_run.head = c->agent_run.n = 0;
+    for (; c->agent_wait.head < c->agent_wait.n; c->agent_wait.head++)
+        if (VEC_PUSH(c->agent_run, c->agent_wait.v[c->agent_wait.head]) < 0) {
+            sim_fail(s, -ENOMEM, "out of memory");
+            return;
+        }
+    c->agent_busy = 1;
+    possim_host_run(s->host, agent_task(s, c), (double)s->agent_ns, t);
+}
+
+/* C's agent's wake-up ended at T: the completions it carried are known (markers land, a
+ * synchronisation returns); it wakes again if a look wrote it more meanwhile. */
+static void agent_done(struct sim *s, struct vclient *c, int64_t t)
+{
+    for (size_t i = c->agent_run.head; i < c->agent_run.n; i++)
+        op_known(s, c, c->agent_run.v[i], t);
+    c->agent_run.head = c->agent_run.n = 0;
+    c->agent_busy = 0;
+    if (c->agent_wait.head < c->agent_wait.n)
+        agent_wake(s, c, t);
+}
+
+/* The look on the CPU ended at T: its completions are known, through the clients' agents when
+ * they are modelled; the next look, if any waits. */
+static void device_look_done(struct sim *s, int64_t t)
+{
+    for (size_t i = s->dev_look.head; i < s->dev_look.n; i++) {
+        struct vclient *c = &s->c[s->dev_look.v[i].client];
+        if (s->agent_ns <= 0) {
+            op_known(s, c, s->dev_look.v[i].tag, t);
+            continue;
+        }
+        if (VEC_PUSH(c->agent_wait, s->dev_look.v[i].tag) < 0) {
+            sim_fail(s, -ENOMEM, "out of memory");
+            return;
+        }
+        if (!c->agent_busy)
+            agent_wake(s, c, t);
+    }
+    s->dev_look.head = s->dev_look.n = 0;
+    s->device_busy = 0;
+    if (s->dev_wait.head < s->dev_wait.n)
+        device_look(s, t);
+}
+
+/* The host learns at T (after notify_us) that op TAG of C completed. With the device process
+ * modelled ([host] device_us), an op that makes it look (a marker, a value write: an op with
+ * an effect; or the last op the client launched) is made known at the end of a look that
+ * needs a core; an op without is known at once, as the next look carries it. */
+static void op_notified(struct sim *s, struct vclient *c, uint64_t tag, int64_t t)
+{
+    uint64_t seq = tag & ~MARKED;
+    if (!s->host || s->device_ns <= 0 || (!(tag & MARKED) && seq != c->seq)) {
+        op_known(s, c, tag, t);
+        return;
+    }
+    if (VEC_PUSH(s->dev_wait, ((struct dev_note){(size_t)c->index, tag})) < 0) {
+        sim_fail(s, -ENOMEM, "out of memory");
+        return;
+    }
+    if (!s->device_busy)
+        device_look(s, t);
+}
+
 /* Ops completed on the device at T: the host knows notify_us later. */
 static void reap(struct sim *s, int64_t t)
 {
@@ -779,7 +887,7 @@ static void reap(struct sim *s, int64_t t)
             if (s->notify_ns > 0)
                 push_event(s, t + s->notify_ns, EV_NOTIFY, c, tag);
             else
-                op_known(s, c, tag, t);
+                op_notified(s, c, tag, t);
         }
     }
 }
@@ -963,6 +1071,14 @@ static void host_work_done(struct sim *s, int64_t t)
     size_t task = possim_host_finish(s->host);
     if (task == POSSIM_HOST_NO_TASK)
         return; /* a time slice ended: the cores were given anew */
+    if (task == device_task(s)) {
+        device_look_done(s, t);
+        return;
+    }
+    if (task >= agent_task(s, &s->c[0])) {
+        agent_done(s, &s->c[task - agent_task(s, &s->c[0])], t);
+        return;
+    }
     if (task == posd_task(s)) {
         s->posd_busy = 0;
         s->posd_waited_ns += t - s->posd_woke_at - s->decide_ns;
@@ -1126,6 +1242,8 @@ static void client_free(struct vclient *c)
     free(c->done_ns);
     free(c->schedule);
     free(c->recs.v);
+    free(c->agent_wait.v);
+    free(c->agent_run.v);
     free(c->landed.v);
     free(c->coll_syncs.v);
     free(c->subs.v);
@@ -1191,7 +1309,7 @@ static int host_setup(struct sim *s, struct possim_host *h)
     const struct possim_host_spec *hs = &s->sc->host;
     if (hs->cores <= 0)
         return 0;
-    if (possim_host_init(h, hs->cores, 2 * s->n + 1) < 0) {
+    if (possim_host_init(h, hs->cores, 3 * s->n + 2) < 0) {
         sim_fail(s, -ENOMEM, "out of memory");
         return -ENOMEM;
     }
@@ -1200,13 +1318,23 @@ static int host_setup(struct sim *s, struct possim_host *h)
         double w = possim_host_weight(sp->nice, sp->sched_idle);
         possim_host_set_weight(h, thread_task(&s->c[i]), w);
         possim_host_set_weight(h, collector_task(&s->c[i]), w);
+        possim_host_set_weight(h, agent_task(s, &s->c[i]), w);
     }
-    possim_host_set_slice(h, us_ns(hs->slice_us));
+    double slice_us = hs->slice_us;
+    if (slice_us < 0) { /* EEVDF's base slice: 0.75 ms x (1 + ilog2 of the CPUs, at most 8) */
+        int k = 0;
+        for (int c = hs->cores < 8 ? hs->cores : 8; c > 1; c >>= 1)
+            k++;
+        slice_us = 750.0 * (1 + k);
+    }
+    possim_host_set_slice(h, us_ns(slice_us));
     s->host = h;
     s->driver_ns = us_ns(hs->driver_us);
     s->sync_ns = us_ns(hs->sync_us);
     s->collector_ns = us_ns(hs->collector_us);
     s->decide_ns = us_ns(hs->decide_us);
+    s->device_ns = us_ns(hs->device_us);
+    s->agent_ns = s->device_ns > 0 ? us_ns(hs->agent_us) : 0; /* agents only behind looks */
     return 0;
 }
 
@@ -1253,7 +1381,7 @@ static void run_loop(struct sim *s)
                 client_leave(s, c, e.t);
                 break;
             case EV_NOTIFY:
-                op_known(s, c, e.gen, e.t);
+                op_notified(s, c, e.gen, e.t);
                 break;
             }
         } else if (tc != NONE && tc <= tp) {
@@ -1491,6 +1619,8 @@ out:
     pos_prof_free(&s.prof);
     pos_schedule_free(&s.schedule);
     possim_host_free(&host);
+    free(s.dev_wait.v);
+    free(s.dev_look.v);
     free(s.g);
     if (s.rc)
         possim_result_free(out);

@@ -195,7 +195,7 @@ static void test_parse_ok(void)
 static void test_the_help_shows_the_defaults_a_scenario_gets(void)
 {
     static const char *const examples[] = {"preset", "file",     "mode",     "timeslice_us",
-                                           "cores",  "model",    "sm_share", "profiles",
+                                           "cores",  "model",    "sm_share", "profiles", "slice_us",
                                            "schedule", "stop_with", NULL};
     char *help = NULL, *text = NULL;
     size_t hn = 0, tn = 0;
@@ -406,10 +406,12 @@ static void test_lone_client_solo_times(void)
         load(text);
         run(&res, 1);
         /* the first launch's host time, then the ops back to back on the device, then (host
-         * model) the synchronisation's return on the thread's core */
+         * model) the device process's look at the last op, the client's driver agent's
+         * wake-up and the synchronisation's return on the thread's core */
         double dev, roof;
         solo_request_ms(models[k], "xavier-nx", &dev, &roof);
-        double want = dev + 0.002 + (sc.host.cores ? sc.host.sync_us / 1e3 : 0);
+        double host = sc.host.sync_us + sc.host.device_us + sc.host.agent_us;
+        double want = dev + 0.002 + (sc.host.cores ? host / 1e3 : 0);
         CU_ASSERT_DOUBLE_EQUAL(res.clients[0].p50_ms, want, want * 0.01);
         CU_ASSERT_DOUBLE_EQUAL(res.clients[0].p99_ms, want, want * 0.01);
         /* and the pure roofline is not far off */
@@ -618,6 +620,7 @@ static double helped_rps(double help_spin_us)
              "[device]\npreset = h200\nmode = timeslice\n[sched]\npolicy = priority\n"
              "window_us = 20\n" /* steps of a few operators: device times size them well */
              "[posd]\nprompt_poll_us = 300\nhelp_spin_us = %g\n"
+             "[host]\ndevice_us = 0\n" /* the waits' own cost only */
              "[client lat]\nmodel = resnet18\nrequests = 3\narrival = poisson:2\n"
              "[client batch]\nmodel = mobilenet_v2\nrequests = 200\nclass_priority = 20\n",
              help_spin_us);
@@ -682,7 +685,7 @@ static void test_a_lower_sample_takes_effect_at_the_next_launch(void)
  * open-loop client idle most of 3 s costs fewer events than a pass every 2 ms would. */
 static void test_an_idle_collector_backs_off(void)
 {
-    load("[device]\npreset = xavier-nx\n[sched]\npolicy = priority\n"
+    load("[device]\npreset = xavier-nx\n[sched]\npolicy = priority\n[host]\ndevice_us = 0\n"
          "[client a]\nmodel = resnet18\nrequests = 4\narrival = poisson:0.5\n");
     run(&res, 1);
     CU_ASSERT(res.makespan_s > 2.0);
@@ -770,7 +773,10 @@ static int tool(const char *args, char *out, size_t cap)
 static const char host_mix[] =
     "[device]\npreset = h200\nmode = mps\n"
     "[sched]\npolicy = %s\n"
-    "[host]\ncores = %s\ndecide_us = %s\n"
+    /* the clients' own threads only, shared fluidly (the time slices have tests of their
+     * own), at the costs this mix was written for */
+    "[host]\ncores = %s\ndecide_us = %s\ndevice_us = 0\nslice_us = 0\nsync_us = 27\n"
+    "collector_us = 30\n"
     "[client lat]\nmodel = mobilenet_v2\nrequests = 30\nhost_us = 20\n"
     "class_priority = 10\n"
     "[client batch1]\nmodel = resnet50\nrequests = 100000\nhost_us = 50\n"
@@ -843,6 +849,38 @@ static int64_t host_until(struct possim_host *h, size_t who)
             return t;
     }
     return -1;
+}
+
+/* The simulated driver's device process and each client's driver agent ([host] device_us,
+ * agent_us): a lone closed-loop client's request ends one look and one agent wake-up after its
+ * last op (on cores enough for everyone), and on one core beside a busy batch client the looks
+ * done for it take the core from an open-loop latency client too. */
+static double device_mix_p50_ms(int cores, int device_us, int batch)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "[device]\npreset = h200\nmode = mps\n[sched]\npolicy = none\n"
+             "[host]\ncores = %d\ndevice_us = %d\nagent_us = 20\n"
+             "[client lat]\nmodel = resnet18\nrequests = 30\n%s", cores, device_us,
+             batch ? "arrival = poisson:100\n"
+                     "[client batch]\nmodel = resnet50\nrequests = 100000\nstop_with = lat\n"
+                   : "");
+    load(text);
+    run(&res, 1);
+    double p50 = res.clients[0].p50_ms;
+    possim_result_free(&res);
+    return p50;
+}
+
+static void test_the_device_process_and_agents_take_cpu(void)
+{
+    double none = device_mix_p50_ms(8, 0, 0), looked = device_mix_p50_ms(8, 38, 0);
+    CU_ASSERT_DOUBLE_EQUAL(looked - none, 0.058, 0.001);
+    double tight_free = device_mix_p50_ms(1, 0, 1), tight_paid = device_mix_p50_ms(1, 200, 1);
+    CU_ASSERT(tight_paid > tight_free + 0.2);
+    if (fabs(looked - none - 0.058) > 0.001 || !(tight_paid > tight_free + 0.2))
+        fprintf(stderr, "\n  p50 %.4f ms with looks, %.4f without; on 1 core %.4f, %.4f\n",
+                looked, none, tight_paid, tight_free);
 }
 
 /* Time slices ([host] slice_us): a task that wakes beside one that spins on the only core
@@ -965,7 +1003,7 @@ static void test_posd_decisions_wait_for_a_core_and_delay_grants(void)
 static const char spin_mix[] = "[device]\npreset = h200\nmode = mps\n"
                                "[sched]\npolicy = priority\nidle_grace_us = 100000\n"
                                "[posd]\nspin_us = %d\nhelp_spin_us = %d\n"
-                               "[host]\ncores = %d\ncollector_us = 0\n"
+                               "[host]\ncores = %d\ncollector_us = 0\ndevice_us = 0\nslice_us = 0\n"
                                "[client lat]\nmodel = mobilenet_v2\nrequests = 30\nhost_us = 20\n"
                                "class_priority = 10\n"
                                "[client batch]\nmodel = resnet50\nrequests = 100000\n"
@@ -1002,7 +1040,7 @@ static void test_a_thread_spinning_for_a_grant_takes_a_core(void)
 static const char collector_mix[] =
     "[device]\npreset = h200\nmode = mps\n"
     "[sched]\npolicy = priority\n"
-    "[host]\ncores = %d\ncollector_us = %d\n"
+    "[host]\ncores = %d\ncollector_us = %d\ndevice_us = 0\n"
     "[client c1]\nmodel = mobilenet_v2\nrequests = 20\nhost_us = 20\n"
     "[client c2]\nmodel = mobilenet_v2\nrequests = 20\nhost_us = 20\n"
     "[client c3]\nmodel = mobilenet_v2\nrequests = 20\nhost_us = 20\n"
@@ -1045,7 +1083,7 @@ static void test_a_free_roomy_host_changes_nothing(void)
     snprintf(text, sizeof text, mixed, "priority");
     snprintf(with, sizeof with,
              "%s[host]\ncores = 64\ndriver_us = 0\nsync_us = 0\ncollector_us = 0\n"
-             "decide_us = 0\n",
+             "decide_us = 0\ndevice_us = 0\n",
              text);
     load(with);
     run(&res, 1);
@@ -1133,6 +1171,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_start_stop_and_notify);
     POS_ADD_TEST(s, test_busy_batch_threads_delay_a_latency_clients_launches_on_one_core);
     POS_ADD_TEST(s, test_a_sched_idle_client_yields_the_core);
+    POS_ADD_TEST(s, test_the_device_process_and_agents_take_cpu);
     POS_ADD_TEST(s, test_with_time_slices_a_woken_task_waits_for_the_running_slice);
     POS_ADD_TEST(s, test_time_slices_share_a_core_by_weight);
     POS_ADD_TEST(s, test_the_cpu_lever_gives_the_core_to_a_latency_client);
