@@ -153,6 +153,21 @@ struct rec {
         size_t head, n, cap;                                                                       \
     }
 
+/* DST (consumed) takes every entry of SRC, and SRC is left empty with DST's buffer: a batch
+ * handed over without a copy. */
+#define VEC_TAKE(dst, src)                                                                         \
+    do {                                                                                           \
+        __typeof__((dst).v) v_ = (dst).v;                                                          \
+        size_t cap_ = (dst).cap;                                                                   \
+        (dst).v = (src).v;                                                                         \
+        (dst).cap = (src).cap;                                                                     \
+        (dst).head = (src).head;                                                                   \
+        (dst).n = (src).n;                                                                         \
+        (src).v = v_;                                                                              \
+        (src).cap = cap_;                                                                          \
+        (src).head = (src).n = 0;                                                                  \
+    } while (0)
+
 /* Appends to a FIFO whose consumed prefix [0, head) is reclaimed when it is empty. */
 #define VEC_PUSH(q, x)                                                                             \
     ({                                                                                             \
@@ -793,12 +808,7 @@ static void timeline_op(struct sim *s, const struct vclient *c, const struct sim
 /* The device process looks at T: what waits for a look is made known at its end. */
 static void device_look(struct sim *s, int64_t t)
 {
-    s->dev_look.head = s->dev_look.n = 0;
-    for (; s->dev_wait.head < s->dev_wait.n; s->dev_wait.head++)
-        if (VEC_PUSH(s->dev_look, s->dev_wait.v[s->dev_wait.head]) < 0) {
-            sim_fail(s, -ENOMEM, "out of memory");
-            return;
-        }
+    VEC_TAKE(s->dev_look, s->dev_wait);
     s->device_busy = 1;
     s->device_looks++;
     possim_host_run(s->host, device_task(s), (double)s->device_ns, t);
@@ -807,12 +817,7 @@ static void device_look(struct sim *s, int64_t t)
 /* C's driver agent wakes at T for what the looks wrote it. */
 static void agent_wake(struct sim *s, struct vclient *c, int64_t t)
 {
-    c->agent_run.head = c->agent_run.n = 0;
-    for (; c->agent_wait.head < c->agent_wait.n; c->agent_wait.head++)
-        if (VEC_PUSH(c->agent_run, c->agent_wait.v[c->agent_wait.head]) < 0) {
-            sim_fail(s, -ENOMEM, "out of memory");
-            return;
-        }
+    VEC_TAKE(c->agent_run, c->agent_wait);
     c->agent_busy = 1;
     possim_host_run(s->host, agent_task(s, c), (double)s->agent_ns, t);
 }
