@@ -527,6 +527,8 @@ static void fill_kernel(struct sim_op *o, const struct sim_request_op *ro, int c
     o->bytes = ro->bytes;
 }
 
+static void device_look(struct sim *s, int64_t t);
+
 static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_t t)
 {
     if (s->host && s->driver_ns > 0 && c->state != T_DRIVER) {
@@ -560,6 +562,9 @@ static void device_launch(struct sim *s, struct vclient *c, int windowed, int64_
     struct sim_op *o = &s->g->ops[op];
     fill_kernel(o, ro, c->ctx, c->stream);
     o->tag = c->seq | (marked ? MARKED : 0);
+    /* a launch onto an idle stream kicks the device process: a look */
+    if (s->host && s->device_ns > 0 && !s->device_busy && c->dev_done_seq + 1 >= c->seq)
+        device_look(s, t);
     sim_gpu_submit(s->g, op, t);
     c->launches++;
     s->progress_at = t;
