@@ -19,8 +19,8 @@ double possim_host_weight(int nice, int sched_idle)
 
 int possim_host_init(struct possim_host *h, int cores, size_t ntasks)
 {
-    *h = (struct possim_host){.cores = cores > 0 ? cores : 1, .n = ntasks,
-                              .next_t = POSSIM_HOST_NONE};
+    *h = (struct possim_host){
+        .cores = cores > 0 ? cores : 1, .n = ntasks, .next_t = POSSIM_HOST_NONE};
     h->t = calloc(ntasks ? ntasks : 1, sizeof *h->t);
     if (!h->t)
         return -ENOMEM;
@@ -51,11 +51,12 @@ static void sl_advance(struct possim_host *h, int64_t t)
             continue;
         if (k->core >= 0) {
             h->busy_ns += dt;
-            k->vruntime += dt * WEIGHT_NICE0 / k->weight;
+            if (!k->rt)
+                k->vruntime += dt * WEIGHT_NICE0 / k->weight;
             if (isfinite(k->left))
                 k->left = k->left > dt ? k->left - dt : 0;
         }
-        if (k->vruntime < least)
+        if (!k->rt && k->vruntime < least)
             least = k->vruntime;
     }
     if (isfinite(least) && least > h->min_vruntime)
@@ -63,13 +64,18 @@ static void sl_advance(struct possim_host *h, int64_t t)
     h->at = t;
 }
 
-/* The waiting runnable task of least vruntime (ties: the lowest), or -1. */
+/* The waiting runnable task to run next: a real-time one (the lowest), else the fair one of
+ * least vruntime (ties: the lowest); -1 if none waits. */
 static long sl_waiting(const struct possim_host *h)
 {
     long best = -1;
     for (size_t i = 0; i < h->n; i++) {
         const struct possim_host_task *k = &h->t[i];
-        if (k->on && k->core < 0 && (best < 0 || k->vruntime < h->t[best].vruntime))
+        if (!k->on || k->core >= 0)
+            continue;
+        if (k->rt)
+            return (long)i;
+        if (best < 0 || k->vruntime < h->t[best].vruntime)
             best = (long)i;
     }
     return best;
@@ -122,7 +128,7 @@ static void sl_find_next(struct possim_host *h)
                 h->next_slice = 0;
             }
         }
-        if (waiting) {
+        if (waiting && !k->rt) {
             /* slices follow one another while it runs (EEVDF renews its deadline each
              * slice): the next boundary after now */
             int64_t end = k->ran_since + ((h->at - k->ran_since) / h->slice_ns + 1) * h->slice_ns;
@@ -135,10 +141,34 @@ static void sl_find_next(struct possim_host *h)
     }
 }
 
+/* The running fair task a waking task of class RT (real-time) or normal may take the core
+ * from at once: for a real-time one any fair task, a SCHED_IDLE one first, else the one
+ * furthest ahead in vruntime; for a normal one only a SCHED_IDLE task. -1 if none. */
+static long sl_preemptible(const struct possim_host *h, int rt)
+{
+    long best = -1;
+    for (size_t i = 0; i < h->n; i++) {
+        const struct possim_host_task *k = &h->t[i];
+        if (!k->on || k->core < 0 || k->rt)
+            continue;
+        int idle = k->weight <= WEIGHT_IDLE;
+        if (!rt && !idle)
+            continue;
+        if (best < 0) {
+            best = (long)i;
+            continue;
+        }
+        int best_idle = h->t[best].weight <= WEIGHT_IDLE;
+        if ((idle && !best_idle) || (idle == best_idle && k->vruntime > h->t[best].vruntime))
+            best = (long)i;
+    }
+    return best;
+}
+
 /* A task that wakes takes a free core, or waits for a slice to end: it is placed at the least
  * vruntime (no credit for its sleep) and preempts nobody, as under EEVDF a woken task with no
  * lag and the same slice does not, but a SCHED_IDLE task, which a normal one preempts at
- * once. */
+ * once; a real-time task preempts a fair one. */
 static void sl_run(struct possim_host *h, size_t task, double work_ns, int64_t t)
 {
     sl_advance(h, t);
@@ -147,16 +177,17 @@ static void sl_run(struct possim_host *h, size_t task, double work_ns, int64_t t
     if (!k->on) {
         k->on = 1;
         k->core = -1;
-        if (k->vruntime < h->min_vruntime)
+        if (!k->rt && k->vruntime < h->min_vruntime)
             k->vruntime = h->min_vruntime;
         int c = sl_free_core(h);
-        if (c < 0 && k->weight > WEIGHT_IDLE) {
-            /* a normal task that wakes preempts a SCHED_IDLE one at once (Linux does) */
-            for (size_t i = 0; i < h->n && c < 0; i++)
-                if (h->t[i].on && h->t[i].core >= 0 && h->t[i].weight <= WEIGHT_IDLE) {
-                    c = h->t[i].core;
-                    h->t[i].core = -1;
-                }
+        if (c < 0 && (k->rt || k->weight > WEIGHT_IDLE)) {
+            /* a normal task that wakes preempts a SCHED_IDLE one at once (Linux does), a
+             * real-time one any fair task */
+            long v = sl_preemptible(h, k->rt);
+            if (v >= 0) {
+                c = h->t[v].core;
+                h->t[v].core = -1;
+            }
         }
         if (c >= 0) {
             k->core = c;
@@ -203,6 +234,11 @@ void possim_host_free(struct possim_host *h)
     h->n = 0;
 }
 
+void possim_host_set_rt(struct possim_host *h, size_t task, int rt)
+{
+    h->t[task].rt = rt != 0;
+}
+
 void possim_host_set_weight(struct possim_host *h, size_t task, double weight)
 {
     h->t[task].weight = weight > 0 ? weight : WEIGHT_IDLE;
@@ -230,15 +266,17 @@ static void advance(struct possim_host *h, int64_t t)
 
 /* The rates: with no more runnable tasks than cores each has a core; else the cores are split
  * by weight, a task whose part would exceed a core gets one and the rest is split again among
- * the others (water-filling), so the cores are never idle while a task waits. */
+ * the others (water-filling), so the cores are never idle while a task waits; real-time
+ * tasks take their cores first. */
 static void share(struct possim_host *h)
 {
-    size_t on = 0;
+    size_t on = 0, rt = 0;
     double wsum = 0;
     for (size_t i = 0; i < h->n; i++)
         if (h->t[i].on) {
             on++;
-            wsum += h->t[i].weight;
+            rt += h->t[i].rt;
+            wsum += h->t[i].rt ? 0 : h->t[i].weight;
             h->t[i].rate = -1; /* not yet capped at a core */
         } else {
             h->t[i].rate = 0;
@@ -249,7 +287,13 @@ static void share(struct possim_host *h)
                 h->t[i].rate = 1;
         return;
     }
-    double cores = h->cores;
+    /* real-time tasks first, a core each while there are cores (more of them: shared) */
+    double cores = h->cores, rt_rate = rt <= (size_t)h->cores ? 1 : cores / (double)rt;
+    for (size_t i = 0; i < h->n; i++)
+        if (h->t[i].on && h->t[i].rt) {
+            h->t[i].rate = rt_rate;
+            cores -= rt_rate;
+        }
     for (int capped = 1; capped && wsum > 0;) {
         capped = 0;
         for (size_t i = 0; i < h->n; i++) {

@@ -4,7 +4,8 @@
  * it (a task never gets more than one core), so a task with W of CPU work left ends when that
  * much has been served. Or, with time slices, as CFS does it: a task per core at a time, the
  * least virtual runtime first, a slice at least while others wait. Weights are CFS's: nice 0
- * is 1024, each nice step 1.25 times less, SCHED_IDLE 3. Pure and deterministic: times are
+ * is 1024, each nice step 1.25 times less, SCHED_IDLE 3; a real-time task runs before them
+ * all. Pure and deterministic: times are
  * integer nanoseconds of virtual time. */
 #ifndef POS_TOOLS_POSSIM_HOST_H
 #define POS_TOOLS_POSSIM_HOST_H
@@ -18,6 +19,7 @@
 
 struct possim_host_task {
     double weight;
+    int rt; /* real-time (SCHED_FIFO): runs before every fair task, preempting one as it wakes */
     double left; /* ns of CPU work left; INFINITY: runnable until stopped (a spin) */
     double rate; /* cores it gets now (0..1) */
     int on;      /* runnable */
@@ -55,6 +57,10 @@ double possim_host_weight(int nice, int sched_idle);
 int possim_host_init(struct possim_host *h, int cores, size_t ntasks);
 void possim_host_free(struct possim_host *h);
 void possim_host_set_weight(struct possim_host *h, size_t task, double weight);
+/* TASK real-time (SCHED_FIFO, one priority) or not, set before the host runs: runnable, it
+ * has a core before any fair task (with slices: it preempts one as it wakes, the least
+ * important, and no slice ends it; fluid: a core of its own while there are cores). */
+void possim_host_set_rt(struct possim_host *h, size_t task, int rt);
 /* Time slices of SLICE_NS (0: fluid sharing, the default), set before the host runs. */
 void possim_host_set_slice(struct possim_host *h, int64_t slice_ns);
 /* The same at T while the host runs: what was served up to T at the old weight stays. */

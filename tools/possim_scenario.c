@@ -55,8 +55,7 @@ static const struct key_spec sched_keys[] = {
      "decision period while a client waits or is windowed"},
     {"stall_ms", V_DOUBLE, SC(stall_ms), 0, 1e9, 1, NULL,
      "in flight this long with no completion: stalled"},
-    {"guard_period_ms", V_DOUBLE, SC(guard_period_ms), 0, 1e9, 1, NULL,
-     "starvation-guard period"},
+    {"guard_period_ms", V_DOUBLE, SC(guard_period_ms), 0, 1e9, 1, NULL, "starvation-guard period"},
     {"min_share", V_DOUBLE, SC(min_share), 0, 1, 0, NULL, "starvation-guard share of every client"},
     {"credits", V_U32, SC(credits), 1, 1 << 20, 0, NULL,
      "grant window beyond what a client submitted"},
@@ -112,6 +111,9 @@ static const struct key_spec host_keys[] = {
     {"agent_us", V_DOUBLE, SC(host.agent_us), 0, 1e9, 0, NULL,
      "CPU of one wake-up of a client's driver agent for what a\nlook wrote it (with device_us); "
      "0: none"},
+    {"device_rt", V_INT, SC(host.device_rt), 0, 1, 0, NULL,
+     "1: the device process runs real-time, before every fair\ntask, as the simulated driver "
+     "makes it where it may (root\nor CAP_SYS_NICE); 0: at nice -10, as it runs without"},
     {"slice_us", V_DOUBLE, SC(host.slice_us), 0, 1e9, 0, "1500",
      "time slices of this length, a task per core, as Linux's\nEEVDF gives them (default: its "
      "base slice for the cores,\n750 x (1 + log2 of the cores, at most 8), 1500 on 2);\n0: the "
@@ -162,11 +164,11 @@ struct parser {
     int line;
     enum sect_kind kind;
     char title[POSSIM_NAME_MAX + 16];
-    struct possim_client_spec *client; /* of an open [client NAME] */
-    int seen[MAX_KEYS];                /* line each key of the open section was set on */
+    struct possim_client_spec *client;   /* of an open [client NAME] */
+    int seen[MAX_KEYS];                  /* line each key of the open section was set on */
     int seen_param[POS_POLICY_ARGS_MAX]; /* [sched]: the same for sc->policy_args.v[i] */
-    int seen_sect[SECT_CLIENT];        /* line of each global section's header */
-    int device_line[2];                /* lines of preset and file */
+    int seen_sect[SECT_CLIENT];          /* line of each global section's header */
+    int device_line[2];                  /* lines of preset and file */
     int mode_set;
     int rc;
     char reason[192];
@@ -477,7 +479,8 @@ static int open_section(struct parser *p, char *text)
             kind = (enum sect_kind)i;
     if (kind == SECT_NONE)
         return fail(p, p->line,
-                    "unknown section [%s] (use [device], [sched], [posd], [host] or [client NAME])", text);
+                    "unknown section [%s] (use [device], [sched], [posd], [host] or [client NAME])",
+                    text);
     if (kind == SECT_CLIENT) {
         if (!*name)
             return fail(p, p->line, "[client] needs a name: [client NAME]");
@@ -641,6 +644,7 @@ static void host_defaults(struct possim_host_spec *h)
     h->decide_us = POSSIM_HOST_DECIDE_US;
     h->device_us = POSSIM_HOST_DEVICE_US;
     h->agent_us = POSSIM_HOST_AGENT_US;
+    h->device_rt = 1;
     h->slice_us = -1; /* Linux's for the cores (possim_sim.c) */
 }
 

@@ -37,6 +37,7 @@ struct possim_host_spec {
                           * (the default): Linux's base slice for the cores */
     double device_us;    /* the simulated driver's device process: CPU per look; 0: none */
     double agent_us;     /* a client's driver agent: CPU per wake-up after a look; 0: none */
+    int device_rt;       /* the device process real-time (else nice -10) */
 };
 
 struct possim_client_spec {
@@ -49,10 +50,10 @@ struct possim_client_spec {
     char arrival_spec[64];
     int priority; /* class_priority: lower = more important */
     uint32_t max_inflight;
-    double slo_ms;    /* 0: none */
+    double slo_ms;     /* 0: none */
     uint32_t sm_share; /* percent of the SMs its context may use (MPS), 0: all */
-    double host_us;   /* host time before each launch */
-    double launch_us; /* host cost of one launch call */
+    double host_us;    /* host time before each launch */
+    double launch_us;  /* host cost of one launch call */
     uint64_t seed;
     uint32_t sample;       /* the shim's POS_SAMPLE: a marker every N launches (0: none) */
     double start_ms;       /* the process starts (registers with posd) this late */
@@ -76,17 +77,17 @@ struct possim_scenario {
     int no_core;     /* policy none: no scheduler at all */
     double tick_us, stall_ms, guard_period_ms, min_share, window_us, idle_grace_us;
     uint32_t credits;
-    uint32_t profile_min;                   /* the core's profile_min */
+    uint32_t profile_min; /* the core's profile_min */
     /* the keys the policies declare (corun_budget, schedule: pos_policy_ops.params), as
      * given (a schedule: its file, which possim_sim.c reads) */
     struct pos_policy_args policy_args;
-    int cpu;                                /* the CPU lever, enum pos_cpu_lever */
-    int cpu_nice;                           /* its nice value for POS_CPU_NICE */
-    double cpu_hold_ms;                     /* the core's cpu_hold */
-    char profiles_in[POSSIM_PATH_MAX];      /* kernel profiles loaded at start ("" none) */
+    int cpu;                           /* the CPU lever, enum pos_cpu_lever */
+    int cpu_nice;                      /* its nice value for POS_CPU_NICE */
+    double cpu_hold_ms;                /* the core's cpu_hold */
+    char profiles_in[POSSIM_PATH_MAX]; /* kernel profiles loaded at start ("" none) */
     /* set by the command line, not the file */
-    char profiles_out[POSSIM_PATH_MAX];     /* the profiles learnt, saved at the end */
-    int profile_check;                      /* report learnt profiles against the model's */
+    char profiles_out[POSSIM_PATH_MAX]; /* the profiles learnt, saved at the end */
+    int profile_check;                  /* report learnt profiles against the model's */
     /* [posd] */
     double poll_us, prompt_poll_us, wake_us, grant_wake_us, spin_us, help_spin_us;
     double help_when_us;

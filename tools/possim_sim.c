@@ -46,10 +46,10 @@
 #include "tools/posapp_arrival.h"
 #include "tools/posapp_stats.h"
 
-#define MARKED      (1ull << 63)
-#define NONE        INT64_MAX
-#define STUCK_NS    100000000000LL /* virtual time with no progress: the run is stuck */
-#define QUERY_NS    50000          /* posapp's open loop polls its request this often */
+#define MARKED   (1ull << 63)
+#define NONE     INT64_MAX
+#define STUCK_NS 100000000000LL /* virtual time with no progress: the run is stuck */
+#define QUERY_NS 50000          /* posapp's open loop polls its request this often */
 
 /* ---- the event heap --------------------------------------------------------------------- */
 
@@ -274,7 +274,7 @@ struct dev_note {
 struct sim {
     const struct possim_scenario *sc;
     struct sim_gpu *g;
-    struct sched_core *core; /* NULL: policy none */
+    struct sched_core *core;  /* NULL: policy none */
     struct pos_profiles prof; /* the core's kernel profiles */
     struct pos_sched_device dev;
     struct sched_grant grants[SCHED_MAX_CLIENTS];
@@ -289,8 +289,8 @@ struct sim {
     int64_t notify_ns;
     uint64_t decisions, events;
     double decide_real_ns; /* real time spent in sched_core_decide (the policy's cost) */
-    int64_t progress_at; /* the last launch or request completion */
-    struct timeline *tl; /* --timeline: every op and request, or NULL */
+    int64_t progress_at;   /* the last launch or request completion */
+    struct timeline *tl;   /* --timeline: every op and request, or NULL */
     /* the host model ([host] cores; NULL: unlimited): task 2i is client i's thread, 2i+1 its
      * collector, 2n posd, 2n+1 the simulated driver's device process */
     struct possim_host *host;
@@ -460,7 +460,7 @@ static void finish_request(struct sim *s, struct vclient *c, int64_t t)
     if (VEC_PUSH(c->syncs, r) < 0 || VEC_PUSH(c->coll_syncs, r) < 0)
         sim_fail(s, -ENOMEM, "out of memory");
     c->idle = pos_sync_idles(r.covers, c->seq); /* it covered every launch */
-    kick(s, t);  /* always: posd learns of a request's end at once */
+    kick(s, t);                                 /* always: posd learns of a request's end at once */
 }
 
 /* posapp's open loop waits at T for the arrival of request C->req_i, polling the request in
@@ -1001,9 +1001,9 @@ static void publish(struct sim *s, struct vclient *c, const struct sched_grant *
     }
 }
 
-/* The CPU lever in the host model: C's thread and collector weighted as posd would set them
- * (SCHED_IDLE, or nice cpu_nice, never above what the scenario gave them) while the core says
- * LOW, as the scenario gave them otherwise. */
+/* The CPU lever in the host model: C's thread, collector and driver agent weighted as posd would
+ * set them (SCHED_IDLE, or nice cpu_nice, never above what the scenario gave them) while the core
+ * says LOW, as the scenario gave them otherwise. */
 static void host_lever(struct sim *s, struct vclient *c, int low, int64_t t)
 {
     if (!s->host || low == c->cpu_low)
@@ -1014,6 +1014,7 @@ static void host_lever(struct sim *s, struct vclient *c, int low, int64_t t)
     double w = possim_host_weight(nice, sp->sched_idle || low == POS_CPU_IDLE);
     possim_host_reweight(s->host, thread_task(c), w, t);
     possim_host_reweight(s->host, collector_task(c), w, t);
+    possim_host_reweight(s->host, agent_task(s, c), w, t); /* a thread of its process too */
 }
 
 /* posd wakes at T (a kick, its tick, a client arriving or leaving): drain, decide, publish,
@@ -1227,8 +1228,7 @@ static int client_setup(struct sim *s, struct vclient *c, int index, uint64_t se
     /* its share, as the shim puts it in place before the context exists (MPS only: a
      * time-sliced device runs one context at a time on all of its SMs) */
     if (sp->sm_share && s->sc->dev.mode == SIM_MODE_MPS)
-        sim_gpu_ctx_limit_sms(s->g, c->ctx,
-                              sim_gpu_sms_of_share(s->sc->dev.num_sms, sp->sm_share));
+        sim_gpu_ctx_limit_sms(s->g, c->ctx, sim_gpu_sms_of_share(s->sc->dev.num_sms, sp->sm_share));
     posapp_rng_seed(&c->rng, posapp_hash3(seed, (uint64_t)index, 0x706f6c6cull));
     c->start_ns = (int64_t)llround(sp->start_ms * 1e6);
     c->slack_ns = us_ns(sp->sleep_slack_us);
@@ -1312,8 +1312,9 @@ static void client_result(const struct vclient *c, struct possim_client_result *
     free(sorted);
 }
 
-/* The host model, when [host] cores is set: each client's thread and collector in its class,
- * and posd at nice 0, on the cores. */
+/* The host model, when [host] cores is set: each client's thread, collector and driver agent
+ * in its class, the device process real-time (or at nice -10) and posd at nice 0, on the
+ * cores. */
 static int host_setup(struct sim *s, struct possim_host *h)
 {
     const struct possim_host_spec *hs = &s->sc->host;
@@ -1330,6 +1331,9 @@ static int host_setup(struct sim *s, struct possim_host *h)
         possim_host_set_weight(h, collector_task(&s->c[i]), w);
         possim_host_set_weight(h, agent_task(s, &s->c[i]), w);
     }
+    possim_host_set_rt(h, device_task(s), hs->device_rt);
+    if (!hs->device_rt)
+        possim_host_set_weight(h, device_task(s), possim_host_weight(-10, 0));
     double slice_us = hs->slice_us;
     if (slice_us < 0) { /* EEVDF's base slice: 0.75 ms x (1 + ilog2 of the CPUs, at most 8) */
         int k = 0;
@@ -1356,9 +1360,7 @@ static void run_loop(struct sim *s)
         int64_t td = sim_gpu_next_event(s->g);
         int64_t th = s->heap.n ? s->heap.e[0].t : NONE;
         int64_t tc = s->host ? s->host->next_t : NONE;
-        int64_t tp = s->posd_busy                ? NONE
-                     : s->timer_at < s->kick_at ? s->timer_at
-                                                : s->kick_at;
+        int64_t tp = s->posd_busy ? NONE : s->timer_at < s->kick_at ? s->timer_at : s->kick_at;
         s->events++;
         if (s->now - s->progress_at > STUCK_NS) {
             sim_fail(s, -EDEADLK,
@@ -1699,9 +1701,9 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
         fprintf(f, "# host cores %d busy %.4f posd_core_wait_ms %.3f\n", r->host_cores,
                 r->host_busy, r->posd_core_wait_ms);
     if (r->nkcheck)
-        fprintf(f, "# profile-check %-10s %-28s %16s %7s %10s %10s %8s %6s %6s %8s %8s\n",
-                "client", "kernel", "key", "blocks", "model_us", "posd_us", "sd_us", "n", "co_n",
-                "co_ratio", "err_pct");
+        fprintf(f, "# profile-check %-10s %-28s %16s %7s %10s %10s %8s %6s %6s %8s %8s\n", "client",
+                "kernel", "key", "blocks", "model_us", "posd_us", "sd_us", "n", "co_n", "co_ratio",
+                "err_pct");
     for (size_t i = 0; i < r->nkcheck; i++) {
         const struct possim_kcheck *k = &r->kcheck[i];
         char err[32];
@@ -1709,9 +1711,8 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
                 2);
         fprintf(f, "  kcheck %-14s %-28s %016llx %7u %10.2f %10.2f %8.2f %6llu %6llu %8.3f %8s\n",
                 k->client, k->kernel, (unsigned long long)k->key, k->blocks, k->truth_ns / 1e3,
-                k->learned_ns / 1e3,
-                k->sd_ns / 1e3, (unsigned long long)k->n, (unsigned long long)k->co_n,
-                k->co_ratio, err);
+                k->learned_ns / 1e3, k->sd_ns / 1e3, (unsigned long long)k->n,
+                (unsigned long long)k->co_n, k->co_ratio, err);
     }
     if (r->policy_note[0])
         fprintf(f, "# policy note: %s\n", r->policy_note);

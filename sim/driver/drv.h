@@ -29,7 +29,7 @@
 /* ---- shared segment -------------------------------------------------------------------- */
 
 #define SIM_SHM_MAGIC   UINT64_C(0x706f732d73696d31) /* "pos-sim1" */
-#define SIM_SHM_VERSION 6
+#define SIM_SHM_VERSION 7
 
 /* Each process's launches reach the model through a ring of its own: it fills an op it
  * allocated earlier (its pool) and publishes it here without the device lock; whoever takes

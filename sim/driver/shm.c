@@ -39,6 +39,11 @@ static void shm_init_header(struct sim_shm *shm, const struct sim_dev_params *p)
     pthread_mutexattr_init(&a);
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
     pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    /* Priority inheritance: a holder that the host scheduler ranks low (SCHED_IDLE, a high
+     * nice value, posd's CPU lever) runs at the priority of the device process while the
+     * latter waits for it, so a low thread inside the lock delays the virtual GPU no longer
+     * than its critical section (the device process is real-time where it may be). */
+    pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT);
     pthread_mutex_init(&shm->lock, &a);
     pthread_mutexattr_destroy(&a);
     shm->magic = SIM_SHM_MAGIC;

@@ -194,9 +194,9 @@ static void test_parse_ok(void)
  * one that sets none. */
 static void test_the_help_shows_the_defaults_a_scenario_gets(void)
 {
-    static const char *const examples[] = {"preset", "file",     "mode",     "timeslice_us",
-                                           "cores",  "model",    "sm_share", "profiles", "slice_us",
-                                           "schedule", "stop_with", NULL};
+    static const char *const examples[] = {"preset",   "file",     "mode",      "timeslice_us",
+                                           "cores",    "model",    "sm_share",  "profiles",
+                                           "slice_us", "schedule", "stop_with", NULL};
     char *help = NULL, *text = NULL;
     size_t hn = 0, tn = 0;
     FILE *f = open_memstream(&help, &hn);
@@ -861,7 +861,8 @@ static double device_mix_p50_ms(int cores, int device_us, int batch)
     snprintf(text, sizeof text,
              "[device]\npreset = h200\nmode = mps\n[sched]\npolicy = none\n"
              "[host]\ncores = %d\ndevice_us = %d\nagent_us = 20\n"
-             "[client lat]\nmodel = resnet18\nrequests = 30\n%s", cores, device_us,
+             "[client lat]\nmodel = resnet18\nrequests = 30\n%s",
+             cores, device_us,
              batch ? "arrival = poisson:100\n"
                      "[client batch]\nmodel = resnet50\nrequests = 100000\nstop_with = lat\n"
                    : "");
@@ -879,8 +880,8 @@ static void test_the_device_process_and_agents_take_cpu(void)
     double tight_free = device_mix_p50_ms(1, 0, 1), tight_paid = device_mix_p50_ms(1, 200, 1);
     CU_ASSERT(tight_paid > tight_free + 0.2);
     if (fabs(looked - none - 0.058) > 0.001 || !(tight_paid > tight_free + 0.2))
-        fprintf(stderr, "\n  p50 %.4f ms with looks, %.4f without; on 1 core %.4f, %.4f\n",
-                looked, none, tight_paid, tight_free);
+        fprintf(stderr, "\n  p50 %.4f ms with looks, %.4f without; on 1 core %.4f, %.4f\n", looked,
+                none, tight_paid, tight_free);
 }
 
 /* Time slices ([host] slice_us): a task that wakes beside one that spins on the only core
@@ -892,7 +893,7 @@ static void test_with_time_slices_a_woken_task_waits_for_the_running_slice(void)
     for (int sliced = 0; sliced < 2; sliced++) {
         CU_ASSERT_EQUAL_FATAL(possim_host_init(&h, 1, 2), 0);
         possim_host_set_slice(&h, sliced ? 2000000 : 0);
-        possim_host_run(&h, 0, INFINITY, 0);     /* spins from 0 */
+        possim_host_run(&h, 0, INFINITY, 0);    /* spins from 0 */
         possim_host_run(&h, 1, 10000, 5000000); /* 10 us of work at 5 ms */
         int64_t end = host_until(&h, 1);
         /* sliced: the spinner's slices end at 2, 4, 6 ms; fluid: half a core from 5 ms */
@@ -901,10 +902,33 @@ static void test_with_time_slices_a_woken_task_waits_for_the_running_slice(void)
     }
 }
 
+/* A real-time task (the simulated driver's device process) runs as it wakes: beside a fair
+ * spinner on one core it ends its 10 us 10 us after it woke, sliced or fluid, where a fair
+ * task waits for the slice; while it runs no slice ends it, and the spinner, preempted, gets
+ * the core back after it. */
+static void test_a_real_time_task_preempts_a_fair_one_as_it_wakes(void)
+{
+    struct possim_host h;
+    for (int sliced = 0; sliced < 2; sliced++) {
+        CU_ASSERT_EQUAL_FATAL(possim_host_init(&h, 1, 2), 0);
+        possim_host_set_slice(&h, sliced ? 2000000 : 0);
+        possim_host_set_rt(&h, 1, 1);
+        possim_host_run(&h, 0, INFINITY, 0);    /* a fair spinner from 0 */
+        possim_host_run(&h, 1, 10000, 5000000); /* 10 us of real-time work at 5 ms */
+        CU_ASSERT_EQUAL(host_until(&h, 1), 5010000);
+        CU_ASSERT(h.t[0].on);
+        if (sliced)
+            CU_ASSERT_EQUAL(h.t[0].core, 0);  /* back on the core */
+        possim_host_run(&h, 1, 5e6, 6000000); /* 5 ms, longer than a slice: not cut */
+        CU_ASSERT_EQUAL(host_until(&h, 1), 11000000);
+        possim_host_free(&h);
+    }
+}
+
 /* Time slices share a core by weight as CFS does: two tasks of 100 ms at nice 0 take turns
- * of a slice or two (a tie keeps the core), so they end at 199 and 200 ms; beside a SCHED_IDLE task the normal one runs but
- * for one slice of the idle one (which is owed nothing after it: its vruntime grows 341
- * times faster) and ends at 101 ms. */
+ * of a slice or two (a tie keeps the core), so they end at 199 and 200 ms; beside a SCHED_IDLE task
+ * the normal one runs but for one slice of the idle one (which is owed nothing after it: its
+ * vruntime grows 341 times faster) and ends at 101 ms. */
 static void test_time_slices_share_a_core_by_weight(void)
 {
     struct possim_host h;
@@ -1174,6 +1198,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_the_device_process_and_agents_take_cpu);
     POS_ADD_TEST(s, test_with_time_slices_a_woken_task_waits_for_the_running_slice);
     POS_ADD_TEST(s, test_time_slices_share_a_core_by_weight);
+    POS_ADD_TEST(s, test_a_real_time_task_preempts_a_fair_one_as_it_wakes);
     POS_ADD_TEST(s, test_the_cpu_lever_gives_the_core_to_a_latency_client);
     POS_ADD_TEST(s, test_posd_decisions_wait_for_a_core_and_delay_grants);
     POS_ADD_TEST(s, test_a_thread_spinning_for_a_grant_takes_a_core);
