@@ -51,6 +51,7 @@ static void sl_advance(struct possim_host *h, int64_t t)
             continue;
         if (k->core >= 0) {
             h->busy_ns += dt;
+            k->served_ns += dt;
             if (!k->rt)
                 k->vruntime += dt * WEIGHT_NICE0 / k->weight;
             if (isfinite(k->left))
@@ -255,6 +256,7 @@ static void advance(struct possim_host *h, int64_t t)
         if (!k->on)
             continue;
         h->busy_ns += k->rate * dt;
+        k->served_ns += k->rate * dt;
         if (isfinite(k->left)) {
             k->left -= k->rate * dt;
             if (k->left < 0)

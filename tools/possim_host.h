@@ -23,6 +23,7 @@ struct possim_host_task {
     double left; /* ns of CPU work left; INFINITY: runnable until stopped (a spin) */
     double rate; /* cores it gets now (0..1) */
     int on;      /* runnable */
+    double served_ns; /* core time it has had, in all */
     /* time slices only (slice_ns > 0) */
     double vruntime;   /* ns served, scaled by 1024 / weight, as CFS keeps it */
     int core;          /* the core it runs on, -1 when waiting or not runnable */

@@ -1607,6 +1607,14 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
         out->host_cores = s.host->cores;
         out->host_busy = makespan > 0 ? s.host->busy_ns / ((double)makespan * s.host->cores) : NAN;
         out->posd_core_wait_ms = (double)s.posd_waited_ns / 1e6;
+        double span = makespan > 0 ? (double)makespan : NAN;
+        for (size_t i = 0; i < s.n; i++) {
+            out->host_threads += s.host->t[thread_task(&s.c[i])].served_ns / span;
+            out->host_collectors += s.host->t[collector_task(&s.c[i])].served_ns / span;
+            out->host_agents += s.host->t[agent_task(&s, &s.c[i])].served_ns / span;
+        }
+        out->host_posd = s.host->t[posd_task(&s)].served_ns / span;
+        out->host_device = s.host->t[device_task(&s)].served_ns / span;
     }
     if (s.core && sc->profiles_out[0]) {
         char perr[512];
@@ -1698,8 +1706,11 @@ void possim_write_text(FILE *f, const struct possim_scenario *sc, const struct p
             r->makespan_s, r->busy_fraction, (unsigned long long)r->launches,
             (unsigned long long)r->decisions, (unsigned long long)r->events);
     if (r->host_cores)
-        fprintf(f, "# host cores %d busy %.4f posd_core_wait_ms %.3f\n", r->host_cores,
-                r->host_busy, r->posd_core_wait_ms);
+        fprintf(f,
+                "# host cores %d busy %.4f posd_core_wait_ms %.3f (cores used: threads %.3f "
+                "collectors %.3f agents %.3f posd %.3f device %.3f)\n",
+                r->host_cores, r->host_busy, r->posd_core_wait_ms, r->host_threads,
+                r->host_collectors, r->host_agents, r->host_posd, r->host_device);
     if (r->nkcheck)
         fprintf(f, "# profile-check %-10s %-28s %16s %7s %10s %10s %8s %6s %6s %8s %8s\n", "client",
                 "kernel", "key", "blocks", "model_us", "posd_us", "sd_us", "n", "co_n", "co_ratio",
@@ -1763,6 +1774,11 @@ void possim_write_json(FILE *f, const struct possim_scenario *sc, const struct p
         fprintf(f, ",\"host_cores\":%d", r->host_cores);
         json_num(f, "host_busy", r->host_busy, 6);
         json_num(f, "posd_core_wait_ms", r->posd_core_wait_ms, 3);
+        json_num(f, "host_threads", r->host_threads, 4);
+        json_num(f, "host_collectors", r->host_collectors, 4);
+        json_num(f, "host_agents", r->host_agents, 4);
+        json_num(f, "host_posd", r->host_posd, 4);
+        json_num(f, "host_device", r->host_device, 4);
     }
     fputs(",\"clients\":[", f);
     for (size_t i = 0; i < r->nclients; i++) {

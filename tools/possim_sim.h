@@ -58,6 +58,10 @@ struct possim_result {
     int host_cores;           /* the host model's cores (0: unlimited, no host model) */
     double host_busy;         /* the cores' busy time / (makespan x cores) */
     double posd_core_wait_ms; /* posd's wake-ups' waits for a core, in all */
+    /* the host's core time by role, in cores (core seconds per second of makespan): the
+     * clients' launching threads, their collectors, their driver agents, posd, the device
+     * process */
+    double host_threads, host_collectors, host_agents, host_posd, host_device;
     size_t nclients;
     struct possim_client_result clients[POSSIM_MAX_CLIENTS];
     struct possim_kcheck *kcheck; /* with profile_check: every kernel of every client */

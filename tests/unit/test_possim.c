@@ -869,6 +869,14 @@ static double device_mix_p50_ms(int cores, int device_us, int batch)
     load(text);
     run(&res, 1);
     double p50 = res.clients[0].p50_ms;
+    /* the report's core time by role adds up to the cores' busy time, the device process's
+     * and the agents' part there exactly when they are modelled */
+    double roles = res.host_threads + res.host_collectors + res.host_agents + res.host_posd +
+                   res.host_device;
+    CU_ASSERT_DOUBLE_EQUAL(roles, res.host_busy * cores, 1e-6);
+    CU_ASSERT_EQUAL(res.host_device > 0, device_us > 0);
+    CU_ASSERT_EQUAL(res.host_agents > 0, device_us > 0);
+    CU_ASSERT(res.host_threads > 0);
     possim_result_free(&res);
     return p50;
 }
