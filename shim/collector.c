@@ -4,8 +4,10 @@
  * kernel names the launch path did not know, and writes the trace. Everything slow happens here,
  * never on the launch path. */
 #include "shim/shim.h"
+#include "pos/psi.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #define COMPLETION_TIMEOUT_NS 2000000000ull /* give up waiting for a completion after 2 s */
@@ -36,6 +39,8 @@ static struct {
     pthread_cond_t cond; /* kicks wake the collector before its sleep ends */
     int kicked;
     _Atomic int started, stop;
+    _Atomic uint64_t pass_ns; /* the collector's CPU per pass, its moving average */
+    _Atomic uint32_t pressure; /* the host's CPU pressure, per mille (1001: not known) */
     struct pending *pend;
     size_t npend, cap;
     uint64_t next_seq;
@@ -407,6 +412,31 @@ void shim_collector_attached(void)
     shim_collector_kick();
 }
 
+/* This thread's CPU time in ns (0 if the clock fails). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The host's CPU stall counter in ns (PSI's "some" total) from FD, an open /proc/pressure/cpu;
+ * -1 without one. */
+static int cpu_stall_ns(int fd, uint64_t *ns)
+{
+    char buf[256];
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    uint64_t us;
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    if (pos_psi_some_total_us(buf, &us) != 0)
+        return -1;
+    *ns = us * 1000;
+    return 0;
+}
+
 static void *collector_main(void *arg)
 {
     (void)arg;
@@ -414,6 +444,12 @@ static void *collector_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     uint32_t idle_us = POS_IDLE_POLL_US;
     uint64_t last_flush = shim_now_ns();
+    /* the CPU of one pass, loop to loop (its sleep's and wake-up's kernel time in it): a moving
+     * average that keeps the prompt poll at a bounded share of a core */
+    uint64_t cpu_last = thread_cpu_ns(), pass_ns = 0;
+    /* ... on a host short of cores only (PSI; where the kernel has none, assumed short) */
+    int psi = open("/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
+    struct pos_cpu_pressure pressure = {0};
     while (!atomic_load(&col.stop)) {
         shim_session_poll();
         shim_devtime_tick();
@@ -431,11 +467,25 @@ static void *collector_main(void *arg)
         }
         /* while posd waits on this client's completions (its next operator, or a less
          * important client, is released by them) look often (pos_collector_sleep_ns) */
-        uint64_t ns = pos_collector_sleep_ns(shim_session_prompt(), got || npend,
-                                             (uint64_t)shim_cfg.poll_us * 1000,
-                                             (uint64_t)shim_cfg.prompt_poll_us * 1000, &idle_us);
+        uint64_t cpu = thread_cpu_ns(), pass = cpu - cpu_last;
+        cpu_last = cpu;
+        pass_ns = pass_ns ? pass_ns - pass_ns / 8 + pass / 8 : pass;
+        uint64_t stall;
+        if (psi >= 0 && pos_cpu_pressure_due(&pressure, now) && cpu_stall_ns(psi, &stall) == 0)
+            pos_cpu_pressure_take(&pressure, now, stall);
+        uint64_t poll_ns = (uint64_t)shim_cfg.poll_us * 1000;
+        uint64_t ns = pos_collector_sleep_ns(
+            shim_session_prompt(), got || npend, poll_ns,
+            pos_collector_prompt_ns((uint64_t)shim_cfg.prompt_poll_us * 1000, poll_ns, pass_ns,
+                                    pos_cpu_contended(&pressure)),
+            &idle_us);
+        atomic_store_explicit(&col.pass_ns, pass_ns, memory_order_relaxed);
+        atomic_store_explicit(&col.pressure, pressure.known ? pressure.permille : 1001u,
+                              memory_order_relaxed);
         sleep_us((unsigned)(ns / 1000));
     }
+    if (psi >= 0)
+        close(psi);
     return NULL;
 }
 
@@ -499,10 +549,12 @@ static void write_summary(void)
                 (unsigned long long)unrecorded);
     if (shim_cfg.debug)
         shim_log("operators %llu launches %llu captured %llu failed %llu dropped %llu "
-                 "unrecorded %llu",
+                 "unrecorded %llu collector_pass_us %.1f cpu_pressure %d",
                  (unsigned long long)col.written, (unsigned long long)c.launches,
                  (unsigned long long)c.captured, (unsigned long long)c.failed,
-                 (unsigned long long)dropped, (unsigned long long)unrecorded);
+                 (unsigned long long)dropped, (unsigned long long)unrecorded,
+                 (double)atomic_load(&col.pass_ns) / 1e3,
+                 atomic_load(&col.pressure) > 1000 ? -1 : (int)atomic_load(&col.pressure));
 }
 
 void shim_collector_stop(void)

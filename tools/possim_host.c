@@ -45,10 +45,12 @@ static void sl_advance(struct possim_host *h, int64_t t)
     if (t <= h->at)
         return;
     double dt = (double)(t - h->at), least = INFINITY;
+    int waits = 0;
     for (size_t i = 0; i < h->n; i++) {
         struct possim_host_task *k = &h->t[i];
         if (!k->on)
             continue;
+        waits |= k->core < 0;
         if (k->core >= 0) {
             h->busy_ns += dt;
             k->served_ns += dt;
@@ -62,6 +64,8 @@ static void sl_advance(struct possim_host *h, int64_t t)
     }
     if (isfinite(least) && least > h->min_vruntime)
         h->min_vruntime = least;
+    if (waits)
+        h->stall_ns += dt;
     h->at = t;
 }
 
@@ -251,10 +255,12 @@ static void advance(struct possim_host *h, int64_t t)
     if (t <= h->at)
         return;
     double dt = (double)(t - h->at);
+    int waits = 0;
     for (size_t i = 0; i < h->n; i++) {
         struct possim_host_task *k = &h->t[i];
         if (!k->on)
             continue;
+        waits |= k->rate < 1 - 1e-9;
         h->busy_ns += k->rate * dt;
         k->served_ns += k->rate * dt;
         if (isfinite(k->left)) {

@@ -40,6 +40,8 @@ struct possim_host {
     size_t next_i;
     int next_slice; /* next_t ends next_i's slice, not its work */
     double busy_ns; /* core time served, over all tasks */
+    double stall_ns; /* wall time during which some runnable task waited for a core (Linux's
+                      * PSI "some" of the CPU): fluid, one served at less than a core */
     /* Time slices (possim_host_set_slice): 0, the fluid sharing above; else each core runs
      * one task at a time, in slices of SLICE_NS from when it got the core (EEVDF's base
      * slice): at a slice's end the waiting task of least vruntime takes the core if it is

@@ -246,6 +246,7 @@ struct vclient {
     /* its collector */
     struct posapp_rng rng;
     uint32_t idle_us;
+    struct pos_cpu_pressure pressure; /* the host's, as its collector follows it */
     uint64_t launched_seq, drained_seq, bound_seq, reported_seq;
     VEC(struct rec) recs;            /* (reported_seq, launched_seq] */
     VEC(uint64_t) landed;            /* markers landed, not yet seen */
@@ -772,9 +773,21 @@ static void collector_pass(struct sim *s, struct vclient *c, int64_t t)
     if (got < 0)
         return;
     int pending = got || c->recs.head < c->recs.n;
+    /* a pass costs collector_ns of CPU in the host model, as the shim measures its own; the
+     * host's pressure is the model's stall time, read each window as the shim reads PSI's
+     * (without a host model: cores to spare) */
+    int contended = 0;
+    if (s->host) {
+        if (pos_cpu_pressure_due(&c->pressure, (uint64_t)t))
+            pos_cpu_pressure_take(&c->pressure, (uint64_t)t, (uint64_t)s->host->stall_ns);
+        contended = pos_cpu_contended(&c->pressure);
+    }
+    uint64_t prompt_ns =
+        pos_collector_prompt_ns((uint64_t)s->prompt_poll_ns, (uint64_t)s->poll_ns,
+                                s->host ? (uint64_t)s->collector_ns : 0, contended);
     int64_t next = t + (int64_t)pos_collector_sleep_ns(
                            pos_collector_prompt(c->pub.kick_on_done, c->pub.window), pending,
-                           (uint64_t)s->poll_ns, (uint64_t)s->prompt_poll_ns, &c->idle_us);
+                           (uint64_t)s->poll_ns, prompt_ns, &c->idle_us);
     push_event(s, next > t ? next : t + 1, EV_POLL, c, 0);
 }
 

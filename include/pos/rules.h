@@ -24,6 +24,7 @@
 #define POS_HELP_PROBE             16     /* one long window-step wait in 16 helps anyway */
 #define POS_IDLE_POLL_US           2000   /* the collector's idle back-off: from 2 ms ... */
 #define POS_IDLE_POLL_MAX_US       5000   /* ... doubling while below 5 ms (2, 4, 8, 8 ms) */
+#define POS_COLLECTOR_DUTY         4      /* a prompt collector sleeps >= 4 x its pass's CPU */
 
 /* ---- grants ------------------------------------------------------------------------------- */
 
@@ -135,6 +136,61 @@ static inline uint64_t pos_collector_sleep_ns(int prompt, int pending, uint64_t 
     if (*idle_us < POS_IDLE_POLL_MAX_US)
         *idle_us *= 2;
     return ns;
+}
+
+/* The host's CPU pressure as a collector follows it: the share of wall time during which some
+ * runnable task waited for a core (Linux's PSI "some" on /proc/pressure/cpu, possim's host model
+ * the same), measured over windows of POS_PRESSURE_WINDOW_NS. */
+#define POS_PRESSURE_WINDOW_NS 10000000ull /* 10 ms */
+#define POS_PRESSURE_CONTENDED 100         /* per mille: a host where tasks wait 10 % of the time */
+struct pos_cpu_pressure {
+    uint64_t t0_ns, stall0_ns; /* the current window's start, and the stall counter then */
+    uint32_t permille;         /* the last whole window's share, 0..1000 */
+    int known;                 /* a whole window was seen */
+};
+
+/* Whether a window ended at T_NS (the caller then reads the stall counter and calls
+ * pos_cpu_pressure_take). */
+static inline int pos_cpu_pressure_due(const struct pos_cpu_pressure *p, uint64_t t_ns)
+{
+    return !p->t0_ns || t_ns - p->t0_ns >= POS_PRESSURE_WINDOW_NS;
+}
+
+/* The stall counter STALL_NS (ns some task waited, since any origin) read at T_NS: ends the
+ * window begun at the last reading. */
+static inline void pos_cpu_pressure_take(struct pos_cpu_pressure *p, uint64_t t_ns,
+                                         uint64_t stall_ns)
+{
+    if (p->t0_ns && t_ns > p->t0_ns && stall_ns >= p->stall0_ns) {
+        uint64_t d = (stall_ns - p->stall0_ns) * 1000 / (t_ns - p->t0_ns);
+        p->permille = d > 1000 ? 1000 : (uint32_t)d;
+        p->known = 1;
+    }
+    p->t0_ns = t_ns;
+    p->stall0_ns = stall_ns;
+}
+
+/* Whether the host is short of cores: its last window's pressure reached
+ * POS_PRESSURE_CONTENDED, or nothing tells (no window yet, or no counter: assume so). */
+static inline int pos_cpu_contended(const struct pos_cpu_pressure *p)
+{
+    return !p->known || p->permille >= POS_PRESSURE_CONTENDED;
+}
+
+/* The prompt poll interval of a collector whose pass (its work, its sleep's and wake-up's cost
+ * in the kernel) takes PASS_NS of CPU: PROMPT_POLL_NS; on a host short of cores (CONTENDED)
+ * POS_COLLECTOR_DUTY times the pass where that is longer, so that a prompt collector takes at
+ * most a fifth of a core there (on 2 busy cores a 20 us poll of a 22 us pass took most of one:
+ * the CPU its own process's launching thread and everyone else's wanted; with cores to spare
+ * that CPU is free and the prompt poll releases the next operator sooner). The floor stops at
+ * POLL_NS, and a PROMPT_POLL_NS set above POLL_NS stays as set. */
+static inline uint64_t pos_collector_prompt_ns(uint64_t prompt_poll_ns, uint64_t poll_ns,
+                                               uint64_t pass_ns, int contended)
+{
+    uint64_t floor = contended ? pass_ns * POS_COLLECTOR_DUTY : 0;
+    if (floor > poll_ns)
+        floor = poll_ns;
+    return floor > prompt_poll_ns ? floor : prompt_poll_ns;
 }
 
 /* Whether HOW (enum pos_completion) is an operator's own marker: seen landing (a poll time), or

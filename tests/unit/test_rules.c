@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pos/client_shm.h"
+#include "pos/psi.h"
 #include "pos/rules.h"
 
 static struct pos_grant_view view(uint32_t mode, uint64_t granted, uint32_t window, uint64_t done)
@@ -163,6 +164,61 @@ static void test_the_collector_polls_with_work_and_backs_off_when_idle(void)
     /* work resets the back-off */
     CU_ASSERT_EQUAL(pos_collector_sleep_ns(0, 1, 100000, 20000, &idle), 100000);
     CU_ASSERT_EQUAL(pos_collector_sleep_ns(0, 0, 100000, 20000, &idle), 2000000);
+}
+
+/* A prompt collector on a host short of cores keeps its poll at a bounded share of a core:
+ * with a cheap pass it polls at the prompt interval, with a 22 us pass (a slow host's wake-ups)
+ * at 4 x 22 us, and never slower than its poll with work pending unless it was set so; with
+ * cores to spare it polls at the prompt interval whatever its pass costs. */
+static void test_a_prompt_collector_polls_no_faster_than_its_pass_allows(void)
+{
+    CU_ASSERT_EQUAL(pos_collector_prompt_ns(20000, 100000, 0, 1), 20000);
+    CU_ASSERT_EQUAL(pos_collector_prompt_ns(20000, 100000, 3000, 1), 20000);
+    CU_ASSERT_EQUAL(pos_collector_prompt_ns(20000, 100000, 22000, 1), 88000);
+    CU_ASSERT_EQUAL(pos_collector_prompt_ns(20000, 100000, 60000, 1), 100000);
+    CU_ASSERT_EQUAL(pos_collector_prompt_ns(300000, 100000, 0, 1), 300000); /* as set */
+    CU_ASSERT_EQUAL(pos_collector_prompt_ns(20000, 100000, 22000, 0), 20000);
+}
+
+/* The host's pressure: the share of a 10 ms window some task waited (PSI's stall counter's
+ * growth over the window's wall time); short of cores from 10 %, and assumed so until a whole
+ * window was seen. */
+static void test_the_host_is_short_of_cores_while_tasks_wait_a_tenth_of_the_time(void)
+{
+    struct pos_cpu_pressure p = {0};
+    CU_ASSERT(pos_cpu_contended(&p));
+    CU_ASSERT(pos_cpu_pressure_due(&p, 5));
+    pos_cpu_pressure_take(&p, 1000000, 7000000);
+    CU_ASSERT(pos_cpu_contended(&p)); /* no window yet */
+    CU_ASSERT(!pos_cpu_pressure_due(&p, 1000000 + POS_PRESSURE_WINDOW_NS - 1));
+    CU_ASSERT(pos_cpu_pressure_due(&p, 1000000 + POS_PRESSURE_WINDOW_NS));
+    pos_cpu_pressure_take(&p, 11000000, 7000000 + 500000); /* 0.5 ms of 10 */
+    CU_ASSERT_EQUAL(p.permille, 50);
+    CU_ASSERT(!pos_cpu_contended(&p));
+    pos_cpu_pressure_take(&p, 21000000, 7500000 + 1000000); /* 1 ms of 10 */
+    CU_ASSERT_EQUAL(p.permille, 100);
+    CU_ASSERT(pos_cpu_contended(&p));
+    pos_cpu_pressure_take(&p, 31000000, 8500000 + 30000000); /* more than the window: capped */
+    CU_ASSERT_EQUAL(p.permille, 1000);
+}
+
+/* The "some" line's total of /proc/pressure/cpu, and text that has none. */
+static void test_the_cpu_stall_total_is_read_from_the_some_line(void)
+{
+    uint64_t us = 0;
+    CU_ASSERT_EQUAL(pos_psi_some_total_us("some avg10=0.13 avg60=0.17 avg300=0.05 "
+                                          "total=1879050054\nfull avg10=0.00 avg60=0.00 "
+                                          "avg300=0.00 total=0\n",
+                                          &us),
+                    0);
+    CU_ASSERT_EQUAL(us, 1879050054ull);
+    CU_ASSERT_EQUAL(pos_psi_some_total_us("full avg10=0.00 total=5\nsome total=42", &us), 0);
+    CU_ASSERT_EQUAL(us, 42);
+    CU_ASSERT_EQUAL(pos_psi_some_total_us("full avg10=0.00 total=5\n", &us), -1);
+    CU_ASSERT_EQUAL(pos_psi_some_total_us("some avg10=0.13\nfull total=5\n", &us), -1);
+    CU_ASSERT_EQUAL(pos_psi_some_total_us("some total=x\n", &us), -1);
+    CU_ASSERT_EQUAL(pos_psi_some_total_us("some total=12x\n", &us), -1);
+    CU_ASSERT_EQUAL(pos_psi_some_total_us("", &us), -1);
 }
 
 /* A record's own marker is exact and final; a bound only bounds what nothing bounded yet. */
@@ -380,6 +436,9 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_a_lower_sample_takes_effect_at_once);
     POS_ADD_TEST(s, test_the_collector_is_prompt_while_posd_waits_on_completions);
     POS_ADD_TEST(s, test_the_collector_polls_with_work_and_backs_off_when_idle);
+    POS_ADD_TEST(s, test_a_prompt_collector_polls_no_faster_than_its_pass_allows);
+    POS_ADD_TEST(s, test_the_host_is_short_of_cores_while_tasks_wait_a_tenth_of_the_time);
+    POS_ADD_TEST(s, test_the_cpu_stall_total_is_read_from_the_some_line);
     POS_ADD_TEST(s, test_a_marker_is_final_and_the_first_bound_stays);
     POS_ADD_TEST(s, test_a_record_waits_for_its_completion_and_its_own_marker);
     POS_ADD_TEST(s, test_a_sync_covering_every_launch_leaves_the_client_idle);
