@@ -12,7 +12,10 @@
  *     next request, should it be more urgent, does not queue behind all of C's kernels;
  *   - clients outrank C but none has work (queued, in flight and not stalled, or idle less
  *     than idle_grace): a window of about window_us of device time (or its class's cap), so
- *     that a request arriving above finds little ahead of it: work conservation;
+ *     that a request arriving above finds little ahead of it: work conservation; under MPS
+ *     more where it fits beside their largest kernels, unless a client above showed a
+ *     co-run slowdown beyond the budget when it last had kernels (its next request would
+ *     start beside that work and slow the same way);
  *   - a client above has work, on a device where processes run at once (MPS): C is released
  *     beside it while it fits: the SM demand of what the clients above run and will run next
  *     (the largest of their next operators) plus what C has in flight and would add, and what
@@ -69,6 +72,7 @@ struct pos_track {
     uint64_t ended;    /* its requests ended, when last looked at */
     double tight;      /* SLO clients: moving share of its requests that ended late */
     int guarded;       /* SLO clients: its guard is on (nothing beside it) */
+    int contended;     /* its kernels in flight or next slowed beside others, when it last had some */
 };
 
 /* What one decision works out once per client. */
@@ -79,6 +83,7 @@ struct pos_pre {
     double mine;       /* SM demand of its operators in flight */
     double next_max;   /* largest SM demand of its next queued operators */
     int contended;     /* one of its kernels in flight or next slows down beside others */
+    int was_contended; /* ... or did when it last had any (pos_track) */
     int unlearnt;      /* one of them has no solo profile yet */
     int guarded;       /* its SLO guard is on (pos_track) */
     int work;          /* has_work */
@@ -192,6 +197,9 @@ static void prepare(const struct pos_state *s, const struct pos_sched_view *v,
     }
     if (p->demand > t->max_demand)
         t->max_demand = p->demand;
+    if (looked)
+        t->contended = p->contended;
+    p->was_contended = t->contended;
     p->max_demand = t->max_demand > 0 ? t->max_demand : 1;
     if (looked == 0) /* between launches: its largest kernel may come next */
         p->demand = p->max_demand;
@@ -252,7 +260,7 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
     for (size_t i = 0; i < n; i++) {
         struct pos_sched_client *c = &v->clients[i];
         const struct pos_pre *pc = &s->pre[i];
-        int outranked = 0, busy_above = 0, contended = 0, rivals = 0, guarded = 0;
+        int outranked = 0, busy_above = 0, contended = 0, rivals = 0, plain = 0;
         double above = 0, above_max = 0, beside = 0;
         for (size_t k = 0; k < n; k++) {
             const struct pos_sched_client *o = &v->clients[k];
@@ -266,7 +274,7 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
             }
             outranked = 1;
             above_max += po->max_demand;
-            guarded |= po->guarded;
+            plain |= po->guarded || po->was_contended; /* the plain window below it */
             if (po->work) {
                 busy_above = 1;
                 above += po->demand;
@@ -298,7 +306,7 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
             /* the clients above are idle: about window_us of work, so that a request arriving
              * above finds little ahead of it; under MPS, more where it fits beside the
              * largest kernels they run */
-            if (concurrent && !c->max_inflight && !guarded) {
+            if (concurrent && !c->max_inflight && !plain) {
                 uint64_t fit = fit_beside(c, pc, above_max + beside, v->credits);
                 cap = fit > cap ? fit : cap;
             }
