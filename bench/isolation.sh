@@ -11,6 +11,7 @@
 #
 #   bash bench/isolation.sh                   (make bench-isolation runs it)
 #   REPS=1 SCEN=churn-ts OUT=/tmp/i.md bash bench/isolation.sh
+#   CPU=nice OUT=docs/results/isolation-nice.md bash bench/isolation.sh   (posd's CPU lever)
 #
 # Targets (issue 19): latency p99 <= 1.10 x solo, with batch >= 0.8 x fifo's (steady, rtx3080
 # and h200 MPS) and >= 0.9 x the run without posd (churn).
@@ -21,6 +22,8 @@ OUT=${OUT:-docs/results/isolation.md}
 SCEN=${SCEN:-steady-rtx3080 steady-h200 churn-ts churn-mps}
 CHURN_N=${CHURN_N:-9}       # batch processes, one every CHURN_GAP_MS from 200 ms on
 CHURN_GAP_MS=${CHURN_GAP_MS:-500}
+CPU=${CPU:-off}             # posd.conf's (and possim's) [policy] cpu: off, idle or nice
+case $CPU in off | idle | nice) ;; *) echo "bench-isolation: CPU=$CPU: off, idle or nice" >&2; exit 2 ;; esac
 T=$(mktemp -d)
 POSD_PID=
 cleanup() {
@@ -87,8 +90,8 @@ bmodel() { # scenario k -> "model requests"
 }
 
 posd_conf() { # scenario
-    printf '[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n[rule lat]\nmatch_app = lat\nslo_ms = %s\n' \
-        "${SLO[$1]}" >"$T/posd.conf"
+    printf '[policy]\ncpu = %s\n[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n[rule lat]\nmatch_app = lat\nslo_ms = %s\n' \
+        "$CPU" "${SLO[$1]}" >"$T/posd.conf"
 }
 run_app() { # name args...: posapp under the shim, its JSON in $T/o/NAME.json
     local name=$1
@@ -150,8 +153,8 @@ real_figs() {
 # The possim scenario: scenario policy [solo]
 ini() {
     local s=$1 pol=$2 solo=${3:-} k m n start=0
-    printf '[device]\npreset = %s\nmode = %s\nnotify_us = %s\n[sched]\npolicy = %s\n' \
-        "${DEV[$s]}" "${MODE[$s]}" "$NOTIFY_US" "$pol"
+    printf '[device]\npreset = %s\nmode = %s\nnotify_us = %s\n[sched]\npolicy = %s\ncpu = %s\n' \
+        "${DEV[$s]}" "${MODE[$s]}" "$NOTIFY_US" "$pol" "$CPU"
     [ "${KIND[$s]}" = steady ] && [ -z "$solo" ] && start=300
     # shellcheck disable=SC2086
     set -- ${LAT[$s]}
@@ -220,10 +223,10 @@ runs() { col "$2" <<<"$1" | while read -r v; do printf '%s ' "$(fmt "$v")"; done
     echo "# Isolation end to end: a latency client beside batch work that stays or comes and goes"
     echo
     echo "**Simulated GPU, both sides: every figure here is simulated.** Produced by"
-    echo "\`make bench-isolation\` (REPS=$REPS) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
+    echo "\`make bench-isolation\` (REPS=$REPS CPU=$CPU) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
     echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown), in ${elapsed} s; load average (1, 5, 15 min) $load0 at the start, $load1 at the end."
     echo
-    echo "*End to end*: posd (\`-p POLICY\`, a fresh state directory each run; rules: \`match_app = batch*\` →"
+    echo "*End to end*: posd (\`-p POLICY\`, \`[policy] cpu = $CPU\`, a fresh state directory each run; rules: \`match_app = batch*\` →"
     echo "class batch, \`match_app = lat\` → the SLO) with posapp clients under \`libposshim.so\` on the"
     echo "simulated driver; *none*: the same processes without posd (the shim passes through). The"
     echo "median of $REPS rounds (every round listed; the policies alternate within a round). *solo*: the"
