@@ -42,6 +42,7 @@ struct core_client {
     uint64_t last_exact_seq;
     double op_ns; /* running estimate of one operator's device time */
     uint64_t prof_until; /* put a marker behind every launch up to this seq (profiling) */
+    uint64_t first_until; /* ... and, a new client, up to this one without asking for kicks */
     uint64_t prof_seq;   /* the last exact completion: its seq and time, */
     int64_t prof_ns;     /* for kernel samples, */
     int64_t prof_ns2;    /* and the time of the one before it */
@@ -325,6 +326,9 @@ const char *sched_core_policy_note(const struct sched_core *core)
     return core->policy->note ? core->policy->note(core->pstate) : NULL;
 }
 
+/* Launches a kernel short of samples (or a new client) is profiled for: a marker behind each. */
+#define PROFILE_LAUNCHES 256
+
 int sched_core_client_add(struct sched_core *core, int slot, const struct sched_client_conf *conf,
                           int64_t now)
 {
@@ -347,6 +351,13 @@ int sched_core_client_add(struct sched_core *core, int slot, const struct sched_
     c->mode = POS_GRANT_WINDOW;
     c->last_update = c->last_progress_ns = c->added_at = now;
     c->mem_limit = UINT64_MAX; /* no limit until the adapter says one */
+    /* a new client gets a marker behind every launch for its first PROFILE_LAUNCHES launches,
+     * so that its kernels are learnt from its first completions, whenever posd reads them (a
+     * lone client launching freely may never wake posd: a 40 ms one left before posd decided
+     * again, and with the default 1 marker in 32 left no profile in 1 run of 3); no kicks for
+     * it, no prompt polls: learn_kernel asks for those where its kernels are short of samples */
+    if (core->prof && core->p.profile_min)
+        c->first_until = PROFILE_LAUNCHES;
     return 0;
 }
 
@@ -525,7 +536,7 @@ static void learn_kernel(struct sched_core *core, struct core_client *c,
     uint32_t min = core->p.profile_min;
     int beside = core->nbusy > 1;
     if (min && (pr->n < min || (beside && pr->co_n < min)) && pr->tries < 16ull * min)
-        c->prof_until = op->seq + 256;
+        c->prof_until = op->seq + PROFILE_LAUNCHES;
 }
 
 /* Makes room for SEQ in C's window: the oldest operators are presumed complete. */
@@ -605,8 +616,22 @@ int sched_core_complete(struct sched_core *core, int slot, uint64_t seq, int64_t
     struct core_client *c = client(core, slot);
     if (!c || seq == 0 || seq > c->submitted)
         return -EPROTO;
-    if (seq <= c->completed_upto)
-        return 0; /* known already (or presumed) */
+    if (seq <= c->completed_upto) {
+        /* known already (or presumed): a synchronisation that covered it was read first, as
+         * when posd reads a client that never woke it all at once. Its own exact end still
+         * teaches its kernel's profile, and a device end is still its successor's start. */
+        struct pos_sched_op *op = op_at(c, seq);
+        if ((how == SCHED_DONE_EXACT || how == SCHED_DONE_DEVICE) && op->seq == seq &&
+            !(op->state & POS_SCHED_OP_DEVICE_END)) {
+            int64_t when = done_ns > 0 && done_ns <= now ? done_ns : now;
+            learn_kernel(core, c, op, when, how == SCHED_DONE_DEVICE ? call_ns : -1);
+            if (how == SCHED_DONE_DEVICE && when <= op->done_ns) {
+                op->done_ns = when;
+                op->state |= POS_SCHED_OP_DEVICE_END;
+            }
+        }
+        return 0;
+    }
     account(c, now);
     int was = inflight(c) > 0;
     struct pos_sched_op *op = op_at(c, seq);
@@ -875,10 +900,16 @@ int64_t sched_core_decide(struct sched_core *core, int64_t now, struct sched_gra
                              : core->p.sample_free;
         /* a window the shim steps itself needs no kicks (its collector still polls promptly) */
         g->kick_on_done = (windowed && !c->window) || outranks_someone(core, c);
+        if (c->submitted < c->first_until)
+            g->sample = 1; /* a new client's first launches (sched_core_client_add) */
         if (c->submitted < c->prof_until) {
-            /* profiling: a marker behind every launch, seen at the prompt poll interval */
+            /* profiling: a marker behind every launch; seen at the prompt poll interval where
+             * the samples are poll times (a device end needs no prompt look, and a prompt
+             * collector of a sparse client polls every poll_us while idle: 0.18 of a core in
+             * possim for a client of 0.5 requests a second) */
             g->sample = 1;
-            g->kick_on_done = 1;
+            if (!c->prof_device)
+                g->kick_on_done = 1;
         }
         /* when to look again */
         uint64_t q = c->submitted - c->released, f = inflight(c);

@@ -130,6 +130,41 @@ static void test_device_times_learn_end_minus_predecessor_end(void)
     pos_prof_free(&prof);
 }
 
+/* Device ends read after the synchronisation that covered them (posd read a client that never
+ * woke it all at once, the synchronisation's report first) still teach the profile: four
+ * kernels queued at 1 ms, a sync covering them at 5 ms read first, then their ends 2, 2.3,
+ * 2.6, 2.9 ms: three samples of 0.3 ms, as when the ends come first. */
+static void test_device_ends_read_after_their_sync_still_teach_the_profile(void)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
+    struct sched_core *k = core("fifo");
+    sched_core_set_profiles(k, &prof);
+    add(k, 0, 10, 0, 0);
+    for (int i = 0; i < 4; i++)
+        submit_kernel(k, 0, 0xd, 0x100, 1 * MS);
+    struct sched_sync sy = stream_sync(0x100, 4, 5 * MS);
+    CU_ASSERT_EQUAL(sched_core_sync(k, 0, &sy, 5 * MS), 0);
+    CU_ASSERT_EQUAL(stats(k, 0, 5 * MS).completed, 4);
+    static const int64_t ends[] = {2000000, 2300000, 2600000, 2900000};
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(
+            sched_core_complete(k, 0, (uint64_t)i + 1, ends[i], SCHED_DONE_DEVICE, 1 * MS, 6 * MS),
+            0);
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    const struct pos_kprof *pd = pos_prof_find(&prof, 0, 0xd, grid, block);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pd);
+    CU_ASSERT_EQUAL(pd->n, 3);
+    CU_ASSERT_DOUBLE_EQUAL(pd->mean_ns, 300000.0, 1.0);
+    /* read twice, an end teaches once */
+    CU_ASSERT_EQUAL(sched_core_complete(k, 0, 4, 2900000, SCHED_DONE_DEVICE, 1 * MS, 6 * MS), 0);
+    CU_ASSERT_EQUAL(pd->n, 3);
+    CU_ASSERT_EQUAL(stats(k, 0, 6 * MS).completed, 4);
+    sched_core_free(k);
+    pos_prof_free(&prof);
+}
+
 /* A device sample four times a kernel's mean, or a quarter of it, comes from the host (an event
  * the device took late), not the kernel: a first outlier gives way to the samples after it,
  * and one after three samples is rejected. */
@@ -156,6 +191,66 @@ static void test_device_outliers_are_not_the_kernels(void)
     CU_ASSERT_EQUAL(pb->n, 4);
     CU_ASSERT_DOUBLE_EQUAL(pb->mean_ns, 300000.0, 1.0);
     sched_core_free(k);
+    pos_prof_free(&prof);
+}
+
+/* A new client gets a marker behind every launch for its first 256 launches while posd keeps
+ * profiles, without kicks: its kernels are learnt from its first completions whenever posd
+ * reads them (a client launching freely alone may never wake posd; a 40 ms one left no
+ * profile in 1 run of 3). Without profiles it gets the free rate from the start. */
+static void test_a_new_client_is_profiled_from_its_first_launch(void)
+{
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
+    for (int with = 0; with < 2; with++) {
+        memset(next_seq, 0, sizeof next_seq);
+        struct sched_core *k = core("fifo");
+        if (with)
+            sched_core_set_profiles(k, &prof);
+        add(k, 0, 10, 0, 0);
+        sched_core_decide(k, 1, g); /* at registration */
+        CU_ASSERT_EQUAL(g[0].mode, POS_GRANT_FREE);
+        CU_ASSERT_EQUAL(g[0].sample, with ? 1u : SCHED_DEFAULT_SAMPLE_FREE);
+        CU_ASSERT_EQUAL(g[0].kick_on_done, 0);
+        for (int i = 0; i < 255; i++)
+            submit_kernel(k, 0, 0xc, 0x100, 2);
+        sched_core_decide(k, 3, g);
+        CU_ASSERT_EQUAL(g[0].sample, with ? 1u : SCHED_DEFAULT_SAMPLE_FREE);
+        submit_kernel(k, 0, 0xc, 0x100, 4); /* the 256th: done, with nothing learnt to extend it */
+        sched_core_decide(k, 5, g);
+        CU_ASSERT_EQUAL(g[0].sample, SCHED_DEFAULT_SAMPLE_FREE);
+        CU_ASSERT_EQUAL(g[0].kick_on_done, 0);
+        sched_core_free(k);
+    }
+    pos_prof_free(&prof);
+}
+
+/* A kernel short of samples gets a marker behind every launch; prompt looks (kicks on its
+ * completions) only where its samples are poll times, which a prompt look makes exact: a device
+ * end needs none, and a prompt collector polls every poll_us even while idle. */
+static void test_profiling_asks_for_prompt_looks_only_for_poll_times(void)
+{
+    struct pos_profiles prof;
+    CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
+    for (int device = 0; device < 2; device++) {
+        memset(next_seq, 0, sizeof next_seq);
+        struct sched_core *k = core("fifo");
+        sched_core_set_profiles(k, &prof);
+        add(k, 0, 10, 0, 0);
+        for (int i = 0; i < 300; i++) /* past a new client's first 256 */
+            submit_kernel(k, 0, 0xe + (uint64_t)device, 0x100, 1 * MS);
+        sched_core_decide(k, 2 * MS, g);
+        CU_ASSERT_EQUAL(g[0].sample, SCHED_DEFAULT_SAMPLE_FREE);
+        /* the 100th ends: its kernel short of samples, the next 256 launches profiled */
+        CU_ASSERT_EQUAL(sched_core_complete(k, 0, 100, 2 * MS,
+                                            device ? SCHED_DONE_DEVICE : SCHED_DONE_EXACT, 1 * MS,
+                                            3 * MS),
+                        0);
+        sched_core_decide(k, 3 * MS, g);
+        CU_ASSERT_EQUAL(g[0].sample, 1);
+        CU_ASSERT_EQUAL(g[0].kick_on_done, !device);
+        sched_core_free(k);
+    }
     pos_prof_free(&prof);
 }
 
@@ -690,6 +785,8 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_cpu_lever_lowers_outranked_while_a_request_is_under_way);
     POS_ADD_TEST(s, test_leaving_client_returns_its_table_memory);
     POS_ADD_TEST(s, test_counts_and_grants_never_go_back);
+    POS_ADD_TEST(s, test_a_new_client_is_profiled_from_its_first_launch);
+    POS_ADD_TEST(s, test_profiling_asks_for_prompt_looks_only_for_poll_times);
     POS_ADD_TEST(s, test_window_cap_moves_with_completions);
     POS_ADD_TEST(s, test_sync_completes_only_its_scope);
     POS_ADD_TEST(s, test_requests_inferred_from_syncs);
@@ -700,6 +797,7 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_bad_input_refused);
     POS_ADD_TEST(s, test_idle_core_wants_no_tick);
     POS_ADD_TEST(s, test_device_times_learn_end_minus_predecessor_end);
+    POS_ADD_TEST(s, test_device_ends_read_after_their_sync_still_teach_the_profile);
     POS_ADD_TEST(s, test_device_outliers_are_not_the_kernels);
     POS_ADD_TEST(s, test_core_and_policies_are_pure);
 }

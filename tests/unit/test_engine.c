@@ -153,7 +153,7 @@ static void test_each_decision_is_published(void)
     engine_tick();
     const struct sched_grant *g = &D.grants[0];
     CU_ASSERT(g->changed);
-    CU_ASSERT_NOT_EQUAL(g->sample, 1); /* not what registration left: it must be written */
+    CU_ASSERT_EQUAL(g->sample, 1); /* a new client's first launches: a marker behind each */
     CU_ASSERT_EQUAL(atomic_load(&shm->sample), g->sample);
     CU_ASSERT_EQUAL(atomic_load(&shm->kick_on_done), (uint32_t)g->kick_on_done);
     CU_ASSERT_EQUAL(atomic_load(&shm->grant_mode), g->mode);
@@ -162,6 +162,12 @@ static void test_each_decision_is_published(void)
     engine_tick();
     CU_ASSERT(!D.grants[0].changed);
     CU_ASSERT_EQUAL(atomic_load(&shm->grant_word), word + 1);
+    /* past them, the free rate: not what registration left, so it must be written */
+    for (int i = 0; i < 256; i++)
+        launch();
+    engine_tick();
+    CU_ASSERT_NOT_EQUAL(g->sample, 1);
+    CU_ASSERT_EQUAL(atomic_load(&shm->sample), g->sample);
 }
 
 void pos_test_register(void)
