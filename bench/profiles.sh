@@ -115,7 +115,7 @@ device times, and counts as outside 10%.
 
 A row whose kernels none were sampled in either mode (the two runs of the model, with device
 times and with poll times, both 0) would be a run in which posd learnt no profile at all: its
-saved profile file holds no kernel. Before commit 5e1d0b4 that happened in about 1 run of 3 with
+saved profile file holds no kernel. Before commit 967e71f that happened in about 1 run of 3 with
 mobilenet_v2 on orin-agx (50 requests, about 40 ms). A lone client launching freely never woke
 posd during the run, so posd asked it for no more than the default marker in 32 launches. posd
 then read its completions only at its leave, after the synchronisations that covered them, and
