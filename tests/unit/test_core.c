@@ -85,6 +85,17 @@ static void submit_kernel(struct sched_core *k, int slot, uint64_t key, uint64_t
     CU_ASSERT_EQUAL(sched_core_submit(k, slot, &op, 1, now), 0);
 }
 
+/* A fresh fifo core keeping profiles in PROF (NULL: none), with one client in slot 0. */
+static struct sched_core *profiled_core(struct pos_profiles *prof)
+{
+    memset(next_seq, 0, sizeof next_seq);
+    struct sched_core *k = core("fifo");
+    if (prof)
+        sched_core_set_profiles(k, prof);
+    add(k, 0, 10, 0, 0);
+    return k;
+}
+
 /* With the device's end times, a kernel's sample is its end minus its predecessor's end on its
  * stream when it was queued behind it (launched before that end); one that found its stream
  * idle gives none (its end minus its launch would carry the launch's latency); and a
@@ -136,12 +147,9 @@ static void test_device_times_learn_end_minus_predecessor_end(void)
  * 2.6, 2.9 ms: three samples of 0.3 ms, as when the ends come first. */
 static void test_device_ends_read_after_their_sync_still_teach_the_profile(void)
 {
-    memset(next_seq, 0, sizeof next_seq);
     struct pos_profiles prof;
     CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
-    struct sched_core *k = core("fifo");
-    sched_core_set_profiles(k, &prof);
-    add(k, 0, 10, 0, 0);
+    struct sched_core *k = profiled_core(&prof);
     for (int i = 0; i < 4; i++)
         submit_kernel(k, 0, 0xd, 0x100, 1 * MS);
     struct sched_sync sy = stream_sync(0x100, 4, 5 * MS);
@@ -203,11 +211,7 @@ static void test_a_new_client_is_profiled_from_its_first_launch(void)
     struct pos_profiles prof;
     CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
     for (int with = 0; with < 2; with++) {
-        memset(next_seq, 0, sizeof next_seq);
-        struct sched_core *k = core("fifo");
-        if (with)
-            sched_core_set_profiles(k, &prof);
-        add(k, 0, 10, 0, 0);
+        struct sched_core *k = profiled_core(with ? &prof : NULL);
         sched_core_decide(k, 1, g); /* at registration */
         CU_ASSERT_EQUAL(g[0].mode, POS_GRANT_FREE);
         CU_ASSERT_EQUAL(g[0].sample, with ? 1u : SCHED_DEFAULT_SAMPLE_FREE);
@@ -233,10 +237,7 @@ static void test_profiling_asks_for_prompt_looks_only_for_poll_times(void)
     struct pos_profiles prof;
     CU_ASSERT_EQUAL_FATAL(pos_prof_init(&prof, 64), 0);
     for (int device = 0; device < 2; device++) {
-        memset(next_seq, 0, sizeof next_seq);
-        struct sched_core *k = core("fifo");
-        sched_core_set_profiles(k, &prof);
-        add(k, 0, 10, 0, 0);
+        struct sched_core *k = profiled_core(&prof);
         for (int i = 0; i < 300; i++) /* past a new client's first 256 */
             submit_kernel(k, 0, 0xe + (uint64_t)device, 0x100, 1 * MS);
         sched_core_decide(k, 2 * MS, g);
