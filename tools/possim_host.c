@@ -269,6 +269,8 @@ static void advance(struct possim_host *h, int64_t t)
                 k->left = 0;
         }
     }
+    if (waits)
+        h->stall_ns += dt;
     h->at = t;
 }
 
