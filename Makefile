@@ -300,8 +300,8 @@ all: $(KUBE_PLUGIN) $(KUBE_DESCS)
 # The simulator: the scheduling core and policies, the device model, the model workloads and
 # the request builder, posapp's arrival processes and statistics, in virtual time.
 SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c sched/schedule.c \
-    sched/schedule_file.c $(wildcard sched/policy/*.c)
-POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c \
+    sched/schedule_file.c sched/nn.c sched/weights.c $(wildcard sched/policy/*.c)
+POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c sched/weights_file.c \
     tools/possim_search.c \
     tools/timeline.c sched/ini_lines.c \
     $(SCHED_CORE_SRCS) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
@@ -336,6 +336,9 @@ TEST_LIBS_test_sim_startup    := -lelf -ldl
 TEST_DEPS_test_testbed        := $(SIM_LIB) $(POSAPP)
 TEST_DEPS_test_policy         := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_profile        := $(call obj,sched/profile.c sched/profile_file.c)
+TEST_DEPS_test_nn             := $(call obj,sched/nn.c)
+TEST_DEPS_test_sac            := $(call obj,tools/possim_sac.c sched/nn.c)
+TEST_DEPS_test_weights        := $(call obj,sched/weights.c sched/nn.c)
 TEST_DEPS_test_core           := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_schedule       := $(call obj,$(SCHED_CORE_SRCS))
 TEST_DEPS_test_shim_table     := $(SIM_LIB) $(SHIM)
@@ -409,6 +412,8 @@ TEST_DEPS_test_shim_mem := $(SIM_LIB) $(SHIM) $(POSD) $(SHIM_PROGS) $(FAKE_NVML_
 TEST_DEPS_test_posstat := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCLIENT_OBJ) $(FAKE_NVML)
 TEST_DEPS_test_posd := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSSTAT) $(POSCTL) $(POSCLIENT_OBJ)
 TEST_DEPS_test_state_dir := $(POSD) $(POSCTL)
+TEST_DEPS_test_learned := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(call obj,sched/weights_file.c sched/weights.c sched/nn.c)
+TEST_LIBS_test_learned := -lm
 TEST_DEPS_test_posd_mem := $(POSD) $(POSCTL) $(POSSTAT) $(POSCLIENT_OBJ)
 TEST_DEPS_test_cpu := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(POSCTL) $(SHIM_PROGS) $(POSCLIENT_OBJ)
 TEST_DEPS_test_mps := $(SIM_LIB) $(POSAPP) $(SHIM) $(POSD) $(SHIM_PROGS) $(TEST_OBJS_model)

@@ -47,7 +47,7 @@ int posd_engine_init(struct posd *d)
     posd_engine_params(&d->cfg, &p);
     d->device.index = 0;
     struct pos_policy_args args;
-    d->schedule = posd_policy_args(&d->cfg, &d->device, d->policy, &args);
+    d->policy_files = posd_policy_args(&d->cfg, &d->device, d->policy, &args);
     d->core = sched_core_new(&p, &d->device, d->policy, &args, posd_now());
     if (!d->core || pos_prof_init(&d->prof, 0) < 0)
         return -ENOMEM;

@@ -233,7 +233,7 @@ struct posd {
     int64_t prof_save_at;      /* the next periodic save */
     int prof_save_failed;      /* a failed save was logged (once until one succeeds) */
     uint64_t prof_refused_said; /* profiles refused at profile_user_max, as last logged */
-    struct pos_schedule *schedule; /* [policy] schedule, loaded (NULL: none) */
+    struct posd_policy_files *policy_files; /* [policy]'s files, read (NULL: none) */
     char policy_note[160];         /* the policy's note last logged */
     struct sched_grant grants[POSD_MAX_CLIENTS];
     struct posd_client clients[POSD_MAX_CLIENTS];
@@ -253,14 +253,19 @@ static inline void posd_client_ask_close(struct posd *d, struct posd_client *c, 
     }
 }
 
-/* policy_posd.c: ARGS for POLICY's init: CFG's policy parameters, a schedule file read for
- * DEV; returns the schedule read (NULL: none given, or it cannot be used: logged), which the
- * caller closes once the core no longer uses it. And the policy's note logged when it changes. */
-struct pos_schedule *posd_policy_args(const struct posd_config *cfg,
-                                      const struct pos_sched_device *dev,
-                                      const struct pos_policy_ops *policy,
-                                      struct pos_policy_args *args);
-void posd_schedule_close(struct pos_schedule *s);
+/* policy_posd.c: ARGS for POLICY's init: CFG's policy parameters, with a schedule file read
+ * for DEV and a weights file read and checked (one that cannot be used is logged and left
+ * out); returns what was read (NULL: nothing), which the caller closes once the core no longer
+ * uses it. And the policy's note logged when it changes. */
+struct posd_policy_files {
+    struct pos_schedule *schedule; /* NULL: none */
+    struct pos_weights *weights;   /* NULL: none */
+};
+struct posd_policy_files *posd_policy_args(const struct posd_config *cfg,
+                                           const struct pos_sched_device *dev,
+                                           const struct pos_policy_ops *policy,
+                                           struct pos_policy_args *args);
+void posd_policy_files_close(struct posd_policy_files *f);
 void posd_log_policy_note(struct posd *d);
 
 /* log.c */

@@ -35,16 +35,16 @@ int posd_reload(struct posd *d, char *err, size_t errlen)
     struct sched_params params;
     posd_engine_params(&fresh, &params);
     struct pos_policy_args args;
-    struct pos_schedule *sched = posd_policy_args(&fresh, &d->device, p, &args);
+    struct posd_policy_files *files = posd_policy_args(&fresh, &d->device, p, &args);
     if (sched_core_set_policy(d->core, p, &args, &params) < 0) {
         snprintf(err, errlen, "reload refused: policy %s could not start", p->name);
         posd_log(POSD_LOG_ERROR, "%s", err);
-        posd_schedule_close(sched);
+        posd_policy_files_close(files);
         posd_config_free(&fresh);
         return -ENOMEM;
     }
-    posd_schedule_close(d->schedule); /* the core follows the new one */
-    d->schedule = sched;
+    posd_policy_files_close(d->policy_files); /* the core follows the new ones */
+    d->policy_files = files;
     posd_config_free(&d->cfg);
     d->cfg = fresh;
     d->policy = p;

@@ -33,19 +33,19 @@ void posd_telemetry_client_current(struct posd *d, struct posd_client *c, int64_
     (void)d, (void)c, (void)now;
 }
 
-struct pos_schedule *posd_policy_args(const struct posd_config *cfg,
-                                      const struct pos_sched_device *dev,
-                                      const struct pos_policy_ops *policy,
-                                      struct pos_policy_args *args)
+struct posd_policy_files *posd_policy_args(const struct posd_config *cfg,
+                                           const struct pos_sched_device *dev,
+                                           const struct pos_policy_ops *policy,
+                                           struct pos_policy_args *args)
 {
     (void)dev, (void)policy;
     *args = cfg->policy_args;
     return NULL;
 }
 
-void posd_schedule_close(struct pos_schedule *s)
+void posd_policy_files_close(struct posd_policy_files *f)
 {
-    (void)s;
+    (void)f;
 }
 
 void posd_log_policy_note(struct posd *d)

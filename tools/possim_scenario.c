@@ -578,7 +578,8 @@ static int policy_param_key(struct parser *p, const char *key, const char *value
         const struct key_spec k = {pp->name, V_DOUBLE, 0, pp->lo, pp->hi, 0, NULL, NULL};
         rc = parse_value(p, &k, value, &a->number);
     } else if (!*value || strlen(value) >= sizeof a->file) {
-        rc = refuse(p, "expected a schedule file (docs/schedule.md)");
+        rc = refuse(p, pp->type == POS_PARAM_SCHEDULE ? "expected a schedule file (docs/schedule.md)"
+                                                      : "expected a weights file (docs/learned.md)");
     } else {
         snprintf(a->file, sizeof a->file, "%s", value);
     }

@@ -39,7 +39,9 @@
 #include "pos/rules.h"
 #include "sched/core.h"
 #include "sched/profile.h"
+#include "sched/policy/learned.h"
 #include "sched/schedule_file.h"
+#include "sched/weights_file.h"
 #include "sim/gpu_model.h"
 #include "sim/model_file.h"
 #include "sim/request.h"
@@ -280,6 +282,8 @@ struct sim {
     struct pos_sched_device dev;
     struct sched_grant grants[SCHED_MAX_CLIENTS];
     struct pos_schedule schedule; /* [sched] schedule, what the policy sees */
+    struct pos_weights weights;   /* [sched] weights, ... */
+    const void *learner;          /* possim train's learner (possim_run_learning) */
     struct vclient *c;
     size_t n, ndone;
     struct heap heap;
@@ -1484,22 +1488,30 @@ static int profile_check(struct sim *s, struct possim_result *out)
     return 0;
 }
 
-/* The schedule file given for a policy's parameter ([sched] schedule), read into s->schedule
- * and handed to the policy in ARGS: one that cannot be read fails the run. */
-static int read_schedule(struct sim *s, struct pos_policy_args *args)
+/* The files given for policies' parameters ([sched] schedule, weights), read into s->schedule
+ * and s->weights and handed to the policy in ARGS: one that cannot be used fails the run
+ * ("FILE: what"; posd would go on without it, but a benchmark of policy learned that ran pos
+ * instead would measure the wrong thing). */
+static int read_policy_files(struct sim *s, struct pos_policy_args *args)
 {
     for (size_t i = 0; i < args->n; i++) {
         struct pos_policy_arg *a = &args->v[i];
-        if (a->param->type != POS_PARAM_SCHEDULE)
-            continue;
         char msg[512];
-        int rc = pos_schedule_load(a->file, &s->schedule, msg, sizeof msg);
+        int rc = 0;
+        if (a->param->type == POS_PARAM_SCHEDULE) {
+            rc = pos_schedule_load(a->file, &s->schedule, msg, sizeof msg);
+            a->schedule = rc < 0 ? NULL : &s->schedule;
+        } else if (a->param->type == POS_PARAM_WEIGHTS) {
+            rc = pos_weights_load(a->file, &s->weights, msg, sizeof msg);
+            char why[256];
+            if (rc == 0 && (rc = pos_learned_check(&s->weights, why, sizeof why)) < 0)
+                snprintf(msg, sizeof msg, "%s: %s", a->file, why);
+            a->weights = rc < 0 ? NULL : &s->weights;
+        }
         if (rc < 0) {
             sim_fail(s, rc, "%s", msg);
             return rc;
         }
-        a->schedule = &s->schedule;
-        return 0;
     }
     return 0;
 }
@@ -1513,6 +1525,13 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
 int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
                         struct timeline *tl, char *err, size_t errlen)
 {
+    return possim_run_learning(sc, seed, out, tl, NULL, err, errlen);
+}
+
+int possim_run_learning(const struct possim_scenario *sc, uint64_t seed,
+                        struct possim_result *out, struct timeline *tl, const void *learner,
+                        char *err, size_t errlen)
+{
     struct possim_host host = {0};
     struct sim s = {.sc = sc,
                     .tl = tl,
@@ -1520,7 +1539,8 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
                     .timer_at = NONE,
                     .kick_at = NONE,
                     .err = err,
-                    .errlen = errlen};
+                    .errlen = errlen,
+                    .learner = learner};
     memset(out, 0, sizeof *out);
     s.poll_ns = us_ns(sc->poll_us);
     s.prompt_poll_ns = us_ns(sc->prompt_poll_us);
@@ -1557,7 +1577,8 @@ int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct 
         p.profile_min = sc->profile_min;
         p.cpu_hold_ns = (int64_t)llround(sc->cpu_hold_ms * 1e6);
         struct pos_policy_args args = sc->policy_args;
-        if (read_schedule(&s, &args) < 0)
+        args.ext = s.learner;
+        if (read_policy_files(&s, &args) < 0)
             goto out;
         const struct pos_policy_ops *pol = pos_policy_find(sc->policy);
         if (!pol) {
@@ -1651,6 +1672,7 @@ out:
     sched_core_free(s.core);
     pos_prof_free(&s.prof);
     pos_schedule_free(&s.schedule);
+    pos_weights_free(&s.weights);
     possim_host_free(&host);
     free(s.dev_wait.v);
     free(s.dev_look.v);

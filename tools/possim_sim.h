@@ -78,6 +78,11 @@ int possim_run(const struct possim_scenario *sc, uint64_t seed, struct possim_re
 struct timeline;
 int possim_run_timeline(const struct possim_scenario *sc, uint64_t seed, struct possim_result *out,
                         struct timeline *tl, char *err, size_t errlen);
+/* The same with possim train's LEARNER (struct pos_learned_learner, sched/policy/learned.h)
+ * handed to the policy (learned), which then makes its choices through it. */
+int possim_run_learning(const struct possim_scenario *sc, uint64_t seed,
+                        struct possim_result *out, struct timeline *tl, const void *learner,
+                        char *err, size_t errlen);
 void possim_result_free(struct possim_result *r);
 
 /* Writers. CPU_S is the simulator's own CPU time for the run (its speed line/key is the last

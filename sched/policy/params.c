@@ -38,3 +38,10 @@ const struct pos_schedule *pos_policy_schedule(const struct pos_policy_args *arg
     const struct pos_policy_arg *a = pos_policy_arg(args, p->name);
     return a ? a->schedule : NULL;
 }
+
+const struct pos_weights *pos_policy_weights(const struct pos_policy_args *args,
+                                             const struct pos_policy_param *p)
+{
+    const struct pos_policy_arg *a = pos_policy_arg(args, p->name);
+    return a ? a->weights : NULL;
+}

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct pos_schedule;
+struct pos_weights;
 
 /* One operator. */
 struct pos_sched_op {
@@ -182,6 +183,8 @@ enum pos_param_type {
     POS_PARAM_NUMBER,   /* a finite number in lo..hi */
     POS_PARAM_SCHEDULE, /* a stage schedule file (docs/schedule.md): the adapter reads it (the
                          * I/O is its), the policy gets it parsed */
+    POS_PARAM_WEIGHTS,  /* a weights file (sched/weights.h, docs/learned.md): the adapter reads
+                         * and checks it, the policy gets it parsed */
 };
 
 struct pos_policy_param {
@@ -204,7 +207,13 @@ struct pos_policy_args {
         const struct pos_schedule *schedule;  /* SCHEDULE: the file read by the adapter before
                                                * init (NULL: not read, or refused); it must
                                                * outlive the policy's state */
+        const struct pos_weights *weights;   /* WEIGHTS: the file read and checked by the
+                                               * adapter (NULL: not read, or refused); the
+                                               * policy copies what it keeps */
     } v[POS_POLICY_ARGS_MAX];
+    /* an adapter's own extension, for the policy that knows it (possim train's learner for
+     * policy learned, sched/policy/learned.h); NULL in posd */
+    const void *ext;
 };
 
 struct pos_policy_ops {
@@ -251,5 +260,8 @@ double pos_policy_number(const struct pos_policy_args *args, const struct pos_po
 /* ... the schedule given for P, read (NULL: none). */
 const struct pos_schedule *pos_policy_schedule(const struct pos_policy_args *args,
                                                const struct pos_policy_param *p);
+/* ... the weights given for P, read and checked (NULL: none). */
+const struct pos_weights *pos_policy_weights(const struct pos_policy_args *args,
+                                             const struct pos_policy_param *p);
 
 #endif

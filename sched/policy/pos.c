@@ -45,7 +45,7 @@
 #include <stdlib.h>
 
 #include "pos/client_shm.h"
-#include "sched/policy/policy.h"
+#include "sched/policy/pos.h"
 #include "sched/profile.h"
 #include "sched/schedule.h"
 
@@ -92,17 +92,8 @@ struct pos_pre {
 /* Its parameters (posd.conf's [policy], possim's [sched]; docs/policy.md). */
 enum { P_CORUN_BUDGET, P_SCHEDULE };
 static const struct pos_policy_param pos_params[] = {
-    /* the co-run slowdown a more important kernel may show beside others (1.2 = 20%) */
-    [P_CORUN_BUDGET] = {.name = "corun_budget",
-                        .type = POS_PARAM_NUMBER,
-                        .def = 1.2,
-                        .lo = 1,
-                        .hi = 100,
-                        .help = "co-run slowdown a more important kernel may show"},
-    /* a searched stage schedule to follow */
-    [P_SCHEDULE] = {.name = "schedule",
-                    .type = POS_PARAM_SCHEDULE,
-                    .help = "a stage schedule (possim search -w) to follow"},
+    [P_CORUN_BUDGET] = POS_PARAM_CORUN_BUDGET,
+    [P_SCHEDULE] = POS_PARAM_SCHEDULE_FILE,
     {.name = NULL},
 };
 
@@ -115,23 +106,33 @@ struct pos_state {
     struct pos_pre pre[SCHED_MAX_VIEW];
 };
 
-static int pos_init(void **state, const struct pos_sched_device *dev,
-                    const struct pos_policy_args *args)
+int pos_state_new(struct pos_state **out, const struct pos_policy_args *args)
 {
     struct pos_state *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    (void)dev; /* the view carries the device */
     s->corun_budget = pos_policy_number(args, &pos_params[P_CORUN_BUDGET]);
     s->schedule = pos_policy_schedule(args, &pos_params[P_SCHEDULE]);
     pos_schedule_state_init(&s->st, NULL);
-    *state = s;
+    *out = s;
     return 0;
+}
+
+void pos_state_free(struct pos_state *s)
+{
+    free(s);
+}
+
+static int pos_init(void **state, const struct pos_sched_device *dev,
+                    const struct pos_policy_args *args)
+{
+    (void)dev; /* the view carries the device */
+    return pos_state_new((struct pos_state **)state, args);
 }
 
 static void pos_fini(void *state)
 {
-    free(state);
+    pos_state_free(state);
 }
 
 static struct pos_track *track(struct pos_state *s, const struct pos_sched_client *c)
@@ -246,9 +247,9 @@ static uint64_t umax(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-static int64_t pos_decide(void *state, struct pos_sched_view *v)
+int64_t pos_decide_with(struct pos_state *s, struct pos_sched_view *v, pos_choose_fn choose,
+                        void *arg)
 {
-    struct pos_state *s = state;
     /* exactly the mix of a searched schedule: follow it (sched/schedule.c) */
     if (s->schedule && pos_schedule_decide(&s->st, s->schedule, v))
         return s->st.next_ns;
@@ -260,8 +261,8 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
     for (size_t i = 0; i < n; i++) {
         struct pos_sched_client *c = &v->clients[i];
         const struct pos_pre *pc = &s->pre[i];
-        int outranked = 0, busy_above = 0, contended = 0, rivals = 0, plain = 0;
-        double above = 0, above_max = 0, beside = 0;
+        int outranked = 0, busy_above = 0, contended = 0, rivals = 0, plain = 0, above_n = 0;
+        double above = 0, above_max = 0, beside = 0, slack = INFINITY, runq_ms = 0;
         for (size_t k = 0; k < n; k++) {
             const struct pos_sched_client *o = &v->clients[k];
             const struct pos_pre *po = &s->pre[k];
@@ -273,7 +274,10 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
                 continue;
             }
             outranked = 1;
+            above_n++;
             above_max += po->max_demand;
+            if ((double)o->runq_delay_ns / 1e6 > runq_ms)
+                runq_ms = (double)o->runq_delay_ns / 1e6;
             plain |= po->guarded || po->was_contended; /* the plain window below it */
             if (po->work) {
                 busy_above = 1;
@@ -281,6 +285,8 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
                 /* a kernel above that slows down beside others, or one not yet measured
                  * alone (so that its solo profile can be learnt first), runs alone */
                 contended |= po->contended || po->unlearnt || po->guarded;
+                if (isfinite(po->rt) && (po->rt - (double)v->now) / (o->slo_ms * 1e6) < slack)
+                    slack = (po->rt - (double)v->now) / (o->slo_ms * 1e6);
             }
             next = pos_sched_grace_next(o, v, next);
         }
@@ -310,17 +316,53 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
                 uint64_t fit = fit_beside(c, pc, above_max + beside, v->credits);
                 cap = fit > cap ? fit : cap;
             }
+        }
+        uint64_t fit = 0;
+        if (busy_above) {
+            fit = concurrent && !contended ? fit_beside(c, pc, above + beside, cap) : 0;
+            /* its own kernels not yet learnt (a client that just came): nothing says how they
+             * slow the kernels above, so beside busy clients above it runs one operator at a
+             * time where that one fits, and learns (its tries count) rather than waiting for
+             * the clients above to be idle, which a closed loop never is */
+            if (pc->unlearnt && fit > 1)
+                fit = 1;
+        }
+        if (choose && pos_sched_queued(c) > 0) {
+            /* another policy's choice where pos made its own (learned) */
+            struct pos_choice ch = {
+                .c = c,
+                .busy_above = busy_above,
+                .concurrent = concurrent,
+                .contended = contended,
+                .plain = plain,
+                .unlearnt = pc->unlearnt,
+                .has_slo = c->slo_ms > 0,
+                .above_n = above_n,
+                .above = above,
+                .above_max = above_max,
+                .beside = beside,
+                .mine = pc->mine,
+                .next_max = pc->next_max,
+                .slack = slack,
+                .above_runq_ms = runq_ms,
+                .inflight = pos_sched_inflight(c),
+                .queued = pos_sched_queued(c),
+                .limit = busy_above ? (fit > pos_sched_inflight(c) ? fit : 0) : cap,
+                .most = c->max_inflight ? c->max_inflight : v->credits,
+            };
+            uint64_t want = choose(arg, v, &ch);
+            if (want > ch.most)
+                want = ch.most;
+            if (busy_above)
+                fit = want;
+            else /* nothing above has work: at least one more operator (work conserved) */
+                cap = want > ch.inflight ? want : ch.inflight + 1;
+        }
+        if (!busy_above) {
             c->new_granted = pos_sched_window_grant(c, cap);
             c->window = (uint32_t)cap;
             continue;
         }
-        uint64_t fit = concurrent && !contended ? fit_beside(c, pc, above + beside, cap) : 0;
-        /* its own kernels not yet learnt (a client that just came): nothing says how they
-         * slow the kernels above, so beside busy clients above it runs one operator at a
-         * time where that one fits, and learns (its tries count) rather than waiting for
-         * the clients above to be idle, which a closed loop never is */
-        if (pc->unlearnt && fit > 1)
-            fit = 1;
         if (fit > pos_sched_inflight(c)) {
             c->new_granted = pos_sched_window_grant(c, fit);
             continue;
@@ -330,19 +372,32 @@ static int64_t pos_decide(void *state, struct pos_sched_view *v)
     return next;
 }
 
+static int64_t pos_decide(void *state, struct pos_sched_view *v)
+{
+    return pos_decide_with(state, v, NULL, NULL);
+}
+
 /* Operators are forgotten once complete: the schedule follower sees each one before. */
+void pos_state_complete(struct pos_state *s, const struct pos_sched_client *c)
+{
+    pos_schedule_observe(&s->st, s->st.s, c);
+}
+
+const char *pos_state_note(struct pos_state *s, const char *name)
+{
+    return pos_schedule_note(&s->st, name, "online", s->note, sizeof s->note);
+}
+
 static void pos_on_complete(void *state, const struct pos_sched_client *c,
                             const struct pos_sched_op *op)
 {
-    struct pos_state *s = state;
     (void)op;
-    pos_schedule_observe(&s->st, s->st.s, c);
+    pos_state_complete(state, c);
 }
 
 static const char *pos_note(void *state)
 {
-    struct pos_state *s = state;
-    return pos_schedule_note(&s->st, "pos", "online", s->note, sizeof s->note);
+    return pos_state_note(state, "pos");
 }
 
 const struct pos_policy_ops pos_policy_pos = {

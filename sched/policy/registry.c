@@ -8,9 +8,11 @@ extern const struct pos_policy_ops pos_policy_fifo;
 extern const struct pos_policy_ops pos_policy_priority;
 extern const struct pos_policy_ops pos_policy_pos;
 extern const struct pos_policy_ops pos_policy_staged;
+extern const struct pos_policy_ops pos_policy_learned;
 
 const struct pos_policy_ops *const pos_policies[] = {&pos_policy_fifo, &pos_policy_priority,
-                                                     &pos_policy_pos, &pos_policy_staged, NULL};
+                                                     &pos_policy_pos, &pos_policy_staged,
+                                                     &pos_policy_learned, NULL};
 
 const struct pos_policy_ops *pos_policy_find(const char *name)
 {

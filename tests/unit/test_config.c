@@ -911,7 +911,7 @@ static const struct error_case {
     /* bytes a terminal would act on are shown escaped, never raw */
     {"[daemon]\npolicy = \x1b[2J\x1b]0;owned\x07\xff\n", NULL, 0, 2,
      "bad value '\\x1b[2J\\x1b]0;owned\\x07\\xff' for 'policy' in [daemon]: expected fifo, "
-     "priority, pos or staged"},
+     "priority, pos, staged or learned"},
     {"[da\remon]\n", NULL, 0, 1,
      "unknown section [da\\x0demon] (use [daemon], [policy], [metrics], [kubernetes], "
      "[class NAME] or [rule NAME])"},
@@ -963,10 +963,11 @@ static const struct error_case {
      "bad value 'run/posd.sock' for 'socket' in [daemon]: expected an absolute path of at most "
      "107 characters"},
     {"[daemon]\npolicy = rr\n", NULL, 0, 2,
-     "bad value 'rr' for 'policy' in [daemon]: expected fifo, priority, pos or staged"},
+     "bad value 'rr' for 'policy' in [daemon]: expected fifo, priority, pos, staged or "
+     "learned"},
     {"[daemon]\npolicy = fifo # not a comment\n", NULL, 0, 2,
      "bad value 'fifo # not a comment' for 'policy' in [daemon]: expected fifo, priority, "
-     "pos or staged"},
+     "pos, staged or learned"},
     {"[daemon]\nlog_level = verbose\n", NULL, 0, 2,
      "bad value 'verbose' for 'log_level' in [daemon]: expected error, warn, info or debug"},
     {"[daemon]\n\ntelemetry = yes\n", NULL, 0, 3,

@@ -11,8 +11,11 @@
 #include <string.h>
 
 #include "pos/client_shm.h"
+#include "sched/nn.h"
+#include "sched/policy/learned.h"
 #include "sched/policy/policy.h"
 #include "sched/profile.h"
+#include "sched/weights.h"
 #include "tests/cunit_main.h"
 
 static struct pos_sched_client cl[4];
@@ -66,6 +69,7 @@ static void test_registry(void)
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("priority"));
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("pos"));
     CU_ASSERT_PTR_NOT_NULL(pos_policy_find("staged"));
+    CU_ASSERT_PTR_NOT_NULL(pos_policy_find("learned"));
     CU_ASSERT_PTR_NULL(pos_policy_find("edf"));
     int n = 0;
     for (int i = 0; pos_policies[i]; i++, n++) {
@@ -96,6 +100,9 @@ static void test_policy_parameters(void)
     CU_ASSERT(distinct <= POS_POLICY_ARGS_MAX);
     CU_ASSERT(pos_policy_takes(pos_policy_find("pos"), "corun_budget"));
     CU_ASSERT(pos_policy_takes(pos_policy_find("staged"), "schedule"));
+    CU_ASSERT(pos_policy_takes(pos_policy_find("learned"), "weights"));
+    CU_ASSERT(pos_policy_takes(pos_policy_find("learned"), "corun_budget"));
+    CU_ASSERT(!pos_policy_takes(pos_policy_find("pos"), "weights"));
     CU_ASSERT(!pos_policy_takes(pos_policy_find("fifo"), "schedule"));
     CU_ASSERT_PTR_NULL(pos_policy_param_find("tick_us")); /* the core's, not a policy's */
     /* not given: the policy's default; a later value replaces an earlier one */
@@ -298,7 +305,7 @@ static void pos_client(int i, int prio, uint64_t submitted, uint64_t released, u
 }
 
 /* One decision of a fresh pos state, its init given ARGS (NULL: none). */
-static int64_t pos_decide_with(struct pos_sched_view *v, const struct pos_sched_device *dev,
+static int64_t pos_decide_args(struct pos_sched_view *v, const struct pos_sched_device *dev,
                                const struct pos_policy_args *args)
 {
     const struct pos_policy_ops *p = pos_policy_find("pos");
@@ -312,7 +319,7 @@ static int64_t pos_decide_with(struct pos_sched_view *v, const struct pos_sched_
 
 static int64_t pos_decide(struct pos_sched_view *v, const struct pos_sched_device *dev)
 {
-    return pos_decide_with(v, dev, NULL);
+    return pos_decide_args(v, dev, NULL);
 }
 
 /* MPS: a batch client runs beside a busy latency client while their kernels fit in the SMs;
@@ -446,11 +453,11 @@ static void test_pos_slowdown_budget(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     a->number = 1.6;
     pos_client(1, 20, 30, 2, 0, 8);
-    pos_decide_with(&v, &h200, &args);
+    pos_decide_args(&v, &h200, &args);
     CU_ASSERT_EQUAL(cl[1].held, 0);
     a->number = 1.4;
     pos_client(1, 20, 30, 2, 0, 8);
-    pos_decide_with(&v, &h200, &args);
+    pos_decide_args(&v, &h200, &args);
     CU_ASSERT_EQUAL(cl[1].held, 1);
     pos_prof_free(&prof);
 }
@@ -609,6 +616,254 @@ static void test_pos_slo_guard_stops_colocation_while_requests_end_late(void)
 
 /* A held batch client that has had less than its share of the guard period gets a step in
  * the period's last min_share. */
+
+/* ---- learned -------------------------------------------------------------------------- */
+
+/* One decision of a fresh learned state, its init given ARGS (NULL: none); its note into NOTE
+ * (may be NULL). */
+static int64_t learned_decide(struct pos_sched_view *v, const struct pos_sched_device *dev,
+                              const struct pos_policy_args *args, char *note, size_t len)
+{
+    const struct pos_policy_ops *p = pos_policy_find("learned");
+    void *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(p->init(&st, dev, args), 0);
+    v->device = dev;
+    int64_t next = p->decide(st, v);
+    if (note)
+        snprintf(note, len, "%s", p->note(st) ? p->note(st) : "");
+    p->fini(st);
+    return next;
+}
+
+/* The views of pos's own tests above, set up again by number (0..4): co-location where kernels
+ * fit, nothing fits, a time-sliced device, two batch clients sharing the room, the clients
+ * above idle. Returns the clients and fills *DEV. */
+static size_t learned_case(int k, const struct pos_sched_device **dev)
+{
+    *dev = &h200;
+    switch (k) {
+    case 0:
+        pos_client(0, 10, 20, 20, 5, 8);
+        pos_client(1, 20, 30, 2, 0, 8);
+        return 2;
+    case 1:
+        pos_client(0, 10, 20, 20, 5, 132 * 16);
+        pos_client(1, 20, 30, 0, 0, 132);
+        return 2;
+    case 2:
+        pos_client(0, 10, 20, 20, 5, 8);
+        pos_client(1, 20, 30, 2, 0, 8);
+        *dev = &timesliced;
+        return 2;
+    case 3:
+        pos_client(0, 10, 20, 20, 5, 8);
+        pos_client(1, 20, 10, 3, 0, 528);
+        pos_client(2, 20, 10, 0, 0, 528);
+        cl[1].served_ns = cl[2].served_ns = 1000000;
+        return 3;
+    default:
+        pos_client(0, 10, 20, 20, 20, 8); /* idle above */
+        pos_client(1, 20, 30, 2, 0, 8);
+        return 2;
+    }
+}
+
+struct decision {
+    int64_t next;
+    struct {
+        uint64_t new_granted;
+        uint32_t window;
+        int held, mode;
+    } c[4];
+};
+
+static struct decision took(size_t n, int64_t next)
+{
+    struct decision d;
+    memset(&d, 0, sizeof d); /* padding too: decisions are compared whole */
+    d.next = next;
+    for (size_t i = 0; i < n; i++) {
+        d.c[i].new_granted = cl[i].new_granted;
+        d.c[i].window = cl[i].window;
+        d.c[i].held = cl[i].held;
+        d.c[i].mode = cl[i].mode;
+    }
+    return d;
+}
+
+/* An actor that always prefers action A: one layer, weights 0, A's bias 5. */
+static void actor_weights(struct pos_weights *w, int inputs, int outputs, int a)
+{
+    memset(w, 0, sizeof *w);
+    w->features = POS_LEARNED_FEATURES;
+    w->actions = POS_LEARNED_ACTIONS;
+    struct nn_mlp m = {0};
+    int dims[2] = {inputs, outputs};
+    CU_ASSERT_EQUAL_FATAL(nn_mlp_init(&m, 1, dims), 0);
+    m.p[(size_t)inputs * (size_t)outputs + (size_t)a] = 5;
+    CU_ASSERT_EQUAL_FATAL(pos_weights_add(w, "actor", &m), 0);
+    nn_mlp_free(&m);
+}
+
+static struct pos_policy_args weights_args(const struct pos_weights *w)
+{
+    struct pos_policy_args args = {0};
+    pos_policy_arg_set(&args, pos_policy_param_find("weights"))->weights = w;
+    return args;
+}
+
+/* Without weights, or with weights of other dimensions (which the adapter would have refused
+ * with a line of its own), learned decides exactly as pos, and its note says so. */
+static void test_learned_without_usable_weights_decides_as_pos(void)
+{
+    struct pos_weights bad;
+    actor_weights(&bad, POS_LEARNED_FEATURES, POS_LEARNED_ACTIONS - 1, 1);
+    struct pos_policy_args bad_args = weights_args(&bad);
+    for (int k = 0; k < 5; k++) {
+        for (int variant = 0; variant < 2; variant++) {
+            const struct pos_sched_device *dev;
+            size_t n = learned_case(k, &dev);
+            struct pos_sched_view v = view(n, 1000000);
+            struct decision want = took(n, pos_decide(&v, dev));
+            n = learned_case(k, &dev);
+            v = view(n, 1000000);
+            char note[200];
+            struct decision got = took(n, learned_decide(&v, dev, variant ? &bad_args : NULL,
+                                                         note, sizeof note));
+            CU_ASSERT_EQUAL(memcmp(&want, &got, sizeof want), 0);
+            CU_ASSERT_STRING_EQUAL(note, "learned: no usable weights: deciding as pos");
+        }
+    }
+    pos_weights_free(&bad);
+}
+
+/* possim train's learner: records what it is shown and answers with a fixed action. */
+struct fixed_learner {
+    int action;
+    int observed, asked;
+    uint32_t asked_id;
+    float x[POS_LEARNED_FEATURES];
+    uint8_t mask[POS_LEARNED_ACTIONS];
+};
+
+static void fixed_observe(void *arg, const struct pos_sched_view *v)
+{
+    (void)v;
+    ((struct fixed_learner *)arg)->observed++;
+}
+
+static int fixed_act(void *arg, const struct pos_sched_view *v, const struct pos_sched_client *c,
+                     const float *x, const uint8_t *mask)
+{
+    (void)v;
+    struct fixed_learner *f = arg;
+    f->asked++;
+    f->asked_id = c->id;
+    memcpy(f->x, x, sizeof f->x);
+    memcpy(f->mask, mask, sizeof f->mask);
+    return f->action;
+}
+
+static struct decision learned_with_action(int k, int action, struct fixed_learner *f)
+{
+    memset(f, 0, sizeof *f);
+    f->action = action;
+    struct pos_learned_learner l = {.arg = f, .observe = fixed_observe, .act = fixed_act};
+    struct pos_policy_args args = {.ext = &l};
+    const struct pos_sched_device *dev;
+    size_t n = learned_case(k, &dev);
+    struct pos_sched_view v = view(n, 1000000);
+    return took(n, learned_decide(&v, dev, &args, NULL, 0));
+}
+
+/* Beside a busy client above, the outranked client's operators in flight are what the chosen
+ * action gives (learned.h): hold, one more, pos's own, the most; only that client is asked,
+ * once per decision, with what pos worked out in its state. */
+static void test_learned_grants_what_its_action_allows(void)
+{
+    const struct pos_sched_device *dev;
+    size_t n = learned_case(0, &dev);
+    struct pos_sched_view v = view(n, 1000000);
+    struct decision pos = took(n, pos_decide(&v, dev));
+    learned_case(0, &dev);
+    uint64_t released = cl[1].released_upto, inflight = 2; /* 2 released, none complete */
+    CU_ASSERT_FATAL(pos.c[1].new_granted > released + 1); /* pos lets it have more than 3 */
+    struct fixed_learner f;
+    struct decision d = learned_with_action(0, POS_LEARNED_POS, &f);
+    CU_ASSERT_EQUAL(memcmp(&pos, &d, sizeof d), 0);
+    CU_ASSERT_EQUAL(f.observed, 1);
+    CU_ASSERT_EQUAL(f.asked, 1);
+    CU_ASSERT_EQUAL(f.asked_id, 2);
+    CU_ASSERT(f.x[0] == 1 && f.x[1] == 1 && f.x[2] == 1); /* bias, busy above, MPS */
+    CU_ASSERT_EQUAL(f.mask[0], 1);                       /* holding is allowed */
+    d = learned_with_action(0, 0, &f);
+    CU_ASSERT_EQUAL(d.c[1].held, 1);
+    CU_ASSERT_EQUAL(d.c[1].new_granted, released);
+    d = learned_with_action(0, 1, &f);
+    CU_ASSERT_EQUAL(d.c[1].held, 0);
+    CU_ASSERT_EQUAL(d.c[1].new_granted, released + 1);
+    d = learned_with_action(0, 5, &f); /* no class cap: the view's credits */
+    CU_ASSERT_EQUAL(d.c[1].new_granted, released + 1024 - inflight);
+    CU_ASSERT_EQUAL(d.c[0].mode, POS_GRANT_FREE); /* the client above is pos's */
+    /* an action out of range is pos's */
+    d = learned_with_action(0, POS_LEARNED_ACTIONS, &f);
+    CU_ASSERT_EQUAL(memcmp(&pos, &d, sizeof d), 0);
+}
+
+/* With nothing above busy, holding is not allowed (work is conserved): a learner that holds
+ * anyway gets pos's choice, and every allowed action lets at least one more operator go. */
+static void test_learned_conserves_work_when_nothing_above_is_busy(void)
+{
+    const struct pos_sched_device *dev;
+    size_t n = learned_case(4, &dev);
+    struct pos_sched_view v = view(n, 1000000);
+    struct decision pos = took(n, pos_decide(&v, dev));
+    struct fixed_learner f;
+    struct decision d = learned_with_action(4, 0, &f);
+    CU_ASSERT_EQUAL(f.asked, 1);
+    CU_ASSERT_EQUAL(f.mask[0], 0);
+    CU_ASSERT_EQUAL(f.x[1], 0);
+    CU_ASSERT_EQUAL(memcmp(&pos, &d, sizeof d), 0);
+    for (int a = 1; a < POS_LEARNED_ACTIONS; a++) {
+        d = learned_with_action(4, a, &f);
+        learned_case(4, &dev);
+        CU_ASSERT_EQUAL(d.c[1].held, 0);
+        CU_ASSERT(d.c[1].new_granted >= cl[1].released_upto + 1);
+    }
+}
+
+/* With weights, the actor's most likely allowed action decides: one that prefers one more
+ * operator gives one more; one that prefers holding holds beside a busy client above, and
+ * with none busy (holding not allowed) takes its next most likely. */
+static void test_learned_follows_its_network(void)
+{
+    struct pos_weights w;
+    actor_weights(&w, POS_LEARNED_FEATURES, POS_LEARNED_ACTIONS, 1);
+    struct pos_policy_args args = weights_args(&w);
+    const struct pos_sched_device *dev;
+    size_t n = learned_case(0, &dev);
+    struct pos_sched_view v = view(n, 1000000);
+    char note[200];
+    learned_decide(&v, dev, &args, note, sizeof note);
+    CU_ASSERT_EQUAL(cl[1].new_granted, cl[1].released_upto + 1);
+    CU_ASSERT_STRING_EQUAL(note, "learned: the network chooses");
+    pos_weights_free(&w);
+
+    actor_weights(&w, POS_LEARNED_FEATURES, POS_LEARNED_ACTIONS, 0);
+    w.nets[0].net.p[(size_t)POS_LEARNED_FEATURES * POS_LEARNED_ACTIONS + 1] = 4; /* then 1 */
+    args = weights_args(&w);
+    n = learned_case(0, &dev);
+    v = view(n, 1000000);
+    learned_decide(&v, dev, &args, NULL, 0);
+    CU_ASSERT_EQUAL(cl[1].held, 1);
+    n = learned_case(4, &dev);
+    v = view(n, 1000000);
+    learned_decide(&v, dev, &args, NULL, 0);
+    CU_ASSERT_EQUAL(cl[1].held, 0);
+    CU_ASSERT_EQUAL(cl[1].new_granted, cl[1].released_upto + 1);
+    pos_weights_free(&w);
+}
+
 static void test_pos_starvation_guard(void)
 {
     pos_client(0, 10, 20, 20, 5, 8);
@@ -645,4 +900,8 @@ void pos_test_register(void)
     POS_ADD_TEST(s, test_pos_slo_rivals_keep_a_window);
     POS_ADD_TEST(s, test_pos_starvation_guard);
     POS_ADD_TEST(s, test_pos_slo_guard_stops_colocation_while_requests_end_late);
+    POS_ADD_TEST(s, test_learned_without_usable_weights_decides_as_pos);
+    POS_ADD_TEST(s, test_learned_grants_what_its_action_allows);
+    POS_ADD_TEST(s, test_learned_conserves_work_when_nothing_above_is_busy);
+    POS_ADD_TEST(s, test_learned_follows_its_network);
 }
