@@ -302,7 +302,7 @@ all: $(KUBE_PLUGIN) $(KUBE_DESCS)
 SCHED_CORE_SRCS := sched/core.c sched/profile.c sched/profile_file.c sched/schedule.c \
     sched/schedule_file.c sched/nn.c sched/weights.c $(wildcard sched/policy/*.c)
 POSSIM_LIB_SRCS := tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c sched/weights_file.c \
-    tools/possim_search.c \
+    tools/possim_search.c tools/possim_train.c tools/possim_sac.c \
     tools/timeline.c sched/ini_lines.c \
     $(SCHED_CORE_SRCS) $(SIM_MODEL_SRCS) $(SIM_WORKLOAD_SRCS) $(SIM_REQUEST_SRCS) \
     tools/posapp_arrival.c tools/posapp_stats.c

@@ -12,12 +12,14 @@
 #include "tools/possim_scenario.h"
 #include "tools/possim_search.h"
 #include "tools/possim_sim.h"
+#include "tools/possim_train.h"
 #include "tools/timeline.h"
 
 static const char usage_text[] =
     "usage: possim [-o text|json] [--seed N] [--timeline FILE] [--profiles-out FILE]\n"
     "              [--profile-check] SCENARIO\n"
     "       possim search [options] SCENARIO   (a static stage schedule: possim search -h)\n"
+    "       possim train [options] CURRICULUM  (policy learned's network: possim train -h)\n"
     "Simulates the clients of SCENARIO on one virtual GPU in virtual time, through posd's own\n"
     "scheduling core and policies (or none), and prints per-client latency and throughput\n"
     "(docs/possim.md). The same scenario and seed give the same output, except the last\n"
@@ -84,6 +86,8 @@ int main(int argc, char **argv)
     };
     if (argc > 1 && strcmp(argv[1], "search") == 0)
         return possim_search_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "train") == 0)
+        return possim_train_main(argc - 1, argv + 1);
     int json = 0, c, check = 0;
     const char *prof_out = NULL;
     const char *timeline_path = NULL;

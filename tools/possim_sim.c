@@ -450,6 +450,9 @@ static void finish_request(struct sim *s, struct vclient *c, int64_t t)
     c->done_ns[c->inflight_req] = t;
     c->inflight = 0;
     c->completed++;
+    const struct pos_learned_learner *l = s->learner;
+    if (l && l->request_done && c->spec->slo_ms > 0)
+        l->request_done(l->arg, c->spec->slo_ms, t - c->arrive_ns[c->inflight_req], t);
     if (s->tl) {
         char name[32], args[64];
         snprintf(name, sizeof name, "request %" PRIu64, c->inflight_req + 1);

@@ -92,10 +92,10 @@ uint64_t pos_learned_limit(const struct pos_choice *ch, int a)
         l = p;
         break;
     case 4:
-        l = 2 * p > f + 2 ? 2 * p : f + 2;
+        l = p + 1 > f + 1 ? p + 1 : f + 1;
         break;
     default:
-        l = ch->most;
+        l = p + 2 > f + 2 ? p + 2 : f + 2;
         break;
     }
     return l < ch->most ? l : ch->most;

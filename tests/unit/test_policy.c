@@ -802,8 +802,13 @@ static void test_learned_grants_what_its_action_allows(void)
     d = learned_with_action(0, 1, &f);
     CU_ASSERT_EQUAL(d.c[1].held, 0);
     CU_ASSERT_EQUAL(d.c[1].new_granted, released + 1);
-    d = learned_with_action(0, 5, &f); /* no class cap: the view's credits */
-    CU_ASSERT_EQUAL(d.c[1].new_granted, released + 1024 - inflight);
+    uint64_t p = pos.c[1].new_granted - released + inflight; /* pos's choice */
+    d = learned_with_action(0, 4, &f);
+    CU_ASSERT_EQUAL(d.c[1].new_granted, released + p + 1 - inflight);
+    d = learned_with_action(0, 5, &f);
+    CU_ASSERT_EQUAL(d.c[1].new_granted, released + p + 2 - inflight);
+    d = learned_with_action(0, 2, &f);
+    CU_ASSERT_EQUAL(d.c[1].new_granted, released + (p + 1) / 2 - inflight);
     CU_ASSERT_EQUAL(d.c[0].mode, POS_GRANT_FREE); /* the client above is pos's */
     /* an action out of range is pos's */
     d = learned_with_action(0, POS_LEARNED_ACTIONS, &f);
