@@ -116,6 +116,10 @@ $(B)/obj/%.o: %.c $(DEPS_STAMP) $(SAN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
+# the network of policy learned: vectorised at -O3 (its forward pass is most of a decision of
+# learned at 8 clients; no fast-math: the same results as at -O2)
+$(B)/obj/sched/nn.o: ALL_CFLAGS += -O3
+
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # The virtual-GPU model: pure code, shared by the simulated driver and the tests.
@@ -348,6 +352,8 @@ TEST_DEPS_test_config         := $(call obj,sched/config.c sched/ini_lines.c sch
 TEST_DEPS_test_pod            := $(call obj,sched/pod_cgroup.c sched/pod_names.c)
 TEST_DEPS_test_possim         := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
 TEST_DEPS_test_possim_search  := $(call obj,$(POSSIM_LIB_SRCS))
+TEST_DEPS_test_possim_train   := $(call obj,$(POSSIM_LIB_SRCS)) $(POSSIM)
+TEST_LIBS_test_possim_train   := -linih -lm
 TEST_LIBS_test_shim_table     := -ldl
 TEST_DEPS_test_wire           := $(call obj,sched/wire.c sched/engine.c sched/cpu.c sched/files.c sched/clock.c sched/log.c \
     sched/names.c sched/profile_store.c \
@@ -600,6 +606,11 @@ bench-metricsattack: all $(METRICSATTACK)
 bench-search: all
 	@bash bench/search.sh
 
+# policy learned trained in possim, judged on held-out mixes against pos, DP and the others
+# (docs/results/learned.md)
+bench-learned: all
+	@bash bench/learned.sh
+
 # --- the real-GPU suite (docs/gpu.md) ---------------------------------------------------------
 # build/gpu: posd, posstat, possim, posapp, libposshim.so and posapp's synthetic kernels, built
 # to run on a GPU machine without this project's build dependencies (liburing and libinih
@@ -652,7 +663,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-e2e-host bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-kube bench-cpu bench-memory bench-profiles bench-search bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-e2e-host bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-kube bench-cpu bench-memory bench-profiles bench-search bench-learned bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
