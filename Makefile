@@ -461,7 +461,7 @@ FUZZ_ENGINE_SRCS := sched/engine.c sched/cpu.c sched/files.c sched/core.c sched/
     sched/names.c sched/profile_store.c sched/stats.c \
     sched/mem_ledger.c sched/mem_limit.c \
     sched/profile.c sched/profile_file.c sched/schedule.c sched/schedule_file.c \
-    $(wildcard sched/policy/*.c)
+    sched/nn.c sched/weights.c $(wildcard sched/policy/*.c)
 FUZZ_SRCS_wire        := sched/wire.c sched/clock.c $(FUZZ_ENGINE_SRCS)
 FUZZ_SRCS_ring        := $(FUZZ_ENGINE_SRCS)
 FUZZ_DEFS_ring        := -DSCHED_MAX_CLIENTS=8
@@ -469,6 +469,7 @@ FUZZ_SRCS_config      := sched/config.c sched/ini_lines.c sched/mem_limit.c $(SC
 FUZZ_SRCS_pod         := sched/pod_cgroup.c sched/pod_names.c
 FUZZ_SRCS_module_text := sim/module_text.c
 FUZZ_SRCS_model_file  := sim/model_file.c
+FUZZ_SRCS_weights     := sched/weights.c sched/nn.c
 FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(B)/fuzz/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRCS_$$*) $(wildcard tests/fuzz/*.h) $(DEPS_STAMP)
 	@bash scripts/deps.sh --need fuzz $(FUZZ_CC)=clang

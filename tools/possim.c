@@ -37,26 +37,6 @@ static const char usage_text[] =
     "Exit status: 0, 1 when the run fails, 2 for a bad option or scenario (FILE:LINE: what).\n"
     "\n";
 
-static double cpu_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int parse_seed(const char *s, uint64_t *out)
-{
-    char *end;
-    if (*s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int write_timeline(struct timeline *tl, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "w");
@@ -106,7 +86,7 @@ int main(int argc, char **argv)
             }
             break;
         case 's':
-            if (parse_seed(optarg, &seed) < 0) {
+            if (possim_parse_u64(optarg, &seed) < 0) {
                 fprintf(stderr, "possim: bad --seed '%s' (want an integer >= 0)\n", optarg);
                 return 2;
             }
@@ -161,9 +141,9 @@ int main(int argc, char **argv)
     sc->profile_check = check;
     struct timeline tl;
     timeline_init(&tl);
-    double t0 = cpu_seconds();
+    double t0 = possim_cpu_seconds();
     int rc = possim_run_timeline(sc, seed, r, timeline_path ? &tl : NULL, err, sizeof err);
-    double cpu = cpu_seconds() - t0;
+    double cpu = possim_cpu_seconds() - t0;
     if (rc == 0 && timeline_path && write_timeline(&tl, timeline_path, err, sizeof err) < 0)
         rc = -EIO;
     timeline_free(&tl);

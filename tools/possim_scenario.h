@@ -106,6 +106,11 @@ int possim_scenario_load(const char *path, struct possim_scenario *out, char *er
 int possim_scenario_parse(const char *path, const char *text, struct possim_scenario *out,
                           char *err, size_t errlen);
 
+/* The command lines' helpers (possim, possim search, possim train): this process's CPU time
+ * in seconds, and a decimal integer >= 0 into *OUT (0, or -1 for anything else). */
+double possim_cpu_seconds(void);
+int possim_parse_u64(const char *s, uint64_t *out);
+
 /* The scenario format, as `possim --help` prints it. */
 void possim_scenario_usage(FILE *f);
 

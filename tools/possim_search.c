@@ -730,13 +730,6 @@ static const char search_usage[] =
     "sequential, stage evaluations, simulations, DP states, pruned stages and CPU time.\n"
     "Exit status: 0, 1 when the search fails, 2 for a bad option or scenario.\n";
 
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static int parse_u32_arg(const char *s, uint32_t *out)
 {
     char *end;
@@ -854,7 +847,7 @@ int possim_search_main(int argc, char **argv)
         if (!(methods & (1 << i)))
             continue;
         /* each method on a fresh mix and cache: its CPU time is its own */
-        double t0 = cpu_now();
+        double t0 = possim_cpu_seconds();
         struct search_mix *x = search_mix_new(sc, i == 0 ? 0 : units, err, sizeof err);
         if (!x) {
             fprintf(stderr, "possim search: %s\n", err);
@@ -867,7 +860,7 @@ int possim_search_main(int argc, char **argv)
         row->rc = i == 0   ? search_sequential(&p, &row->plan)
                   : i == 1 ? search_greedy(&p, &lim, &row->plan)
                            : search_dp(&p, &lim, &row->plan);
-        row->cpu_s = cpu_now() - t0;
+        row->cpu_s = possim_cpu_seconds() - t0;
         search_mix_counts(x, &row->sims, &row->hits);
         if (row->rc < 0) {
             fprintf(stderr, "possim search: %s: %s\n", row->name,

@@ -230,6 +230,7 @@ struct vclient {
     int inflight; /* a request is issued and not yet known complete */
     uint64_t inflight_req;
     uint64_t completed; /* requests completed */
+    uint64_t late_done; /* ... after their SLO */
     double *schedule;   /* open loop: arrival offsets in s from its start */
     int64_t *arrive_ns, *done_ns;
     uint64_t seq;      /* its last launch number */
@@ -450,9 +451,8 @@ static void finish_request(struct sim *s, struct vclient *c, int64_t t)
     c->done_ns[c->inflight_req] = t;
     c->inflight = 0;
     c->completed++;
-    const struct pos_learned_learner *l = s->learner;
-    if (l && l->request_done && c->spec->slo_ms > 0)
-        l->request_done(l->arg, c->spec->slo_ms, t - c->arrive_ns[c->inflight_req], t);
+    if (c->spec->slo_ms > 0 && (double)(t - c->arrive_ns[c->inflight_req]) > c->spec->slo_ms * 1e6)
+        c->late_done++;
     if (s->tl) {
         char name[32], args[64];
         snprintf(name, sizeof name, "request %" PRIu64, c->inflight_req + 1);
@@ -1037,6 +1037,36 @@ static void host_lever(struct sim *s, struct vclient *c, int low, int64_t t)
     possim_host_reweight(s->host, agent_task(s, c), w, t); /* a thread of its process too */
 }
 
+/* possim train's reward (struct pos_learned_learner's slo_state): each SLO client's requests
+ * arrived and not complete at T, and those late so far. */
+static void learner_slo_state(struct sim *s, int64_t t)
+{
+    const struct pos_learned_learner *l = s->learner;
+    if (!l || !l->slo_state)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        struct vclient *c = &s->c[i];
+        double slo_ns = c->spec->slo_ms * 1e6;
+        if (!(slo_ns > 0) || !c->present)
+            continue;
+        uint64_t out = 0, late = c->late_done;
+        for (uint64_t k = c->completed; k < c->spec->requests; k++) {
+            int64_t at;
+            if (c->schedule)
+                at = arrival_ns(c, k);
+            else if (c->inflight && k == c->inflight_req)
+                at = c->arrive_ns[k];
+            else
+                break;
+            if (at > t)
+                break;
+            out++;
+            late += (double)(t - at) > slo_ns;
+        }
+        l->slo_state(l->arg, (int)i, c->spec->slo_ms, out, late, t);
+    }
+}
+
 /* posd wakes at T (a kick, its tick, a client arriving or leaving): drain, decide, publish,
  * re-arm the tick. */
 static void posd_tick(struct sim *s, int64_t t)
@@ -1048,6 +1078,7 @@ static void posd_tick(struct sim *s, int64_t t)
     for (size_t i = 0; i < s->n; i++)
         if (s->c[i].present)
             drain(s, &s->c[i], t);
+    learner_slo_state(s, t);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     int64_t next = sched_core_decide(s->core, t, s->grants);

@@ -9,9 +9,10 @@
  * exp(-(t' - t) / horizon) and the state at t'. Clients share the reward: they cooperate on
  * one device. The reward of a decision: for a client without an SLO, the device time of the
  * operators it completed since the last decision (the view's estimate op_ns each), in ms; for
- * an SLO client, for each request that ended since, -(latency_weight x latency / SLO) -
- * (miss_penalty if it ended late), its latency from its arrival as possim knows it (posd's
- * view starts a request at its first launch, blind to the time it queued in its process). After each
+ * an SLO client, -(latency_weight x the time its requests waited or ran since, in SLOs) -
+ * (miss_penalty for each whose deadline passed since), from the requests' arrivals as possim
+ * knows them (slo_state; posd's view starts a request at its first launch, blind to the time
+ * it queued in its process). After each
  * epoch the actor's most likely actions are evaluated on every mix (greedy, fixed seeds),
  * against pos's own choices (action POS_LEARNED_POS: exactly pos) on the same seeds; the best
  * epoch's networks are the output. */
@@ -403,15 +404,38 @@ struct trainer {
     size_t np;
     uint64_t since_update, stored, updates, choices, actions[POS_LEARNED_ACTIONS];
     struct sac_stats stats; /* summed over the epoch's updates */
-    double slo_r;           /* reward of requests ended since the last decision */
+    double slo_r;           /* the SLO clients' reward since the last decision (slo_state) */
+    /* the learner's reward is the mix's less pos's mean rate on it (reward per virtual ns,
+     * from the evaluation of pos before training): what a choice gained over pos, with the
+     * common part taken out, which otherwise grows with the time to a client's next choice */
+    double pos_rate[TRAIN_MAX_MIXES], rate;
+    int64_t last_now;
+    struct slo_track {
+        int seen;
+        int64_t t;
+        uint64_t outstanding, late;
+    } slo[POSSIM_MAX_CLIENTS];
 };
 
-static void request_done(void *arg, double slo_ms, int64_t latency_ns, int64_t now_ns)
+/* The SLO clients' part of the reward, accrued as it happens (possim's truth): every request
+ * waiting or running costs latency_weight per SLO of time it has taken so far, and
+ * miss_penalty once, when its deadline passes. The sum over a request's life is what its end
+ * would give (-(latency_weight x latency / SLO) - the penalty if late), but it reaches the
+ * choices that caused it as the delay happens, not a request later. */
+static void slo_state(void *arg, int client, double slo_ms, uint64_t outstanding, uint64_t late,
+                      int64_t now_ns)
 {
     struct trainer *tr = arg;
-    (void)now_ns;
-    double lat = (double)latency_ns / 1e6;
-    tr->slo_r -= tr->cu->latency_weight * lat / slo_ms + (lat > slo_ms ? tr->cu->miss_penalty : 0);
+    if (client < 0 || client >= POSSIM_MAX_CLIENTS)
+        return;
+    struct slo_track *k = &tr->slo[client];
+    if (k->seen) {
+        double dt_ms = (double)(now_ns - k->t) / 1e6;
+        tr->slo_r -= tr->cu->latency_weight * (double)k->outstanding * dt_ms / slo_ms;
+        if (late > k->late)
+            tr->slo_r -= tr->cu->miss_penalty * (double)(late - k->late);
+    }
+    *k = (struct slo_track){.seen = 1, .t = now_ns, .outstanding = outstanding, .late = late};
 }
 
 static double horizon_ns(const struct trainer *tr)
@@ -483,6 +507,9 @@ static void observe(void *arg, const struct pos_sched_view *v)
     tr->reward += r;
     if (tr->mode != MODE_LEARN)
         return;
+    if (tr->last_now >= 0)
+        r -= tr->rate * (double)(v->now - tr->last_now);
+    tr->last_now = v->now;
     double h = horizon_ns(tr);
     for (size_t i = 0; i < tr->np;) {
         double age = (double)(v->now - tr->p[i].t0);
@@ -533,8 +560,11 @@ static int episode(struct trainer *tr, const struct train_mix *mix, uint64_t see
 {
     tr->reward = tr->slo_r = 0;
     tr->nt = tr->np = 0;
+    memset(tr->slo, 0, sizeof tr->slo);
+    tr->rate = tr->pos_rate[mix - tr->cu->mixes] / 1e9;
+    tr->last_now = -1;
     struct pos_learned_learner l = {
-        .arg = tr, .observe = observe, .act = act, .request_done = request_done};
+        .arg = tr, .observe = observe, .act = act, .slo_state = slo_state};
     int rc = possim_run_learning(mix->sc, seed, r, NULL, &l, err, errlen);
     while (tr->np)
         close_pending(tr, tr->np - 1, NULL, NULL, 0);
@@ -557,7 +587,10 @@ static int evaluate(struct trainer *tr, struct train_eval *e, char *err, size_t 
             if ((rc = episode(tr, &tr->cu->mixes[m], (uint64_t)k, r, err, errlen)) < 0)
                 break;
             runs++;
-            e->reward_per_s += tr->reward / (r->makespan_s > 0 ? r->makespan_s : 1);
+            double rate = tr->reward / (r->makespan_s > 0 ? r->makespan_s : 1);
+            e->reward_per_s += rate;
+            if (tr->mode == MODE_POS)
+                tr->pos_rate[m] += rate / tr->cu->eval_seeds;
             for (size_t i = 0; i < r->nclients; i++) {
                 const struct possim_client_result *c = &r->clients[i];
                 if (c->slo_ms > 0) {
@@ -675,26 +708,6 @@ static const char train_usage[] =
     "  -q, --quiet           no progress lines\n"
     "Exit status: 0, 1 when training fails, 2 for a bad option or curriculum (FILE:LINE: what).\n";
 
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    if (*s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static double ratio(double a, double b)
 {
     return b > 0 ? a / b : NAN;
@@ -726,13 +739,13 @@ int possim_train_main(int argc, char **argv)
             out = optarg;
             break;
         case 's':
-            if (parse_u64(optarg, &seed) < 0) {
+            if (possim_parse_u64(optarg, &seed) < 0) {
                 fprintf(stderr, "possim train: bad --seed '%s' (want an integer >= 0)\n", optarg);
                 return 2;
             }
             break;
         case 'e':
-            if (parse_u64(optarg, &epochs) < 0 || epochs < 1 || epochs > 100000) {
+            if (possim_parse_u64(optarg, &epochs) < 0 || epochs < 1 || epochs > 100000) {
                 fprintf(stderr, "possim train: bad --epochs '%s' (want 1..100000)\n", optarg);
                 return 2;
             }
@@ -826,7 +839,7 @@ int possim_train_main(int argc, char **argv)
     }
     tr->cu = cu;
     tr->sac = sac;
-    double t0 = cpu_now();
+    double t0 = possim_cpu_seconds();
     struct train_eval pos, best_e = {0}, e;
     tr->mode = MODE_POS;
     if (evaluate(tr, &pos, err, sizeof err) < 0) {
@@ -880,7 +893,7 @@ int possim_train_main(int argc, char **argv)
             fprintf(stderr, "possim train: %s\n", err);
             goto done;
         }
-        double cpu = cpu_now() - t0, sc = score(&e, &pos);
+        double cpu = possim_cpu_seconds() - t0, sc = score(&e, &pos);
         double q = upd ? tr->stats.q_loss / upd : NAN, al = upd ? tr->stats.actor_loss / upd : NAN,
                ent = upd ? tr->stats.entropy / upd : NAN;
         if (!quiet)
@@ -926,7 +939,7 @@ int possim_train_main(int argc, char **argv)
                 "possim train: %s: epoch %d's networks (greedy reward %+.2f%% of pos's, SLO "
                 "%.4f against %.4f, batch %.3fx), %.0f cpu s\n",
                 out, best_epoch, 100 * best, best_e.slo_attainment, pos.slo_attainment,
-                ratio(best_e.batch_rps, pos.batch_rps), cpu_now() - t0);
+                ratio(best_e.batch_rps, pos.batch_rps), possim_cpu_seconds() - t0);
     ret = 0;
 done:
     if (curve && fclose(curve) != 0 && ret == 0) {

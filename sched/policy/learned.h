@@ -51,10 +51,13 @@ struct pos_learned_learner {
     /* the action for the choice of client C with state X and allowed actions MASK */
     int (*act)(void *arg, const struct pos_sched_view *v, const struct pos_sched_client *c,
                const float *x, const uint8_t *mask);
-    /* possim's own truth for the reward, never the policy's (NULL: not wanted): a request of a
-     * client with an SLO (SLO_MS) ended at NOW_NS, LATENCY_NS after it arrived (what posd
-     * sees begins at its first launch, not at its arrival) */
-    void (*request_done)(void *arg, double slo_ms, int64_t latency_ns, int64_t now_ns);
+    /* possim's own truth for the reward, never the policy's (NULL: not wanted): before each
+     * decision at NOW_NS, for each client CLIENT (possim's index) with an SLO of SLO_MS, its
+     * requests arrived and not yet complete, and its requests late so far (complete after
+     * their SLO, or still running past it). posd's view starts a request at its first
+     * launch, blind to the time it queued in its process. */
+    void (*slo_state)(void *arg, int client, double slo_ms, uint64_t outstanding, uint64_t late,
+                      int64_t now_ns);
 };
 
 /* The action of network NET (the actor) for state X among those MASK allows: its most likely.

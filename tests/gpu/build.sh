@@ -67,8 +67,9 @@ $CC -o "$DIR/bin/posctl" $(objs "" tools/posctl.c tools/posstat_format.c tools/p
     sched/mem_limit.c)
 echo "gpu-build: possim"
 $CC -o "$DIR/bin/possim" $(objs "" tools/possim.c tools/possim_scenario.c tools/possim_sim.c tools/possim_host.c tools/timeline.c \
-    tools/possim_search.c sched/core.c sched/profile.c sched/profile_file.c sched/ini_lines.c \
-    sched/schedule.c sched/schedule_file.c sched/policy/*.c $MODEL_SRCS tools/posapp_arrival.c \
+    tools/possim_search.c tools/possim_train.c tools/possim_sac.c sched/core.c sched/profile.c \
+    sched/profile_file.c sched/ini_lines.c sched/schedule.c sched/schedule_file.c sched/nn.c \
+    sched/weights.c sched/weights_file.c sched/policy/*.c $MODEL_SRCS tools/posapp_arrival.c \
     tools/posapp_stats.c) "$INIH_A" -lm
 echo "gpu-build: posapp"
 $CC -o "$DIR/bin/posapp" $(objs "" tools/posapp*.c sim/model_file.c sim/request.c) \

@@ -53,7 +53,7 @@ static void test_parse_errors(void)
                  "in 1..100000000");
     expect_error("[sched]\npolicy = sjf\n[client a]\nmodel = resnet18\n",
                  "t.ini:2: bad value 'sjf' for 'policy' in [sched]: expected fifo, priority, "
-                 "pos, staged, or none");
+                 "pos, staged, learned, or none");
     expect_error("[device]\nmode = mig\n",
                  "t.ini:2: bad value 'mig' for 'mode' in [device]: expected timeslice or mps");
     expect_error("[client a]\nbatch = 2\n[client b]\nmodel = resnet18\n",

@@ -159,6 +159,18 @@ static void test_a_curriculum_gets_its_values_and_defaults(void)
     train_curriculum_free(&cu);
 }
 
+/* DIR/NAME into BUF (CAP bytes, NUL-terminated). */
+static void slurp(const char *name, char *buf, size_t cap)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
 static int run(const char *args)
 {
     char cmd[1024];
@@ -208,12 +220,7 @@ static void test_training_is_reproducible_from_its_seed_and_policy_learned_takes
     pos_weights_free(&w2);
     /* a curve line per epoch, a checkpoint per epoch */
     char csv[4096] = "";
-    snprintf(path, sizeof path, "%s/a.csv", dir);
-    FILE *f = fopen(path, "r");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    size_t n = fread(csv, 1, sizeof csv - 1, f);
-    csv[n] = '\0';
-    fclose(f);
+    slurp("a.csv", csv, sizeof csv);
     int lines = 0;
     for (char *p = csv; (p = strchr(p, '\n')); p++)
         lines++;
@@ -228,12 +235,7 @@ static void test_training_is_reproducible_from_its_seed_and_policy_learned_takes
              "%s/r.csv %s/t.curriculum",
              dir, dir, dir, dir);
     CU_ASSERT_EQUAL(run(args), 0);
-    snprintf(path, sizeof path, "%s/r.csv", dir);
-    f = fopen(path, "r");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    n = fread(csv, 1, sizeof csv - 1, f);
-    csv[n] = '\0';
-    fclose(f);
+    slurp("r.csv", csv, sizeof csv);
     CU_ASSERT_PTR_NOT_NULL(strstr(csv, "\n3,"));
     CU_ASSERT_PTR_NULL(strstr(csv, "\n1,"));
 
@@ -249,22 +251,12 @@ static void test_training_is_reproducible_from_its_seed_and_policy_learned_takes
     snprintf(args, sizeof args, "-o json %s/run.ini", dir);
     CU_ASSERT_EQUAL(run(args), 0);
     char out[65536] = "";
-    snprintf(path, sizeof path, "%s/out", dir);
-    f = fopen(path, "r");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    fclose(f);
+    slurp("out", out, sizeof out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"policy\":\"learned\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "the network chooses"));
     put("a.weights", "POSWGT1\n");
     CU_ASSERT_EQUAL(run(args), 1);
-    snprintf(path, sizeof path, "%s/err", dir);
-    f = fopen(path, "r");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    fclose(f);
+    slurp("err", out, sizeof out);
     char want[256];
     snprintf(want, sizeof want, "%s/a.weights: truncated", dir);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
