@@ -5,7 +5,9 @@
 # process never seen in training), the decision time at 8 clients, and the static mixes
 # against possim search's sequential, greedy and DP schedules. Writes docs/results/learned.md,
 # learned-curve.csv and learned-curve.svg.
-#   SEEDS="1 2"   training seeds     EPOCHS=15   epochs each     EVAL_SEEDS="1 2 3"
+#   SEEDS="1 2"   training seeds     EPOCHS=15   epochs each     EVAL_SEEDS="1 2 ... 7"
+#   REUSE=DIR     take the weights, curves and logs of an earlier run's DIR (its T) instead of
+#                 training again (the same SEEDS and EPOCHS): the evaluation only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export POS_MODELS_DIR=${POS_MODELS_DIR:-$PWD/sim/models}
@@ -13,7 +15,8 @@ POSSIM=${POSSIM:-$PWD/build/possim}
 PY=/usr/bin/python3
 SEEDS=${SEEDS:-1 2}
 EPOCHS=${EPOCHS:-15}
-EVAL_SEEDS=${EVAL_SEEDS:-1 2 3}
+EVAL_SEEDS=${EVAL_SEEDS:-1 2 3 4 5 6 7}
+REUSE=${REUSE:-}
 T=${T:-$PWD/build/bench-learned}
 OUT=${OUT:-docs/results}
 rm -rf "$T"
@@ -26,6 +29,11 @@ sed -i "s/^\[train\]$/[train]\nepochs = $EPOCHS\neval_seeds = 2/" "$T/train.curr
 # ---- training ---------------------------------------------------------------------------
 declare -A TRAIN_S
 for s in $SEEDS; do
+    if [ -n "$REUSE" ]; then
+        cp "$REUSE/s$s.weights" "$REUSE/s$s.csv" "$REUSE/train$s.log" "$REUSE/train$s.time" "$T/"
+        TRAIN_S[$s]=$(awk '{printf "%.0f", $1 + $2}' "$T/train$s.time")
+        continue
+    fi
     /usr/bin/time -f "%U %S" -o "$T/train$s.time" \
         "$POSSIM" train -o "$T/s$s.weights" --seed "$s" --curve "$T/s$s.csv" \
         --checkpoints "$T/ckpt$s" "$T/train.curriculum" 2>"$T/train$s.log"
@@ -182,5 +190,6 @@ done
 # ---- the report -----------------------------------------------------------------------------
 cp "$T/s${SEEDS%% *}.csv" "$OUT/learned-curve.csv"
 $PY bench/learned_report.py "$T" "$OUT" "$SEEDS" "$EPOCHS" "$EVAL_SEEDS" "$DECIDE" \
-    "$(for s in $SEEDS; do printf '%s:%s ' "$s" "${TRAIN_S[$s]}"; done)" "$(($(date +%s) - start))"
+    "$(for s in $SEEDS; do printf '%s:%s ' "$s" "${TRAIN_S[$s]}"; done)" "$(($(date +%s) - start))" \
+    "$REUSE" "${REUSE_WHAT:-an earlier run of this script}"
 echo "wrote $OUT/learned.md"

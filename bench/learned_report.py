@@ -9,6 +9,8 @@ import sys
 import time
 
 T, OUT, SEEDS, EPOCHS, EVAL_SEEDS, DECIDE, TRAIN_S, WALL = sys.argv[1:9]
+REUSED = sys.argv[9] if len(sys.argv) > 9 else ""
+REUSED_WHAT = sys.argv[10] if len(sys.argv) > 10 else "an earlier run"
 SEEDS = SEEDS.split()
 EVAL_SEEDS = EVAL_SEEDS.split()
 decide = dict(x.split(":") for x in DECIDE.split())
@@ -60,6 +62,11 @@ w("**Simulated GPU, virtual time.** Produced by `bash bench/learned.sh` (or `mak
   "ran on a GPU. Method: [learned.md](../learned.md)." % (
       time.strftime("%Y-%m-%d"), os.cpu_count(), cpu, platform.release(), commit, WALL))
 w("")
+if REUSED:
+    w("This run evaluated the weights of an earlier run's training (`REUSE=%s`: %s); "
+      "training is deterministic for a seed, so `bash bench/learned.sh` trains the same "
+      "weights again." % (REUSED, REUSED_WHAT))
+    w("")
 w("Training: `possim train --seed S` over the %s training mixes of `bench/learned_mixes.py` "
   "(rtx3080 and orin-agx MPS, xavier-nx time-sliced; resnet18, mobilenet_v2, inception_v3 "
   "beside resnet50, bert_base, mobilenet_v1; Poisson at 50, 70, 90%% load; churn at 70%%), "
@@ -146,12 +153,56 @@ w("Time of one round (a request of every model), µs of virtual time: `possim se
 w("")
 w("| mix | sequential | greedy | DP | greedy cpu_s | DP cpu_s | fifo | pos | learned | staged (DP) | learned / DP |")
 w("|---|---|---|---|---|---|---|---|---|---|---|")
+speed = []
 for line in open(os.path.join(T, "static.txt")):
     f = line.rstrip("\n").split("|")
     mix, seq, gr, dp, gcpu, dcpu, fifo, pos, lr, stg = f
+    speed.append((mix, float(seq) / float(gr), float(seq) / float(dp), float(dcpu),
+                  float(lr) / float(dp), float(stg) / float(dp)))
     w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.3f |" % (
         mix, seq, gr, dp, gcpu, dcpu, fifo, pos, lr, stg, float(lr) / float(dp)))
 w("")
+w("POS's comparison (YOLOP on Xavier NX, frames per second; shared/PAPERS.md): MEOS 31.8, "
+  "CDS 26.9, DP 25.0, greedy 23.7, actor-critic 21.8, sequential 14.9: DP 1.68x and greedy "
+  "1.59x sequential, MEOS 1.27x DP, after 110-160 s of search. Here, predicted: " +
+  "; ".join("%s greedy %.2fx and DP %.2fx sequential (DP in %.1f CPU s)" % (m, g, d, c)
+            for m, g, d, c, _, _ in speed) +
+  ". `learned` makes no choice on these mixes (one class, no SLO: no client is outranked, "
+  "its note says so in possim's output), so it runs as `pos` and `fifo` do: " +
+  "; ".join("%.3fx DP's predicted round on %s" % (l, m) for m, _, _, _, l, _ in speed) +
+  " (the target, within 5%% of DP, %s), while the DP schedule followed end to end by "
+  "`staged` takes " % ("met" if all(l <= 1.05 for *_, l, _ in speed) else "**missed**") +
+  "; ".join("%.2fx" % st for *_, st in speed) +
+  " its prediction (its barriers on this 2-core host model; docs/results/search.md).")
+w("")
+
+# end to end
+e2e = {}
+for line in open(os.path.join(T, "e2e.txt")):
+    name, pol, rep, vals = line.rstrip("\n").split("|")
+    slo, p99, b = map(float, vals.split())
+    e2e.setdefault(name, {}).setdefault(pol, []).append((slo, p99, b))
+if e2e:
+    w("## End to end: the best and worst held-out rows")
+    w("")
+    w("The rows where `learned` (seed %s) gained most and lost most SLO attainment against "
+      "`pos` in possim (churn rows left out), as real processes: posd (`-p pos` or `-p "
+      "learned` with `[policy] weights`), the latency client and the batch clients as posapp "
+      "under libposshim.so on the simulated driver (h200, MPS), %d runs each; medians "
+      "(lowest-highest SLO attainment), against possim's median of the same row." % (
+          SEEDS[0], max(len(v) for by in e2e.values() for v in by.values())))
+    w("")
+    w("| row | policy | SLO attainment | p99 ms | batch req/s | possim: SLO / p99 / batch |")
+    w("|---|---|---|---|---|---|")
+    for name, by in e2e.items():
+        for pol, runs in by.items():
+            key = pol if pol == "pos" else "learned" + SEEDS[0]
+            sim = [r for (f, n), bb in rows.items() if n == name for r in bb.get(key, [])]
+            w("| %s | %s | %.4f (%.4f-%.4f) | %.2f | %.0f | %.4f / %.2f / %.0f |" % (
+                name, pol, med([r[0] for r in runs]), min(r[0] for r in runs),
+                max(r[0] for r in runs), med([r[1] for r in runs]), med([r[2] for r in runs]),
+                med([r[0] for r in sim]), med([r[1] for r in sim]), med([r[2] for r in sim])))
+    w("")
 
 # curve
 w("## Training curve (seed %s)" % SEEDS[0])

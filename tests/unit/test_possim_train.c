@@ -6,6 +6,7 @@
  * Run from the repository root. */
 #include "tests/cunit_main.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "sched/policy/learned.h"
 #include "sched/weights.h"
 #include "sched/weights_file.h"
+#include "tools/possim_sim.h"
 #include "tools/possim_train.h"
 
 static char dir[64];
@@ -264,10 +266,79 @@ static void test_training_is_reproducible_from_its_seed_and_policy_learned_takes
         fprintf(stderr, "\n  possim said: %s", out);
 }
 
+/* possim's truth for the reward: what slo_state reports of the SLO client. */
+struct truth {
+    int calls, other_client, went_back;
+    uint64_t late, most_out;
+    int64_t t;
+};
+
+static void t_observe(void *arg, const struct pos_sched_view *v)
+{
+    (void)arg;
+    (void)v;
+}
+
+static int t_act(void *arg, const struct pos_sched_view *v, const struct pos_sched_client *c,
+                 const float *x, const uint8_t *mask)
+{
+    (void)arg, (void)v, (void)c, (void)x, (void)mask;
+    return POS_LEARNED_POS;
+}
+
+static void t_slo(void *arg, int client, double slo_ms, uint64_t outstanding, uint64_t late,
+                  int64_t now)
+{
+    struct truth *t = arg;
+    t->calls++;
+    t->other_client |= client != 0 || slo_ms != 4;
+    t->went_back |= late < t->late || now < t->t;
+    t->late = late;
+    t->t = now;
+    if (outstanding > t->most_out)
+        t->most_out = outstanding;
+}
+
+/* Before each decision possim tells the trainer, for the SLO client only, its requests waiting
+ * and its late ones: never going back, never more late than the run's misses (an SLO of 4 ms
+ * at 90% load of the device beside a batch client misses some), none with an SLO it always
+ * meets. */
+static void test_possim_tells_the_trainer_the_slo_clients_waiting_and_late_requests(void)
+{
+    char path[160], err[512];
+    snprintf(path, sizeof path, "%s/mix.ini", dir);
+    static struct possim_scenario sc;
+    static struct possim_result r;
+    CU_ASSERT_EQUAL_FATAL(possim_scenario_load(path, &sc, err, sizeof err), 0);
+    snprintf(sc.policy, sizeof sc.policy, "learned");
+    for (int generous = 0; generous < 2; generous++) {
+        sc.clients[0].slo_ms = generous ? 1000 : 4;
+        struct truth t = {0};
+        struct pos_learned_learner l = {
+            .arg = &t, .observe = t_observe, .act = t_act, .slo_state = t_slo};
+        CU_ASSERT_EQUAL_FATAL(possim_run_learning(&sc, 1, &r, NULL, &l, err, sizeof err), 0);
+        uint64_t misses = (uint64_t)llround((1 - r.clients[0].slo_attainment) *
+                                            (double)r.clients[0].requests);
+        CU_ASSERT(t.calls > 10);
+        CU_ASSERT(!t.went_back);
+        CU_ASSERT(t.most_out >= 1);
+        if (generous) {
+            CU_ASSERT_EQUAL(t.late, 0);
+        } else {
+            CU_ASSERT(misses > 0);
+            CU_ASSERT(t.late > 0 && t.late <= misses);
+        }
+        /* only client 0 (the SLO client) is told of, with its SLO (4 ms, or the generous 1 s) */
+        CU_ASSERT_EQUAL(t.other_client, generous);
+        possim_result_free(&r);
+    }
+}
+
 void pos_test_register(void)
 {
     CU_pSuite s = CU_add_suite("possim_train", suite_init, suite_clean);
     POS_ADD_TEST(s, test_a_malformed_curriculum_names_the_file_and_line);
     POS_ADD_TEST(s, test_a_curriculum_gets_its_values_and_defaults);
     POS_ADD_TEST(s, test_training_is_reproducible_from_its_seed_and_policy_learned_takes_it);
+    POS_ADD_TEST(s, test_possim_tells_the_trainer_the_slo_clients_waiting_and_late_requests);
 }
