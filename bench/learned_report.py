@@ -168,7 +168,7 @@ w("POS's comparison (YOLOP on Xavier NX, frames per second; shared/PAPERS.md): M
   "; ".join("%s greedy %.2fx and DP %.2fx sequential (DP in %.1f CPU s)" % (m, g, d, c)
             for m, g, d, c, _, _ in speed) +
   ". `learned` makes no choice on these mixes (one class, no SLO: no client is outranked, "
-  "its note says so in possim's output), so it runs as `pos` and `fifo` do: " +
+  "so the network is never asked), so it runs as `pos` and `fifo` do: " +
   "; ".join("%.3fx DP's predicted round on %s" % (l, m) for m, _, _, _, l, _ in speed) +
   " (the target, within 5%% of DP, %s), while the DP schedule followed end to end by "
   "`staged` takes " % ("met" if all(l <= 1.05 for *_, l, _ in speed) else "**missed**") +
