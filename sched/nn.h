@@ -18,10 +18,10 @@
 #define NN_MAX_DIM    256 /* units of any layer, inputs and outputs included */
 
 struct nn_mlp {
-    int nlayers;                  /* weight layers, 1..NN_MAX_LAYERS */
-    int dims[NN_MAX_LAYERS + 1];  /* dims[0] inputs, ..., dims[nlayers] outputs */
+    int nlayers;                 /* weight layers, 1..NN_MAX_LAYERS */
+    int dims[NN_MAX_LAYERS + 1]; /* dims[0] inputs, ..., dims[nlayers] outputs */
     size_t nparams;
-    float *p;                     /* [nparams] */
+    float *p; /* [nparams] */
 };
 
 /* Parameters of a network of NLAYERS layers of DIMS (0 when the shape is not allowed: a layer

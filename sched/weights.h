@@ -43,8 +43,7 @@ struct pos_weights {
 /* Parses LEN bytes at BUF into *W (zeroed first; free with pos_weights_free). Returns 0, or
  * -EINVAL (-ENOMEM) with what is wrong in ERR, one line without the file's name ("truncated
  * in network 2 'q1'", "version 3, this build reads 1", "checksum mismatch", ...). */
-int pos_weights_parse(const void *buf, size_t len, struct pos_weights *w, char *err,
-                      size_t errlen);
+int pos_weights_parse(const void *buf, size_t len, struct pos_weights *w, char *err, size_t errlen);
 /* Encodes W into a buffer malloc'd into *BUF of *LEN bytes. 0, -EINVAL (a shape or name
  * not allowed, meta too long), -ENOMEM. */
 int pos_weights_encode(const struct pos_weights *w, void **buf, size_t *len);

@@ -68,7 +68,7 @@ struct sac {
     float log_alpha;
     struct nn_adam adam_alpha; /* over log_alpha */
     struct sac_transition *buf;
-    size_t n, next;   /* transitions held, where the next goes */
+    size_t n, next; /* transitions held, where the next goes */
     uint64_t rng;
     uint64_t updates;
     /* scratch: activations, gradients, the batch's indices */

@@ -126,8 +126,8 @@ static int train_int(struct cparse *p, const char *key, const char *value, doubl
 {
     double d;
     if (num(value, lo, hi, &d) < 0 || d != floor(d))
-        return cfail(p, "bad value '%s' for '%s' in [train]: expected an integer in %g..%g",
-                     value, key, lo, hi);
+        return cfail(p, "bad value '%s' for '%s' in [train]: expected an integer in %g..%g", value,
+                     key, lo, hi);
     *i = (int)d;
     return 0;
 }
@@ -195,11 +195,12 @@ static int train_key(struct cparse *p, const char *key, const char *value)
         c->replay = (size_t)r;
         return 0;
     }
-    return cfail(p,
-                 "unknown key '%s' in [train] (epochs, hidden, lr, polyak, alpha, "
-                 "target_entropy, prior, prior_p, batch, update_every, replay, horizon_ms, miss_penalty, "
-                 "latency_weight, reward_scale, eval_seeds)",
-                 key);
+    return cfail(
+        p,
+        "unknown key '%s' in [train] (epochs, hidden, lr, polyak, alpha, "
+        "target_entropy, prior, prior_p, batch, update_every, replay, horizon_ms, miss_penalty, "
+        "latency_weight, reward_scale, eval_seeds)",
+        key);
 }
 
 static int mix_key(struct cparse *p, const char *key, const char *value)
@@ -224,8 +225,9 @@ static int mix_key(struct cparse *p, const char *key, const char *value)
     if (strcmp(key, "episodes") == 0) {
         double d;
         if (num(value, 1, 1000, &d) < 0 || d != floor(d))
-            return cfail(p, "bad value '%s' for 'episodes' in [mix %s]: expected an integer in "
-                            "1..1000",
+            return cfail(p,
+                         "bad value '%s' for 'episodes' in [mix %s]: expected an integer in "
+                         "1..1000",
                          value, m->name);
         m->episodes = (int)d;
         return 0;
@@ -351,7 +353,8 @@ int train_curriculum_load(const char *path, struct train_curriculum *c, char *er
         struct possim_scenario *sc = c->mixes[i].sc;
         if (sc->no_core) {
             p.line = c->mixes[i].line;
-            rc = cfail(&p, "scenario of [mix %s] has policy none: nothing to learn", c->mixes[i].name);
+            rc = cfail(&p, "scenario of [mix %s] has policy none: nothing to learn",
+                       c->mixes[i].name);
         }
         snprintf(sc->policy, sizeof sc->policy, "learned");
         /* the trainer makes the choices: a weights file given there is not read */
@@ -722,11 +725,15 @@ static double score(const struct train_eval *e, const struct train_eval *p)
 int possim_train_main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},  {"seed", required_argument, NULL, 's'},
-        {"epochs", required_argument, NULL, 'e'},  {"curve", required_argument, NULL, 'c'},
+        {"output", required_argument, NULL, 'o'},
+        {"seed", required_argument, NULL, 's'},
+        {"epochs", required_argument, NULL, 'e'},
+        {"curve", required_argument, NULL, 'c'},
         {"checkpoints", required_argument, NULL, 'k'},
-        {"resume", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"resume", required_argument, NULL, 'r'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *out = "learned.weights", *curve_path = NULL, *ckpt = NULL, *resume = NULL;
     uint64_t seed = 1, epochs = 0;
@@ -815,8 +822,7 @@ int possim_train_main(int argc, char **argv)
     };
     memcpy(cfg.hidden, cu->hidden, sizeof cu->hidden);
     if (sac_init(sac, &cfg) < 0) {
-        fprintf(stderr, "possim train: %s: cannot make the networks (out of memory?)\n",
-                cu->path);
+        fprintf(stderr, "possim train: %s: cannot make the networks (out of memory?)\n", cu->path);
         goto done;
     }
     int first = 1;
@@ -853,11 +859,12 @@ int possim_train_main(int argc, char **argv)
                 cu->nmixes, cu->epochs, pos.reward_per_s, pos.slo_attainment, pos.slo_p99_ms,
                 pos.batch_rps);
     if (curve)
-        fprintf(curve, "# possim train %s --seed %llu\n"
-                       "epoch,cpu_s,train_reward_per_s,eval_reward_per_s,eval_slo_attainment,"
-                       "eval_slo_p99_ms,eval_batch_rps,pos_reward_per_s,pos_slo_attainment,"
-                       "pos_slo_p99_ms,pos_batch_rps,q_loss,actor_loss,entropy,alpha,"
-                       "not_pos_share,transitions,updates\n",
+        fprintf(curve,
+                "# possim train %s --seed %llu\n"
+                "epoch,cpu_s,train_reward_per_s,eval_reward_per_s,eval_slo_attainment,"
+                "eval_slo_p99_ms,eval_batch_rps,pos_reward_per_s,pos_slo_attainment,"
+                "pos_slo_p99_ms,pos_batch_rps,q_loss,actor_loss,entropy,alpha,"
+                "not_pos_share,transitions,updates\n",
                 cu->path, (unsigned long long)seed);
     double best = -INFINITY;
     int best_epoch = 0;
@@ -909,10 +916,9 @@ int possim_train_main(int argc, char **argv)
             fprintf(curve,
                     "%d,%.1f,%.4f,%.4f,%.5f,%.4f,%.3f,%.4f,%.5f,%.4f,%.3f,%.5g,%.5g,%.5g,%.5g,"
                     "%.4f,%llu,%llu\n",
-                    ep, cpu, train_r, e.reward_per_s, e.slo_attainment, e.slo_p99_ms,
-                    e.batch_rps, pos.reward_per_s, pos.slo_attainment, pos.slo_p99_ms,
-                    pos.batch_rps, q, al, ent, (double)tr->stats.alpha,
-                    choices ? (double)notpos / (double)choices : 0.0,
+                    ep, cpu, train_r, e.reward_per_s, e.slo_attainment, e.slo_p99_ms, e.batch_rps,
+                    pos.reward_per_s, pos.slo_attainment, pos.slo_p99_ms, pos.batch_rps, q, al, ent,
+                    (double)tr->stats.alpha, choices ? (double)notpos / (double)choices : 0.0,
                     (unsigned long long)tr->stored, (unsigned long long)tr->updates);
             fflush(curve);
         }

@@ -28,8 +28,8 @@ struct learned_state {
     struct pos_state *pos;
     const struct pos_learned_learner *learner; /* possim train's (NULL: the actor below) */
     int have_actor;
-    struct nn_mlp actor; /* a copy of the weights' "actor" */
-    float *act;          /* its activations */
+    struct nn_mlp actor;      /* a copy of the weights' "actor" */
+    float *act;               /* its activations */
     uint64_t choices, differ; /* choices made, and those not pos's */
     char note[192];
 };
@@ -63,13 +63,13 @@ void pos_learned_features(const struct pos_sched_view *v, const struct pos_choic
     x[i++] = clip(ch->mine, 0, 4);          /* 11 */
     x[i++] = clip(ch->next_max, 0, 4);      /* 12 */
     int slack = isfinite(ch->slack);
-    x[i++] = slack ? clip(ch->slack, -1, 2) : 2; /* 13 in SLOs */
-    x[i++] = (float)slack;                       /* 14 */
-    x[i++] = log_count(ch->inflight);            /* 15 */
-    x[i++] = log_count(ch->queued);              /* 16 */
-    x[i++] = log_count(ch->limit);               /* 17 pos's choice */
+    x[i++] = slack ? clip(ch->slack, -1, 2) : 2;              /* 13 in SLOs */
+    x[i++] = (float)slack;                                    /* 14 */
+    x[i++] = log_count(ch->inflight);                         /* 15 */
+    x[i++] = log_count(ch->queued);                           /* 16 */
+    x[i++] = log_count(ch->limit);                            /* 17 pos's choice */
     x[i++] = clip(log10(1.0 + ch->c->op_ns / 1e3) / 3, 0, 2); /* 18 its operators, in us */
-    x[i++] = clip(ch->above_runq_ms / 10, 0, 1);               /* 19 the host's CPU */
+    x[i++] = clip(ch->above_runq_ms / 10, 0, 1);              /* 19 the host's CPU */
     for (int a = 0; a < POS_LEARNED_ACTIONS; a++)
         mask[a] = 1;
     mask[0] = (uint8_t)ch->busy_above; /* with nobody above busy, work is conserved */

@@ -60,7 +60,7 @@
 #define TIGHT_WEIGHT   (1.0 / 32)
 #define TIGHT_ON       0.02
 #define TIGHT_OFF      0.01
-#define SCHED_MAX_VIEW  256 /* clients of one view (the core's SCHED_MAX_CLIENTS) */
+#define SCHED_MAX_VIEW 256 /* clients of one view (the core's SCHED_MAX_CLIENTS) */
 
 struct pos_track {
     uint32_t id;
@@ -72,7 +72,7 @@ struct pos_track {
     uint64_t ended;    /* its requests ended, when last looked at */
     double tight;      /* SLO clients: moving share of its requests that ended late */
     int guarded;       /* SLO clients: its guard is on (nothing beside it) */
-    int contended;     /* its kernels in flight or next slowed beside others, when it last had some */
+    int contended; /* its kernels in flight or next slowed beside others, when it last had some */
 };
 
 /* What one decision works out once per client. */
@@ -100,7 +100,7 @@ static const struct pos_policy_param pos_params[] = {
 struct pos_state {
     double corun_budget;                 /* pos_params' */
     const struct pos_schedule *schedule; /* ... (NULL: none) */
-    struct pos_schedule_state st; /* following the schedule, when it applies */
+    struct pos_schedule_state st;        /* following the schedule, when it applies */
     char note[160];
     struct pos_track t[POS_MAX_TRACKED];
     struct pos_pre pre[SCHED_MAX_VIEW];

@@ -12,36 +12,35 @@ struct pos_state;
 
 /* pos's parameters, declared alike by the policies that take them (pos, learned) */
 #define POS_PARAM_CORUN_BUDGET                                                                     \
-    {.name = "corun_budget",                                                                       \
-     .type = POS_PARAM_NUMBER,                                                                     \
-     .def = 1.2,                                                                                   \
-     .lo = 1,                                                                                      \
-     .hi = 100,                                                                                    \
-     .help = "co-run slowdown a more important kernel may show"}
+    {                                                                                              \
+        .name = "corun_budget", .type = POS_PARAM_NUMBER, .def = 1.2, .lo = 1, .hi = 100,          \
+        .help = "co-run slowdown a more important kernel may show"                                 \
+    }
 #define POS_PARAM_SCHEDULE_FILE                                                                    \
-    {.name = "schedule",                                                                           \
-     .type = POS_PARAM_SCHEDULE,                                                                   \
-     .help = "a stage schedule (possim search -w) to follow"}
+    {                                                                                              \
+        .name = "schedule", .type = POS_PARAM_SCHEDULE,                                            \
+        .help = "a stage schedule (possim search -w) to follow"                                    \
+    }
 
 /* What pos worked out for an outranked client C with operators queued, as it chose how many of
  * C's operators may be in flight. */
 struct pos_choice {
     struct pos_sched_client *c;
-    int busy_above;   /* a client that outranks C has work */
-    int concurrent;   /* the device runs processes at once (MPS) */
-    int contended;    /* a kernel of a busy client above slows beside others, is unlearnt, or
-                       * its client is guarded: pos runs nothing beside it */
-    int plain;        /* a client above is guarded or was contended: pos's plain window */
-    int unlearnt;     /* C's own kernels in flight or next are not learnt yet */
-    int has_slo;      /* C has an SLO */
-    int above_n;      /* clients that outrank C */
-    double above;     /* SM demand (fraction of the device) of the busy clients above */
-    double above_max; /* the largest demands of every client above, summed */
-    double beside;    /* SM demand in flight of the clients that do not outrank C */
-    double mine;      /* ... of C's operators in flight */
-    double next_max;  /* the largest demand of C's next queued operators */
-    double slack;     /* the least latest-start slack of a busy SLO client above, in its SLOs
-                       * ((rt - now) / SLO); +inf: none */
+    int busy_above;       /* a client that outranks C has work */
+    int concurrent;       /* the device runs processes at once (MPS) */
+    int contended;        /* a kernel of a busy client above slows beside others, is unlearnt, or
+                           * its client is guarded: pos runs nothing beside it */
+    int plain;            /* a client above is guarded or was contended: pos's plain window */
+    int unlearnt;         /* C's own kernels in flight or next are not learnt yet */
+    int has_slo;          /* C has an SLO */
+    int above_n;          /* clients that outrank C */
+    double above;         /* SM demand (fraction of the device) of the busy clients above */
+    double above_max;     /* the largest demands of every client above, summed */
+    double beside;        /* SM demand in flight of the clients that do not outrank C */
+    double mine;          /* ... of C's operators in flight */
+    double next_max;      /* the largest demand of C's next queued operators */
+    double slack;         /* the least latest-start slack of a busy SLO client above, in its SLOs
+                           * ((rt - now) / SLO); +inf: none */
     double above_runq_ms; /* the largest run-queue delay of a client above (telemetry; 0 without) */
     uint64_t inflight;    /* C's operators in flight */
     uint64_t queued;      /* ... queued */

@@ -125,12 +125,9 @@ static void test_bad_weights_are_refused_whole_with_one_line_and_posd_decides_as
     struct {
         const char *what;
         const char *says;
-    } cases[] = {{"missing", "No such file"},
-                 {"truncated", "truncated"},
-                 {"another version", "version"},
-                 {"other dimensions", "features"},
-                 {"a non-finite value", "not finite"},
-                 {"a flipped byte", "checksum"}};
+    } cases[] = {{"missing", "No such file"},          {"truncated", "truncated"},
+                 {"another version", "version"},       {"other dimensions", "features"},
+                 {"a non-finite value", "not finite"}, {"a flipped byte", "checksum"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         unlink(path);
         if (i == 1) {
@@ -198,7 +195,8 @@ static void test_good_weights_are_taken_and_reread_at_reload(void)
     write_conf(path);
     char log[OUT_MAX];
     run_clients(log, sizeof log);
-    CU_ASSERT_PTR_NOT_NULL(strstr(log, "good.weights: trainer=test seed=7; policy learned uses them"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(log, "good.weights: trainer=test seed=7; policy learned uses them"));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "learned: the network chooses"));
     CU_ASSERT_PTR_NULL(strstr(log, "no usable weights"));
     if (!strstr(log, "policy learned uses them"))

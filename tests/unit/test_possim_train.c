@@ -54,8 +54,8 @@ static int suite_init(void)
     return write_file("mix.ini", mix_text) == 0 &&
                    write_file("bad.ini",
                               "[device]\npreset = rtx9090\n[client a]\nmodel = resnet18\n") == 0 &&
-                   write_file("none.ini", "[sched]\npolicy = none\n[client a]\nmodel = resnet18\n") ==
-                       0
+                   write_file("none.ini",
+                              "[sched]\npolicy = none\n[client a]\nmodel = resnet18\n") == 0
                ? 0
                : -1;
 }
@@ -317,8 +317,8 @@ static void test_possim_tells_the_trainer_the_slo_clients_waiting_and_late_reque
         struct pos_learned_learner l = {
             .arg = &t, .observe = t_observe, .act = t_act, .slo_state = t_slo};
         CU_ASSERT_EQUAL_FATAL(possim_run_learning(&sc, 1, &r, NULL, &l, err, sizeof err), 0);
-        uint64_t misses = (uint64_t)llround((1 - r.clients[0].slo_attainment) *
-                                            (double)r.clients[0].requests);
+        uint64_t misses =
+            (uint64_t)llround((1 - r.clients[0].slo_attainment) * (double)r.clients[0].requests);
         CU_ASSERT(t.calls > 10);
         CU_ASSERT(!t.went_back);
         CU_ASSERT(t.most_out >= 1);

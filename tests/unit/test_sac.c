@@ -7,8 +7,8 @@
  * seed and data give bit-identical networks, another seed others; configurations out of range
  * are refused; an update waits for a batch, reports the losses of its drawn batch before its
  * steps, steps every network and averages the targets; the losses stay finite when the policy's
- * other probabilities underflow; the temperature falls while the policy's entropy is above its target and rises
- * below it. */
+ * other probabilities underflow; the temperature falls while the policy's entropy is above its
+ * target and rises below it. */
 #include "tests/cunit_main.h"
 
 #include <errno.h>
@@ -417,8 +417,8 @@ static void test_target_and_actor_ignore_a_forbidden_action_of_huge_value(void)
  * each pays 1, the others under 0.6; in odd contexts one other action is forbidden. The
  * learner collects its own data (sac_act exploring). With a low temperature (alpha0 0.1,
  * target entropy 0.2) about one seed in twenty settles in some context on a worse action while
- * the best one's Q is still far below its reward (a random start), never to try it again: alpha0 0.3 and a
- * target of 0.5 learned every context for 150 seeds out of 150. */
+ * the best one's Q is still far below its reward (a random start), never to try it again: alpha0
+ * 0.3 and a target of 0.5 learned every context for 150 seeds out of 150. */
 enum { CTX = 8, ACT = 4 };
 
 static void bandit_state(uint64_t *rng, int *ctx, float *x, uint8_t *mask, const int *best)
@@ -554,15 +554,15 @@ static void test_bad_configs_are_refused(void)
 {
     struct sac s;
     struct sac_config c;
-#define REFUSED(field, value)                                                                  \
-    do {                                                                                       \
-        c = base_config();                                                                     \
-        c.field = (value);                                                                     \
-        memset(&s, 0xa5, sizeof s);                                                            \
-        CU_ASSERT_EQUAL(sac_init(&s, &c), -EINVAL);                                            \
-        CU_ASSERT_PTR_NULL(s.actor.p);                                                         \
-        CU_ASSERT_PTR_NULL(s.buf);                                                             \
-        sac_free(&s);                                                                          \
+#define REFUSED(field, value)                                                                      \
+    do {                                                                                           \
+        c = base_config();                                                                         \
+        c.field = (value);                                                                         \
+        memset(&s, 0xa5, sizeof s);                                                                \
+        CU_ASSERT_EQUAL(sac_init(&s, &c), -EINVAL);                                                \
+        CU_ASSERT_PTR_NULL(s.actor.p);                                                             \
+        CU_ASSERT_PTR_NULL(s.buf);                                                                 \
+        sac_free(&s);                                                                              \
     } while (0)
     REFUSED(features, 0);
     REFUSED(features, SAC_MAX_FEATURES + 1);
