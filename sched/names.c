@@ -6,16 +6,7 @@
 #include <string.h>
 
 #include "sched/names.h"
-
-static uint64_t fnv1a(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
+#include "sched/fnv.h"
 
 /* Kernel names by key, for posstat -k: the first 63 bytes of the first name a client sent
  * for a key (a key is the hash of the name's bytes). Bounded; posd is single-threaded. */
@@ -123,7 +114,7 @@ int posd_names_message(struct posd_client *c, const uint8_t *body, size_t len)
             rc = -EPROTO;
             break;
         }
-        uint64_t key = fnv1a(body + off, n);
+        uint64_t key = pos_fnv1a(body + off, n);
         /* one process interns a name once: the same key under two ids is a broken client */
         rc = key_set_add(c, key) < 0 ? -EPROTO : 0;
         c->names.keys[h.first + i] = key;

@@ -2,6 +2,7 @@
  * struct pos_weights, refused whole with one line saying what is wrong, and encoded back. Pure:
  * the adapters read and write the file. Every integer is read and written a byte at a time,
  * little-endian whatever the host; a float is its IEEE bits as a u32. */
+#include "sched/fnv.h"
 #include "sched/weights.h"
 
 #include <errno.h>
@@ -11,16 +12,6 @@
 #include <string.h>
 
 static const uint8_t magic[8] = {'P', 'O', 'S', 'W', 'G', 'T', '1', '\n'};
-
-static uint64_t fnv1a(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 /* The length of NAME up to its first NUL within MAX bytes, MAX when there is none. */
 static size_t name_len(const char *name, size_t max)
@@ -170,7 +161,7 @@ static int parse(const uint8_t *buf, size_t len, struct pos_weights *w, char *er
     }
     if (!have(&r, 8))
         return FAIL(-EINVAL, "truncated in the checksum");
-    uint64_t want = get_u64_at(buf + r.pos), got = fnv1a(buf, r.pos);
+    uint64_t want = get_u64_at(buf + r.pos), got = pos_fnv1a(buf, r.pos);
     r.pos += 8;
     if (r.pos != len)
         return FAIL(-EINVAL, "%zu byte%s after the checksum", len - r.pos,
@@ -275,7 +266,7 @@ int pos_weights_encode(const struct pos_weights *w, void **buf, size_t *len)
             b = put_u32(b, bits);
         }
     }
-    uint64_t h = fnv1a(out, (size_t)(b - out));
+    uint64_t h = pos_fnv1a(out, (size_t)(b - out));
     for (int i = 0; i < 8; i++)
         *b++ = (uint8_t)(h >> (8 * i));
     *buf = out;
