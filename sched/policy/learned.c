@@ -28,9 +28,8 @@ struct learned_state {
     struct pos_state *pos;
     const struct pos_learned_learner *learner; /* possim train's (NULL: the actor below) */
     int have_actor;
-    struct nn_mlp actor;      /* a copy of the weights' "actor" */
-    float *act;               /* its activations */
-    uint64_t choices, differ; /* choices made, and those not pos's */
+    struct nn_mlp actor; /* a copy of the weights' "actor" */
+    float *act;          /* its activations */
     char note[192];
 };
 
@@ -143,10 +142,7 @@ static uint64_t choose(void *arg, const struct pos_sched_view *v, const struct p
                        : pos_learned_greedy(&s->actor, x, mask, s->act);
     if (a < 0 || a >= POS_LEARNED_ACTIONS || !mask[a])
         a = POS_LEARNED_POS;
-    uint64_t l = pos_learned_limit(ch, a);
-    s->choices++;
-    s->differ += l != ch->limit;
-    return l;
+    return pos_learned_limit(ch, a);
 }
 
 static void learned_fini(void *state)

@@ -276,7 +276,7 @@ int64_t pos_decide_with(struct pos_state *s, struct pos_sched_view *v, pos_choos
             outranked = 1;
             above_n++;
             above_max += po->max_demand;
-            if ((double)o->runq_delay_ns / 1e6 > runq_ms)
+            if (choose && (double)o->runq_delay_ns / 1e6 > runq_ms) /* for learned's state */
                 runq_ms = (double)o->runq_delay_ns / 1e6;
             plain |= po->guarded || po->was_contended; /* the plain window below it */
             if (po->work) {
@@ -285,8 +285,11 @@ int64_t pos_decide_with(struct pos_state *s, struct pos_sched_view *v, pos_choos
                 /* a kernel above that slows down beside others, or one not yet measured
                  * alone (so that its solo profile can be learnt first), runs alone */
                 contended |= po->contended || po->unlearnt || po->guarded;
-                if (isfinite(po->rt) && (po->rt - (double)v->now) / (o->slo_ms * 1e6) < slack)
-                    slack = (po->rt - (double)v->now) / (o->slo_ms * 1e6);
+                double sl = choose && isfinite(po->rt)
+                                ? (po->rt - (double)v->now) / (o->slo_ms * 1e6)
+                                : INFINITY; /* learned's state */
+                if (sl < slack)
+                    slack = sl;
             }
             next = pos_sched_grace_next(o, v, next);
         }

@@ -105,12 +105,6 @@ static void run_clients(char *log, size_t cap)
     util_read_file(suite.log, log, cap);
 }
 
-/* The lines of LOG that name PATH. */
-static int lines_naming(const char *log, const char *path)
-{
-    return util_count(log, path);
-}
-
 static void test_bad_weights_are_refused_whole_with_one_line_and_posd_decides_as_pos(void)
 {
     struct pos_weights w;
@@ -172,11 +166,11 @@ static void test_bad_weights_are_refused_whole_with_one_line_and_posd_decides_as
         run_clients(log, sizeof log);
         char want[400];
         snprintf(want, sizeof want, "%s: ", path);
-        CU_ASSERT_EQUAL(lines_naming(log, want), 1);
+        CU_ASSERT_EQUAL(util_count(log, want), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(log, cases[i].says));
         CU_ASSERT_PTR_NOT_NULL(strstr(log, "policy learned runs without it (as pos)"));
         CU_ASSERT_PTR_NOT_NULL(strstr(log, "learned: no usable weights: deciding as pos"));
-        if (lines_naming(log, want) != 1 || !strstr(log, cases[i].says))
+        if (util_count(log, want) != 1 || !strstr(log, cases[i].says))
             fprintf(stderr, "\n  %s: posd said:\n%s", cases[i].what, log);
     }
     free(buf);
