@@ -27,6 +27,8 @@
 #   make bench-profiles  kernel profiles end to end, device times against poll times
 #                       (docs/results/profiles.md)
 #   make bench-search  static schedule search, followed in possim (docs/results/search.md)
+#   make bench-frontier  what pos's co-location knobs reach on issue 19's mixes, in possim
+#                       (docs/results/frontier.md)
 #   make bench-metricsattack  the metrics endpoint under 1,000 slow or idle connections of one
 #                       user (docs/results/reliability.md)
 #   make gpu-build  the folder the real-GPU suite carries (build/gpu, docs/gpu.md)
@@ -607,6 +609,12 @@ bench-metricsattack: all $(METRICSATTACK)
 bench-search: all
 	@bash bench/search.sh
 
+# pos over a grid of its co-location knobs on make demo's mix and the steady isolation mixes, in
+# possim on 2 and 16 cores: the frontier, and what meets issue 19's targets (docs/results/frontier.md)
+bench-frontier: all
+	$(NEED) python3=python3
+	@/usr/bin/python3 bench/frontier.py
+
 # policy learned trained in possim, judged on held-out mixes against pos, DP and the others
 # (docs/results/learned.md)
 bench-learned: all
@@ -664,7 +672,7 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-e2e-host bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-kube bench-cpu bench-memory bench-profiles bench-search bench-learned bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
+.PHONY: all deps-hashcat deps-timeline deps-podman test fuzz soak check-static memcheck demo bench bench-e2e bench-e2e-host bench-saves bench-hostcal bench-simlock bench-simdevice bench-simisolation bench-pos bench-isolation bench-kube bench-cpu bench-memory bench-profiles bench-search bench-frontier bench-learned bench-metricsattack gpu-build gpu-dry-run install uninstall format clean FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 

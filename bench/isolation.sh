@@ -24,6 +24,10 @@ CHURN_N=${CHURN_N:-9}       # batch processes, one every CHURN_GAP_MS from 200 m
 CHURN_GAP_MS=${CHURN_GAP_MS:-500}
 CPU=${CPU:-off}             # posd.conf's (and possim's) [policy] cpu: off, idle or nice
 case $CPU in off | idle | nice) ;; *) echo "bench-isolation: CPU=$CPU: off, idle or nice" >&2; exit 2 ;; esac
+# more policy keys for posd.conf's [policy] and possim's [sched], "KEY = VALUE" separated by ';'
+# (POLICY_KEYS="corun_room = 16; window_us = 2000"): the same keys in both
+POLICY_KEYS=${POLICY_KEYS:-}
+policy_keys() { [ -n "$POLICY_KEYS" ] && tr ';' '\n' <<<"$POLICY_KEYS" | sed 's/^ *//; s/ *$//' | grep -v '^$'; true; }
 T=$(mktemp -d)
 POSD_PID=
 cleanup() {
@@ -90,8 +94,12 @@ bmodel() { # scenario k -> "model requests"
 }
 
 posd_conf() { # scenario
-    printf '[policy]\ncpu = %s\n[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n[rule lat]\nmatch_app = lat\nslo_ms = %s\n' \
-        "$CPU" "${SLO[$1]}" >"$T/posd.conf"
+    {
+        printf '[policy]\ncpu = %s\n' "$CPU"
+        policy_keys
+        printf '[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n[rule lat]\nmatch_app = lat\nslo_ms = %s\n' \
+            "${SLO[$1]}"
+    } >"$T/posd.conf"
 }
 run_app() { # name args...: posapp under the shim, its JSON in $T/o/NAME.json
     local name=$1
@@ -155,6 +163,7 @@ ini() {
     local s=$1 pol=$2 solo=${3:-} k m n start=0
     printf '[device]\npreset = %s\nmode = %s\nnotify_us = %s\n[sched]\npolicy = %s\ncpu = %s\n' \
         "${DEV[$s]}" "${MODE[$s]}" "$NOTIFY_US" "$pol" "$CPU"
+    policy_keys
     [ "${KIND[$s]}" = steady ] && [ -z "$solo" ] && start=300
     # shellcheck disable=SC2086
     set -- ${LAT[$s]}
@@ -223,7 +232,7 @@ runs() { col "$2" <<<"$1" | while read -r v; do printf '%s ' "$(fmt "$v")"; done
     echo "# Isolation end to end: a latency client beside batch work that stays or comes and goes"
     echo
     echo "**Simulated GPU, both sides: every figure here is simulated.** Produced by"
-    echo "\`make bench-isolation\` (REPS=$REPS CPU=$CPU) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
+    echo "\`make bench-isolation\` (REPS=$REPS CPU=$CPU${POLICY_KEYS:+ POLICY_KEYS=\"$POLICY_KEYS\"}) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
     echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown), in ${elapsed} s; load average (1, 5, 15 min) $load0 at the start, $load1 at the end."
     echo
     echo "*End to end*: posd (\`-p POLICY\`, \`[policy] cpu = $CPU\`, a fresh state directory each run; rules: \`match_app = batch*\` →"

@@ -14,12 +14,13 @@
 #include "sched/policy/learned.h"
 #include "sched/weights.h"
 
-enum { P_WEIGHTS, P_CORUN_BUDGET, P_SCHEDULE };
+enum { P_WEIGHTS, P_CORUN_BUDGET, P_CORUN_ROOM, P_SCHEDULE };
 static const struct pos_policy_param learned_params[] = {
     [P_WEIGHTS] = {.name = "weights",
                    .type = POS_PARAM_WEIGHTS,
                    .help = "the trained network (possim train -o): without it, pos"},
     [P_CORUN_BUDGET] = POS_PARAM_CORUN_BUDGET,
+    [P_CORUN_ROOM] = POS_PARAM_CORUN_ROOM,
     [P_SCHEDULE] = POS_PARAM_SCHEDULE_FILE,
     {.name = NULL},
 };

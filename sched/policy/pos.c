@@ -20,11 +20,11 @@
  *     beside it while it fits: the SM demand of what the clients above run and will run next
  *     (the largest of their next operators) plus what C has in flight and would add, and what
  *     the clients that do not outrank C (its peers, those below) have in flight, stays
- *     within the device, and no kernel above that is in flight or next has shown a co-run
- *     slowdown beyond the budget (its parameter corun_budget, default 1.20: 20%, chosen from
- *     bench/pos.sh). C's window holds as many of its
- *     operators as fit beside them (its largest next kernel's SM demand), at most window_us of
- *     device time; with nothing fitting it is held. While C's own kernels in flight or next
+ *     within the device (its parameter corun_room times its SMs, default 1), and no kernel
+ *     above that is in flight or next has shown a co-run slowdown beyond the budget (its
+ *     parameter corun_budget, default 1.20: 20%, chosen from bench/pos.sh). C's window holds
+ *     as many of its operators as fit beside them (its largest next kernel's SM demand), at
+ *     most window_us of device time; with nothing fitting it is held. While C's own kernels in flight or next
  *     are not yet learnt (a client that has just come), one operator of its at a time;
  *   - a client above has work, on a time-sliced device (no MPS: contexts of different
  *     processes never overlap, so nothing can be co-located): C is held, and the ranks order
@@ -90,15 +90,17 @@ struct pos_pre {
 };
 
 /* Its parameters (posd.conf's [policy], possim's [sched]; docs/policy.md). */
-enum { P_CORUN_BUDGET, P_SCHEDULE };
+enum { P_CORUN_BUDGET, P_CORUN_ROOM, P_SCHEDULE };
 static const struct pos_policy_param pos_params[] = {
     [P_CORUN_BUDGET] = POS_PARAM_CORUN_BUDGET,
+    [P_CORUN_ROOM] = POS_PARAM_CORUN_ROOM,
     [P_SCHEDULE] = POS_PARAM_SCHEDULE_FILE,
     {.name = NULL},
 };
 
 struct pos_state {
     double corun_budget;                 /* pos_params' */
+    double corun_room;                   /* ... */
     const struct pos_schedule *schedule; /* ... (NULL: none) */
     struct pos_schedule_state st;        /* following the schedule, when it applies */
     char note[160];
@@ -112,6 +114,7 @@ int pos_state_new(struct pos_state **out, const struct pos_policy_args *args)
     if (!s)
         return -ENOMEM;
     s->corun_budget = pos_policy_number(args, &pos_params[P_CORUN_BUDGET]);
+    s->corun_room = pos_policy_number(args, &pos_params[P_CORUN_ROOM]);
     s->schedule = pos_policy_schedule(args, &pos_params[P_SCHEDULE]);
     pos_schedule_state_init(&s->st, NULL);
     *out = s;
@@ -229,12 +232,13 @@ static int outranks(const struct pos_sched_client *o, const struct pos_pre *po,
     return 0;
 }
 
-/* The window of C beside clients above occupying ABOVE of the SMs: as many of its operators
- * as fit in the rest (what it has in flight counts), at most CAP; 0 when none fits. */
-static uint64_t fit_beside(const struct pos_sched_client *c, const struct pos_pre *p, double above,
-                           uint64_t cap)
+/* The window of C beside clients above occupying ABOVE of ROOM (the device's SMs, 1, or
+ * corun_room times them beside busy clients above): as many of its operators as fit in the
+ * rest (what it has in flight counts), at most CAP; 0 when none fits. */
+static uint64_t fit_beside(const struct pos_sched_client *c, const struct pos_pre *p, double room,
+                           double above, uint64_t cap)
 {
-    double room = 1.0 - above - p->mine;
+    room -= above + p->mine;
     double unit = p->next_max > 0 ? p->next_max : 1e-3;
     if (room < unit)
         return 0;
@@ -316,13 +320,15 @@ int64_t pos_decide_with(struct pos_state *s, struct pos_sched_view *v, pos_choos
              * above finds little ahead of it; under MPS, more where it fits beside the
              * largest kernels they run */
             if (concurrent && !c->max_inflight && !plain) {
-                uint64_t fit = fit_beside(c, pc, above_max + beside, v->credits);
+                uint64_t fit = fit_beside(c, pc, 1.0, above_max + beside, v->credits);
                 cap = fit > cap ? fit : cap;
             }
         }
         uint64_t fit = 0;
         if (busy_above) {
-            fit = concurrent && !contended ? fit_beside(c, pc, above + beside, cap) : 0;
+            fit = concurrent && !contended
+                      ? fit_beside(c, pc, s->corun_room, above + beside, cap)
+                      : 0;
             /* its own kernels not yet learnt (a client that just came): nothing says how they
              * slow the kernels above, so beside busy clients above it runs one operator at a
              * time where that one fits, and learns (its tries count) rather than waiting for

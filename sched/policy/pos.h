@@ -16,6 +16,11 @@ struct pos_state;
         .name = "corun_budget", .type = POS_PARAM_NUMBER, .def = 1.2, .lo = 1, .hi = 100,          \
         .help = "co-run slowdown a more important kernel may show"                                 \
     }
+#define POS_PARAM_CORUN_ROOM                                                                       \
+    {                                                                                              \
+        .name = "corun_room", .type = POS_PARAM_NUMBER, .def = 1, .lo = 1, .hi = 16,               \
+        .help = "SMs filled beside a busy more important client, x the device's"                   \
+    }
 #define POS_PARAM_SCHEDULE_FILE                                                                    \
     {                                                                                              \
         .name = "schedule", .type = POS_PARAM_SCHEDULE,                                            \
