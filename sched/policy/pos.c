@@ -24,8 +24,8 @@
  *     above that is in flight or next has shown a co-run slowdown beyond the budget (its
  *     parameter corun_budget, default 1.20: 20%, chosen from bench/pos.sh). C's window holds
  *     as many of its operators as fit beside them (its largest next kernel's SM demand), at
- *     most window_us of device time; with nothing fitting it is held. While C's own kernels in flight or next
- *     are not yet learnt (a client that has just come), one operator of its at a time;
+ *     most window_us of device time; with nothing fitting it is held. While C's own kernels
+ *     in flight or next are not yet learnt (a client that has just come), one at a time;
  *   - a client above has work, on a time-sliced device (no MPS: contexts of different
  *     processes never overlap, so nothing can be co-located): C is held, and the ranks order
  *     whole requests back to back by slack;
@@ -326,9 +326,8 @@ int64_t pos_decide_with(struct pos_state *s, struct pos_sched_view *v, pos_choos
         }
         uint64_t fit = 0;
         if (busy_above) {
-            fit = concurrent && !contended
-                      ? fit_beside(c, pc, s->corun_room, above + beside, cap)
-                      : 0;
+            fit = concurrent && !contended ? fit_beside(c, pc, s->corun_room, above + beside, cap)
+                                           : 0;
             /* its own kernels not yet learnt (a client that just came): nothing says how they
              * slow the kernels above, so beside busy clients above it runs one operator at a
              * time where that one fits, and learns (its tries count) rather than waiting for
