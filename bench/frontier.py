@@ -11,7 +11,8 @@ above 1, oversubscribed), on a host of 2
 cores (this machine) and of 16 (the host CPU no constraint), with the CPU lever at idle, and
 the references none, fifo and priority beside them. Each point is the median over SEEDS possim
 seeds. For each mix it reports the points no other point beats on both figures (the frontier),
-pos's default point, and the most batch work any point gets while it meets the latency target.
+pos's default point, and the most batch work any point gets while it meets the latency target
+(of points with the same figures, the one with the smallest knobs is listed).
 
 Figures: demo: the detector's SLO attainment, and the batch speedup (the sum of each batch
 model's req/s over its req/s alone in possim, as bench/cpu.sh). Steady mixes: the latency
@@ -229,7 +230,14 @@ def write(rows, wall, cpu):
             front = [k for k, v in grid.items()
                      if not any(better(mix, u[0], v[0]) and u[1] >= v[1] and
                                 (u[0] != v[0] or u[1] != v[1]) for u in grid.values())]
-            front.sort(key=lambda k: grid[k][1])
+            front.sort(key=lambda k: (grid[k][1], k[1:]))
+            # points with the same figures as one listed already (the knob beyond what binds): once
+            seen, kept = set(), []
+            for k in front:
+                if grid[k][:2] not in seen:
+                    seen.add(grid[k][:2])
+                    kept.append(k)
+            front = kept
             ok = [k for k, v in grid.items() if meets(mix, v[0])]
             best = max(ok, key=lambda k: grid[k][1]) if ok else None
             L.append(f"**{cores} cores.**\n")

@@ -12,6 +12,7 @@
 #   bash bench/isolation.sh                   (make bench-isolation runs it)
 #   REPS=1 SCEN=churn-ts OUT=/tmp/i.md bash bench/isolation.sh
 #   CPU=nice OUT=docs/results/isolation-nice.md bash bench/isolation.sh   (posd's CPU lever)
+#   POS_KEYS="corun_room = 16" OUT=/tmp/i.md bash bench/isolation.sh      (a pos+ row: pos so set)
 #
 # Targets (issue 19): latency p99 <= 1.10 x solo, with batch >= 0.8 x fifo's (steady, rtx3080
 # and h200 MPS) and >= 0.9 x the run without posd (churn).
@@ -24,10 +25,15 @@ CHURN_N=${CHURN_N:-9}       # batch processes, one every CHURN_GAP_MS from 200 m
 CHURN_GAP_MS=${CHURN_GAP_MS:-500}
 CPU=${CPU:-off}             # posd.conf's (and possim's) [policy] cpu: off, idle or nice
 case $CPU in off | idle | nice) ;; *) echo "bench-isolation: CPU=$CPU: off, idle or nice" >&2; exit 2 ;; esac
-# more policy keys for posd.conf's [policy] and possim's [sched], "KEY = VALUE" separated by ';'
-# (POLICY_KEYS="corun_room = 16; window_us = 2000"): the same keys in both
-POLICY_KEYS=${POLICY_KEYS:-}
-policy_keys() { [ -n "$POLICY_KEYS" ] && tr ';' '\n' <<<"$POLICY_KEYS" | sed 's/^ *//; s/ *$//' | grep -v '^$'; true; }
+# POS_KEYS="KEY = VALUE; ...": one more policy row, pos+, which is pos with these keys in posd.conf's
+# [policy] and possim's [sched] (POS_KEYS="corun_room = 16; window_us = 2000"), run side by side
+# with the others in every round
+POS_KEYS=${POS_KEYS:-}
+policy_of() { echo "${1%+}"; } # a row's policy: pos+ is pos
+policy_keys() { # row: its extra keys, a line each
+    [ "$1" = pos+ ] && tr ';' '\n' <<<"$POS_KEYS" | sed 's/^ *//; s/ *$//' | grep -v '^$'
+    true
+}
 T=$(mktemp -d)
 POSD_PID=
 cleanup() {
@@ -70,6 +76,7 @@ LAT[churn-mps]="--model resnet50 --arrival poisson:200" LATN[churn-mps]=1000 SLO
 BMODELS[churn-mps]="resnet18:250 mobilenet_v2:800 inception_v3:75" BATCH[churn-mps]=8
 for s in "${!KIND[@]}"; do
     if [ "${KIND[$s]}" = steady ]; then POLS[$s]="fifo priority pos" BASE[$s]=fifo; else POLS[$s]="none priority pos" BASE[$s]=none; fi
+    [ -n "$POS_KEYS" ] && POLS[$s]+=" pos+"
 done
 declare -A TEXT=(
     [steady-rtx3080]="**steady-rtx3080**: rtx3080 with MPS. A latency resnet50 closed loop of ${LATN[steady-rtx3080]} requests
@@ -93,10 +100,10 @@ bmodel() { # scenario k -> "model requests"
     echo "${m%%:*} ${m#*:}"
 }
 
-posd_conf() { # scenario
+posd_conf() { # scenario row
     {
         printf '[policy]\ncpu = %s\n' "$CPU"
-        policy_keys
+        policy_keys "$2"
         printf '[rule batch-jobs]\nmatch_app = batch*\nclass = batch\n[rule lat]\nmatch_app = lat\nslo_ms = %s\n' \
             "${SLO[$1]}"
     } >"$T/posd.conf"
@@ -112,8 +119,8 @@ real_run() {
     local s=$1 pol=$2 solo=${3:-}
     rm -rf "$T/o" && mkdir "$T/o"
     export POS_SIM_DEVICE=${DEV[$s]} POS_SIM_MODE=${MODE[$s]}
-    export POS_SIM_INSTANCE=bench-isolation-$s-$pol-$$
-    [ "$pol" = none ] || { posd_conf "$s"; posd_up "$pol"; }
+    export POS_SIM_INSTANCE=bench-isolation-$s-${pol/+/-keys}-$$
+    [ "$pol" = none ] || { posd_conf "$s" "$pol"; posd_up "$(policy_of "$pol")"; }
     local t0 pids=() bg=() k m n
     if [ "${KIND[$s]}" = steady ] && [ -z "$solo" ]; then
         k=0
@@ -162,8 +169,8 @@ real_figs() {
 ini() {
     local s=$1 pol=$2 solo=${3:-} k m n start=0
     printf '[device]\npreset = %s\nmode = %s\nnotify_us = %s\n[sched]\npolicy = %s\ncpu = %s\n' \
-        "${DEV[$s]}" "${MODE[$s]}" "$NOTIFY_US" "$pol" "$CPU"
-    policy_keys
+        "${DEV[$s]}" "${MODE[$s]}" "$NOTIFY_US" "$(policy_of "$pol")" "$CPU"
+    policy_keys "$pol"
     [ "${KIND[$s]}" = steady ] && [ -z "$solo" ] && start=300
     # shellcheck disable=SC2086
     set -- ${LAT[$s]}
@@ -232,7 +239,7 @@ runs() { col "$2" <<<"$1" | while read -r v; do printf '%s ' "$(fmt "$v")"; done
     echo "# Isolation end to end: a latency client beside batch work that stays or comes and goes"
     echo
     echo "**Simulated GPU, both sides: every figure here is simulated.** Produced by"
-    echo "\`make bench-isolation\` (REPS=$REPS CPU=$CPU${POLICY_KEYS:+ POLICY_KEYS=\"$POLICY_KEYS\"}) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
+    echo "\`make bench-isolation\` (REPS=$REPS CPU=$CPU${POS_KEYS:+ POS_KEYS=\"$POS_KEYS\"}) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
     echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown), in ${elapsed} s; load average (1, 5, 15 min) $load0 at the start, $load1 at the end."
     echo
     echo "*End to end*: posd (\`-p POLICY\`, \`[policy] cpu = $CPU\`, a fresh state directory each run; rules: \`match_app = batch*\` →"
@@ -244,6 +251,7 @@ runs() { col "$2" <<<"$1" | while read -r v; do printf '%s ' "$(fmt "$v")"; done
     echo "fifo's (steady) or the run without posd (churn). *possim*: the same"
     echo "scenario in possim (\`[device] notify_us = $NOTIFY_US\`, calibrated as bench/e2e.sh does; its host model"
     echo "at its default)."
+    [ -n "$POS_KEYS" ] && echo "*pos+*: pos with \`$POS_KEYS\` in posd.conf's \`[policy]\` and possim's \`[sched]\`, in the same rounds."
     echo
     echo "Targets (issue 19): latency p99 **≤ 1.10 x solo**, with batch **≥ 0.8 x** fifo's (steady) and"
     echo "**≥ 0.9 x** the run without posd (churn)."
