@@ -251,25 +251,32 @@ static inline long util_cpu_ticks(pid_t pid)
  * would otherwise leave it a descriptor more once closed. */
 static inline rlim_t util_fd_limit_leaving(pid_t pid, int free)
 {
-    static char used[4096];
+    static char used[4096], before[4096];
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    memset(used, 0, sizeof used);
-    for (int look = 0; look < 3; look++) {
-        if (look)
-            usleep(50000);
-        DIR *d = opendir(path);
-        if (!d)
-            return 0;
-        for (struct dirent *e; (e = readdir(d)) != NULL;) {
-            int fd = atoi(e->d_name);
-            if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
-                used[fd] = (char)(look + 1);
+    /* a process that has just started may still be opening (or closing) descriptors: its set
+     * is taken once two scans a few tens of milliseconds apart agree (up to 20 scans) */
+    for (int scan = 0; scan < 20; scan++) {
+        memcpy(before, used, sizeof used);
+        memset(used, 0, sizeof used);
+        for (int look = 0; look < 3; look++) {
+            if (look || scan)
+                usleep(50000);
+            DIR *d = opendir(path);
+            if (!d)
+                return 0;
+            for (struct dirent *e; (e = readdir(d)) != NULL;) {
+                int fd = atoi(e->d_name);
+                if (e->d_name[0] != '.' && fd >= 0 && fd < (int)sizeof used && used[fd] == look)
+                    used[fd] = (char)(look + 1);
+            }
+            closedir(d);
         }
-        closedir(d);
+        for (size_t fd = 0; fd < sizeof used; fd++)
+            used[fd] = used[fd] == 3;
+        if (scan && memcmp(before, used, sizeof used) == 0)
+            break;
     }
-    for (size_t fd = 0; fd < sizeof used; fd++)
-        used[fd] = used[fd] == 3;
     rlim_t limit = 0;
     for (; free > 0 && limit < sizeof used; limit++)
         free -= !used[limit];

@@ -1125,6 +1125,8 @@ static const struct error_case {
     /* the keys a policy declares (pos_policy_ops.params): in [policy] only */
     {"[policy]\ncorun_budget = 0.9\n", NULL, 0, 2,
      "bad value '0.9' for 'corun_budget' in [policy]: expected a number >= 1 and <= 100"},
+    {"[policy]\ncorun_room = 17\n", NULL, 0, 2,
+     "bad value '17' for 'corun_room' in [policy]: expected a number >= 1 and <= 16"},
     {"[policy]\nschedule = mix.sched\n", NULL, 0, 2,
      "bad value 'mix.sched' for 'schedule' in [policy]: expected an absolute path of at most "
      "255 characters"},
