@@ -105,29 +105,31 @@ def possim(text, seed):
     return {c["name"]: c for c in json.loads(r.stdout)["clients"]}
 
 
-def figures(mix, clients, ref):
-    """(latency figure, batch figure) of one run; ref: the mix's references (alone rates,
-    solo p99, fifo's batch rate)."""
+def batch_rate(mix, clients):
+    """The batch clients' launches over their summed active times (bench/isolation.sh's)."""
+    batch = MIX[mix]["batch"]
+    span = sum(clients[b]["active_s"] for b, _, _ in batch)
+    return sum(clients[b]["launches"] for b, _, _ in batch) / span if span > 0 else 0.0
+
+
+def figures(mix, clients, ref, seed):
+    """(latency figure, batch figure) of one run of SEED; ref: the mix's references (each
+    batch model's rate alone; per seed, the latency client's solo p99 and fifo's batch rate)."""
     m = MIX[mix]
     lat = clients[m["lat"][0]]
     if mix == "demo":
         return (lat["slo_attainment"],
                 sum(clients[b]["throughput_rps"] / ref["alone"][b] for b, _, _ in m["batch"]))
-    launches = sum(clients[b]["launches"] for b, _, _ in m["batch"])
-    span = sum(clients[b]["active_s"] for b, _, _ in m["batch"])
-    rate = launches / span if span > 0 else 0.0
-    return (lat["p99_ms"] / ref["solo_p99"][str(ref["seed"])],
-            rate / ref["fifo_rate"][str(ref["seed"])] if "fifo_rate" in ref else rate)
+    return (lat["p99_ms"] / ref["solo_p99"][seed],
+            batch_rate(mix, clients) / ref["fifo_rate"][seed])
 
 
 def main():
-    for f in (POSSIM,):
-        if not os.access(f, os.X_OK):
-            sys.exit(f"bench-frontier: {f}: build first (make)")
+    if not os.access(POSSIM, os.X_OK):
+        sys.exit(f"bench-frontier: {POSSIM}: build first (make)")
     t0, cpu0 = time.time(), os.times()
     pool = concurrent.futures.ThreadPoolExecutor(JOBS)
-    rows = []  # (mix, cores, policy, budget, window, seed, lat figure, batch figure)
-    summary = {}
+    rows = []  # (mix, cores, policy, budget, window, room, seed, lat figure, batch figure)
     for mix in MIXES:
         m = MIX[mix]
         for cores in CORES:
@@ -139,22 +141,18 @@ def main():
                     ref["alone"][b] = possim(ini(mix, "fifo", cores, only=b), 1)[b]["throughput_rps"]
             else:
                 for seed in SEEDS:
-                    ref["solo_p99"][str(seed)] = possim(ini(mix, "pos", cores, only="lat"),
-                                                        seed)[m["lat"][0]]["p99_ms"]
-                    fifo = possim(ini(mix, "fifo", cores), seed)
-                    ref["seed"] = seed
-                    ref["fifo_rate"][str(seed)] = figures(mix, fifo, {k: v for k, v in ref.items()
-                                                                      if k != "fifo_rate"})[1]
-            points = [(ref, None, None, None) for ref in ("none", "fifo", "priority")]
+                    ref["solo_p99"][seed] = possim(ini(mix, "pos", cores, only="lat"),
+                                                   seed)[m["lat"][0]]["p99_ms"]
+                    ref["fifo_rate"][seed] = batch_rate(mix, possim(ini(mix, "fifo", cores), seed))
+            points = [(pol, None, None, None) for pol in ("none", "fifo", "priority")]
             points += [("pos", b, w, r) for b in BUDGETS for w in WINDOWS for r in ROOMS]
             futs = {}
             for pt in points:
                 for seed in SEEDS:
                     futs[pt + (seed,)] = pool.submit(possim, ini(mix, pt[0], cores, *pt[1:]), seed)
             for key, fut in futs.items():
-                lf, bf = figures(mix, fut.result(), dict(ref, seed=key[-1]))
+                lf, bf = figures(mix, fut.result(), ref, key[-1])
                 rows.append((mix, cores) + key + (lf, bf))
-            summary[(mix, cores)] = ref
             print(f"bench-frontier: {mix} on {cores} cores: {len(futs)} runs", file=sys.stderr)
     cpu1 = os.times()
     write(rows, time.time() - t0,
@@ -208,7 +206,8 @@ def write(rows, wall, cpu):
              f"{', '.join(map(str, WINDOWS))} and `corun_room` in "
              f"{', '.join(f'{r:g}' for r in ROOMS)} (defaults 1.2, 500 and 1), with "
              "`[sched] cpu = idle`, "
-             "on a host of 2 cores (this machine) and of 16 (the host CPU no constraint). "
+             f"on a host of {' and of '.join(map(str, CORES))} cores (possim's `[host] cores`; "
+             f"this machine has {os.cpu_count()}). "
              "Each cell is the median over the seeds (min..max). Full grid: "
              f"[{os.path.basename(CSV)}]({os.path.basename(CSV)}).\n")
     for mix in MIXES:
@@ -240,7 +239,7 @@ def write(rows, wall, cpu):
             front = kept
             ok = [k for k, v in grid.items() if meets(mix, v[0])]
             best = max(ok, key=lambda k: grid[k][1]) if ok else None
-            L.append(f"**{cores} cores.**\n")
+            L.append(f"**{cores} cores**{' (the host CPU no constraint)' if cores >= 16 else ''}.\n")
             L.append(f"| policy | corun_budget | window_us | corun_room | {lname} | {bname} |")
             L.append("|---|---|---|---|---|---|")
 

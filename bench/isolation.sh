@@ -20,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
 OUT=${OUT:-docs/results/isolation.md}
+SCEN_GIVEN=${SCEN:+1} # named in the results' header when given
 SCEN=${SCEN:-steady-rtx3080 steady-h200 churn-ts churn-mps}
 CHURN_N=${CHURN_N:-9}       # batch processes, one every CHURN_GAP_MS from 200 ms on
 CHURN_GAP_MS=${CHURN_GAP_MS:-500}
@@ -239,7 +240,7 @@ runs() { col "$2" <<<"$1" | while read -r v; do printf '%s ' "$(fmt "$v")"; done
     echo "# Isolation end to end: a latency client beside batch work that stays or comes and goes"
     echo
     echo "**Simulated GPU, both sides: every figure here is simulated.** Produced by"
-    echo "\`make bench-isolation\` (REPS=$REPS CPU=$CPU${POS_KEYS:+ POS_KEYS=\"$POS_KEYS\"}) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
+    echo "\`make bench-isolation\` (REPS=$REPS CPU=$CPU${SCEN_GIVEN:+ SCEN=\"$SCEN\"}${POS_KEYS:+ POS_KEYS=\"$POS_KEYS\"}) on $(date -u +%Y-%m-%d), $(nproc) cores, commit"
     echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown), in ${elapsed} s; load average (1, 5, 15 min) $load0 at the start, $load1 at the end."
     echo
     echo "*End to end*: posd (\`-p POLICY\`, \`[policy] cpu = $CPU\`, a fresh state directory each run; rules: \`match_app = batch*\` →"
